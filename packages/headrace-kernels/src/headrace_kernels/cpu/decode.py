@@ -1,0 +1,116 @@
+"""Image decoding on the CPU through nvImageCodec's CPU backend (libjpeg-turbo, OpenCV for other formats)."""
+
+from __future__ import annotations
+
+import threading
+
+import cv2
+import numpy as np
+
+from headrace_kernels.registry import cpu_kernel
+from headrace_kernels.windows import random_crop_window
+
+RGB, BGR, GRAY, YCBCR, ANY_DATA = 0, 1, 2, 3, 4
+_local = threading.local()
+_load_lock = threading.Lock()
+_nvimgcodec = None
+
+
+def _codec():
+    """The nvimgcodec module, imported once with its loading chatter about absent GPU libraries silenced."""
+    global _nvimgcodec
+    if _nvimgcodec is None:
+        with _load_lock:
+            if _nvimgcodec is None:
+                from headrace_kernels.quiet import native_stderr_captured
+
+                with native_stderr_captured():
+                    from nvidia import nvimgcodec
+
+                    nvimgcodec.Decoder(device_id=nvimgcodec.NVIMGCODEC_DEVICE_CPU_ONLY,
+                                       backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.CPU_ONLY)])
+                _nvimgcodec = nvimgcodec
+    return _nvimgcodec
+
+
+def _decoder():
+    """This thread's CPU decoder: nvimgcodec decoders are not safe to share between threads."""
+    decoder = getattr(_local, "decoder", None)
+    if decoder is None:
+        nv = _codec()
+        decoder = nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, backends=[nv.Backend(nv.BackendKind.CPU_ONLY)],
+                             max_num_cpu_threads=1)
+        _local.decoder = decoder
+    return decoder
+
+
+def _as_bytes(data) -> np.ndarray:
+    array = np.asarray(data)
+    if array.dtype != np.uint8 or array.ndim != 1:
+        raise ValueError(f"expected encoded bytes (1-D uint8), got {array.dtype} with shape {array.shape}")
+    if array.size == 0:
+        raise ValueError("the encoded image is empty (0 bytes)")
+    return array
+
+
+def code_stream(data):
+    """Parse the header of an encoded image; raises ValueError when it is no image nvImageCodec knows."""
+    nv = _codec()
+    try:
+        stream = nv.CodeStream(_as_bytes(data).tobytes())
+        _ = stream.width  # parses the header
+    except Exception as exc:  # nvimgcodec raises RuntimeError with its own text
+        raise ValueError(f"not a decodable image ({exc})") from None
+    return stream
+
+
+def _convert(image: np.ndarray, output_type: int) -> np.ndarray:
+    if output_type == BGR:
+        return np.ascontiguousarray(image[..., ::-1])
+    if output_type == YCBCR:
+        ycrcb = cv2.cvtColor(image, cv2.COLOR_RGB2YCrCb)
+        return np.ascontiguousarray(ycrcb[..., [0, 2, 1]])
+    return image
+
+
+def decode_image(data, output_type: int = RGB, adjust_orientation: bool = True,
+                 window: tuple[int, int, int, int] | None = None) -> np.ndarray:
+    """Decode to HWC uint8; `window` = (y, x, h, w) decodes only that region (ROI decode)."""
+    nv = _codec()
+    stream = code_stream(data)
+    if window is not None:
+        y, x, h, w = window
+        stream = stream.get_sub_code_stream(region=nv.Region(start=(y, x), end=(y + h, x + w)))
+    gray = output_type == GRAY
+    params = nv.DecodeParams(color_spec=nv.ColorSpec.GRAY if gray else nv.ColorSpec.SRGB,
+                             apply_exif_orientation=adjust_orientation)
+    image = _decoder().decode(stream, params=params)
+    if image is None:
+        raise ValueError(f"corrupt or truncated {stream.codec_name or 'image'} data: the decoder could not decode it")
+    array = np.asarray(image.cpu())
+    if array.ndim == 2:
+        array = array[..., None]
+    if not gray and array.shape[2] == 1:
+        array = np.repeat(array, 3, axis=2)
+    elif not gray and array.shape[2] == 4:
+        array = np.ascontiguousarray(array[..., :3])
+    return _convert(array, output_type)
+
+
+def image_size(data, adjust_orientation: bool = True) -> tuple[int, int, bool]:
+    """(height, width, rotated) of an encoded image from its header alone."""
+    stream = code_stream(data)
+    return stream.height, stream.width, False
+
+
+@cpu_kernel("decoders.image")
+def decode(inputs, args, ctx):
+    return decode_image(inputs[0], int(args["output_type"]), args["adjust_orientation"])
+
+
+@cpu_kernel("decoders.image_random_crop")
+def decode_random_crop(inputs, args, ctx):
+    height, width, _ = image_size(inputs[0])
+    window = random_crop_window(height, width, args["random_area"], args["random_aspect_ratio"],
+                                args["num_attempts"], ctx.rng)
+    return decode_image(inputs[0], int(args["output_type"]), args["adjust_orientation"], window)

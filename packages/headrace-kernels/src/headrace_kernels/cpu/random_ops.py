@@ -1,0 +1,38 @@
+"""CPU kernels of the random generators; each draw comes from the sample's own keyed stream."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from headrace_kernels.cpu.geometry_ops import _numpy_dtype, _saturate
+from headrace_kernels.registry import cpu_kernel
+
+
+def _shape(args) -> tuple[int, ...]:
+    return tuple(args.get("shape") or ())
+
+
+def _scalar(value) -> float:
+    return float(np.asarray(value).reshape(-1)[0])
+
+
+@cpu_kernel("random.coin_flip")
+def coin_flip(inputs, args, ctx):
+    draws = ctx.rng.random(_shape(args)) < _scalar(args["probability"])
+    return np.asarray(draws).astype(_numpy_dtype(args["dtype"]))
+
+
+@cpu_kernel("random.uniform")
+def uniform(inputs, args, ctx):
+    values = args.get("values")
+    if values:
+        picked = np.asarray(values, dtype=np.float64)[ctx.rng.integers(0, len(values), _shape(args))]
+        return _saturate(np.asarray(picked), _numpy_dtype(args["dtype"]))
+    low, high = np.asarray(args["range"], dtype=np.float64).ravel()[:2]
+    return _saturate(np.asarray(ctx.rng.uniform(low, high, _shape(args))), _numpy_dtype(args["dtype"]))
+
+
+@cpu_kernel("random.normal")
+def normal(inputs, args, ctx):
+    draws = ctx.rng.normal(_scalar(args["mean"]), _scalar(args["stddev"]), _shape(args))
+    return _saturate(np.asarray(draws), _numpy_dtype(args["dtype"]))

@@ -1,0 +1,3 @@
+from headrace.demo import main
+
+main()

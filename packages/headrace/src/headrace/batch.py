@@ -1,0 +1,111 @@
+"""The batches a pipeline returns: a list of samples, dense when they share a shape, with numpy and DLPack views."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class TensorListCPU:
+    """A batch on the host, as DALI's TensorListCPU: `at(i)`, `as_array()`, `as_tensor()`, `__dlpack__`."""
+
+    device = "cpu"
+
+    def __init__(self, samples: Sequence[np.ndarray] | np.ndarray, layout: str = "",
+                 source_info: Sequence[str] | None = None):
+        self._dense = samples if isinstance(samples, np.ndarray) else None
+        self._samples = None if self._dense is not None else list(samples)
+        self._layout = layout
+        self._source_info = list(source_info) if source_info is not None else None
+
+    def __len__(self) -> int:
+        return len(self._dense) if self._dense is not None else len(self._samples)
+
+    def at(self, index: int) -> np.ndarray:
+        return self._dense[index] if self._dense is not None else self._samples[index]
+
+    __getitem__ = at
+
+    def __iter__(self):
+        return (self.at(i) for i in range(len(self)))
+
+    def is_dense_tensor(self) -> bool:
+        if self._dense is not None:
+            return True
+        first = self._samples[0] if self._samples else None
+        return all(s.shape == first.shape and s.dtype == first.dtype for s in self._samples)
+
+    def as_array(self) -> np.ndarray:
+        """The batch as one (N, ...) array; a view when the batch is dense already."""
+        if self._dense is None:
+            if not self.is_dense_tensor():
+                shapes = sorted({s.shape for s in self._samples})
+                raise ValueError(f"the samples have different shapes ({shapes[:4]}...): use at(i) or a padding op")
+            self._dense = np.stack(self._samples)
+            self._samples = None
+        return self._dense
+
+    def as_tensor(self) -> TensorListCPU:
+        self.as_array()
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.as_array()
+        return array.astype(dtype) if dtype is not None else array
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self.as_array().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.as_array().__dlpack_device__()
+
+    def shape(self) -> list[tuple[int, ...]]:
+        return [tuple(self.at(i).shape) for i in range(len(self))]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.at(0).dtype
+
+    def layout(self) -> str:
+        return self._layout
+
+    def source_info(self, index: int) -> str:
+        return self._source_info[index] if self._source_info else ""
+
+    def __repr__(self) -> str:
+        return f"TensorListCPU(len={len(self)}, dtype={self.dtype}, layout={self._layout!r})"
+
+
+class BufferPool:
+    """Reusable batch buffers: a buffer is handed out again only when nothing outside the pool references it
+    (no batch, view or DLPack capsule), so reuse never overwrites data a user still holds."""
+
+    def __init__(self, per_key: int):
+        self.per_key = per_key
+        self._buffers: dict[tuple, list[np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        key = (tuple(shape), np.dtype(dtype).str)
+        with self._lock:
+            buffers = self._buffers.setdefault(key, [])
+            for buffer in buffers:
+                # references: the list, the loop variable and getrefcount's argument
+                if sys.getrefcount(buffer) <= 3:
+                    return buffer
+            buffer = np.empty(shape, dtype)
+            if len(buffers) < self.per_key:
+                buffers.append(buffer)
+            return buffer
+
+    def release(self) -> None:
+        """Forget every pooled buffer; memory returns once users drop their batches."""
+        with self._lock:
+            self._buffers.clear()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for buffers in self._buffers.values() for b in buffers)

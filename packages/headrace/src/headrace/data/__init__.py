@@ -1,0 +1,1 @@
+"""Generated data sets for examples, tests and benchmarks."""

@@ -1,0 +1,227 @@
+"""The graph a pipeline function builds: op nodes, the DataNodes between them, and DataNode arithmetic."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any
+
+from headrace.errors import SchemaError
+from headrace.schema import OpSchema, get_schema
+
+
+@dataclasses.dataclass(eq=False)
+class OpNode:
+    """One op in the graph: its schema, device, literal arguments and the DataNodes it reads."""
+
+    name: str
+    schema: OpSchema
+    device: str
+    args: dict[str, Any]
+    inputs: list[DataNode]
+    arg_inputs: dict[str, DataNode]
+    outputs: list[DataNode] = dataclasses.field(default_factory=list)
+
+    def arg(self, name: str) -> Any:
+        return self.schema.arg(self.args, name)
+
+    @property
+    def upstream(self) -> list[DataNode]:
+        return [*self.inputs, *self.arg_inputs.values()]
+
+
+class DataNode:
+    """The output `index` of an op node; arithmetic on it builds new op nodes, as in DALI."""
+
+    __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
+
+    def __init__(self, op: OpNode, index: int, device: str):
+        self.op, self.index, self.device = op, index, device
+
+    @property
+    def name(self) -> str:
+        return f"{self.op.name}:{self.index}" if len(self.op.outputs) > 1 else self.op.name
+
+    def __repr__(self) -> str:
+        return f"DataNode({self.name}, device={self.device})"
+
+    def gpu(self) -> DataNode:
+        """This data on the GPU (a copy node, run in the GPU stage)."""
+        from headrace import fn
+
+        return fn.copy(self, device="gpu") if self.device == "cpu" else self
+
+    def cpu(self) -> DataNode:
+        """This data on the host (a copy node)."""
+        from headrace import fn
+
+        return fn.copy(self, device="cpu") if self.device != "cpu" else self
+
+    def __bool__(self) -> bool:
+        raise SchemaError(
+            f"DataNode {self.name} used as a Python bool: use `&`, `|`, `^` for element-wise logic, "
+            "or enable_conditionals=True for `if` on data"
+        )
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # Arithmetic: every operator builds a `math.*` node.
+    def _binary(self, other: Any, op: str, reflected: bool = False) -> DataNode:
+        return _binary_node(other, self, op) if reflected else _binary_node(self, other, op)
+
+    def __add__(self, o): return self._binary(o, "add")
+    def __radd__(self, o): return self._binary(o, "add", True)
+    def __sub__(self, o): return self._binary(o, "sub")
+    def __rsub__(self, o): return self._binary(o, "sub", True)
+    def __mul__(self, o): return self._binary(o, "mul")
+    def __rmul__(self, o): return self._binary(o, "mul", True)
+    def __truediv__(self, o): return self._binary(o, "div")
+    def __rtruediv__(self, o): return self._binary(o, "div", True)
+    def __floordiv__(self, o): return self._binary(o, "floordiv")
+    def __rfloordiv__(self, o): return self._binary(o, "floordiv", True)
+    def __mod__(self, o): return self._binary(o, "mod")
+    def __rmod__(self, o): return self._binary(o, "mod", True)
+    def __pow__(self, o): return self._binary(o, "pow")
+    def __rpow__(self, o): return self._binary(o, "pow", True)
+    def __and__(self, o): return self._binary(o, "bitand")
+    def __rand__(self, o): return self._binary(o, "bitand", True)
+    def __or__(self, o): return self._binary(o, "bitor")
+    def __ror__(self, o): return self._binary(o, "bitor", True)
+    def __xor__(self, o): return self._binary(o, "bitxor")
+    def __rxor__(self, o): return self._binary(o, "bitxor", True)
+    def __eq__(self, o): return self._binary(o, "eq")  # type: ignore[override]
+    def __ne__(self, o): return self._binary(o, "ne")  # type: ignore[override]
+    def __lt__(self, o): return self._binary(o, "lt")
+    def __le__(self, o): return self._binary(o, "le")
+    def __gt__(self, o): return self._binary(o, "gt")
+    def __ge__(self, o): return self._binary(o, "ge")
+    def __neg__(self): return _unary_node(self, "neg")
+    def __pos__(self): return _unary_node(self, "pos")
+    def __invert__(self): return _unary_node(self, "invert")
+    def __abs__(self): return _unary_node(self, "abs")
+
+
+def _binary_node(left: Any, right: Any, op: str) -> DataNode:
+    from headrace import fn
+
+    if isinstance(left, DataNode) and isinstance(right, DataNode):
+        return fn.math.binary(left, right, op=op, device=_common_device(left, right))
+    node, scalar, on_left = (right, left, True) if isinstance(right, DataNode) else (left, right, False)
+    if isinstance(scalar, bool) or not isinstance(scalar, int | float) and not hasattr(scalar, "dtype"):
+        raise SchemaError(f"operator '{op}' between a DataNode and {type(scalar).__name__} is not supported; "
+                          "use a number or types.Constant")
+    is_int = isinstance(scalar, int) or (hasattr(scalar, "dtype") and scalar.dtype.kind in "iu")
+    return fn.math.binary(node, op=op, scalar=float(scalar), scalar_is_int=is_int, scalar_on_left=on_left,
+                          device=node.device)
+
+
+def _unary_node(node: DataNode, op: str) -> DataNode:
+    from headrace import fn
+
+    return fn.math.unary(node, op=op, device=node.device)
+
+
+def _common_device(*nodes: DataNode) -> str:
+    return "gpu" if any(n.device == "gpu" for n in nodes) else "cpu"
+
+
+class Graph:
+    """The op nodes of one pipeline, in creation order (which is a topological order)."""
+
+    def __init__(self) -> None:
+        self.nodes: list[OpNode] = []
+        self._names: dict[str, OpNode] = {}
+        self._counter = 0
+
+    def unique_name(self, schema: OpSchema) -> str:
+        base = schema.name.replace(".", "_")
+        while True:
+            name = f"__{base}_{self._counter}"
+            self._counter += 1
+            if name not in self._names:
+                return name
+
+    def add(self, node: OpNode) -> None:
+        if node.name in self._names:
+            raise SchemaError(f"{node.schema.name}: a node named '{node.name}' already exists in this pipeline")
+        self.nodes.append(node)
+        self._names[node.name] = node
+
+    def __getitem__(self, name: str) -> OpNode:
+        return self._names[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._names
+
+
+_local = threading.local()
+
+
+def current_graph() -> Graph:
+    """The graph the pipeline being defined in this thread builds."""
+    graph = getattr(_local, "graph", None)
+    if graph is None:
+        raise SchemaError("headrace ops can only be called inside a pipeline definition "
+                          "(a @pipeline_def function, or `with pipe:`)")
+    return graph
+
+
+class building:  # noqa: N801 - used as `with building(graph):`
+    """Make `graph` the one that `fn.*` calls in this thread add to."""
+
+    def __init__(self, graph: Graph):
+        self.graph, self.previous = graph, None
+
+    def __enter__(self) -> Graph:
+        self.previous = getattr(_local, "graph", None)
+        _local.graph = self.graph
+        return self.graph
+
+    def __exit__(self, *exc) -> None:
+        _local.graph = self.previous
+
+
+def _device_of(schema: OpSchema, device: str | None, inputs: list[DataNode]) -> str:
+    if device is None:
+        device = "gpu" if any(i.device == "gpu" for i in inputs) and "gpu" in schema.devices else schema.devices[0]
+    if device not in schema.devices:
+        raise SchemaError(f"{schema.name}: device '{device}' is not supported (supported: {', '.join(schema.devices)})")
+    if device == "cpu" and schema.name != "copy" and any(i.device == "gpu" for i in inputs):
+        bad = next(i for i in inputs if i.device == "gpu")
+        raise SchemaError(f"{schema.name}: a CPU op cannot read GPU data ({bad.name}); call .cpu() on it first")
+    return device
+
+
+def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNode, ...]:
+    """Validate an op call against its schema and add the node to the current graph."""
+    graph = current_graph()
+    schema = get_schema(op_name)
+    node_name = kwargs.get("name") or graph.unique_name(schema)
+    for i, value in enumerate(inputs):
+        if not isinstance(value, DataNode):
+            raise SchemaError(f"{schema.name} (node '{node_name}'): input {i} is a {type(value).__name__}, "
+                              "not a DataNode (use types.Constant for constants)")
+    if not schema.min_inputs <= len(inputs) <= schema.max_inputs:
+        raise SchemaError(f"{schema.name} (node '{node_name}'): takes {schema.min_inputs} to {schema.max_inputs} "
+                          f"inputs, got {len(inputs)}")
+    known = schema.all_args
+    arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
+    for key, value in arg_inputs.items():
+        arg = known.get(key)
+        if arg is None or not arg.tensor_input:
+            what = "an unknown argument" if arg is None else "not a per-sample argument"
+            raise SchemaError(f"{schema.name} (node '{node_name}'): '{key}' is {what}; it cannot take a DataNode")
+        if value.device != "cpu":
+            raise SchemaError(f"{schema.name} (node '{node_name}'): argument '{key}' reads GPU data from "
+                              f"'{value.op.name}' ({value.op.schema.name}); argument inputs live on the CPU: "
+                              f"pass `{value.name}.cpu()`")
+    literal = {k: v for k, v in kwargs.items() if k not in arg_inputs}
+    args = schema.validate_args(node_name, literal)
+    device = _device_of(schema, args.pop("device", None), list(inputs))
+    args.pop("name", None)
+    node = OpNode(node_name, schema, device, args, list(inputs), arg_inputs)
+    out_device = "gpu" if device == "mixed" else device
+    node.outputs = [DataNode(node, i, out_device) for i in range(schema.outputs_for(args))]
+    graph.add(node)
+    return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)

@@ -1,0 +1,51 @@
+"""Schemas of the image decoders."""
+
+from headrace.schema import Arg, OpSchema, register
+from headrace.types import DALIDataType, DALIImageType
+
+_DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
+
+DECODER_ARGS = (
+    Arg("output_type", "image_type", DALIImageType.RGB, "Colour space of the output: RGB, BGR, GRAY or YCbCr."),
+    Arg("dtype", "dtype", DALIDataType.UINT8, "Element type of the output; only UINT8 is supported.",
+        choices=(DALIDataType.UINT8,)),
+    Arg("adjust_orientation", "bool", True, "Apply the EXIF orientation."),
+    Arg("hw_decoder_load", "float", 0.65, "Share of images sent to the hardware JPEG decoder (mixed only)."),
+    Arg("use_fast_idct", "bool", False, _DALI_HINT),
+    Arg("jpeg_fancy_upsampling", "bool", False, _DALI_HINT),
+    Arg("preallocate_width_hint", "int", 0, _DALI_HINT),
+    Arg("preallocate_height_hint", "int", 0, _DALI_HINT),
+    Arg("device_memory_padding", "int", 16 << 20, _DALI_HINT),
+    Arg("host_memory_padding", "int", 8 << 20, _DALI_HINT),
+    Arg("device_memory_padding_jpeg2k", "int", 0, _DALI_HINT),
+    Arg("host_memory_padding_jpeg2k", "int", 0, _DALI_HINT),
+    Arg("affine", "bool", True, _DALI_HINT),
+    Arg("memory_stats", "bool", False, _DALI_HINT),
+)
+
+RANDOM_CROP_ARGS = (
+    Arg("random_area", "float", [0.08, 1.0], "Range of the crop's area as a fraction of the image's.",
+        list_of=True, list_len=(1, 2)),
+    Arg("random_aspect_ratio", "float", [3 / 4, 4 / 3], "Range of the crop's width/height ratio (log-uniform).",
+        list_of=True, list_len=(1, 2)),
+    Arg("num_attempts", "int", 10, "Tries at a window that fits before falling back to a centre crop."),
+)
+
+register(OpSchema(
+    name="decoders.image",
+    doc="Decodes encoded images (JPEG, PNG, TIFF, JPEG 2000, BMP, WebP, ...) into HWC uint8.",
+    args=DECODER_ARGS,
+    min_inputs=1, max_inputs=1,
+    devices=("cpu", "mixed"),
+))
+
+register(OpSchema(
+    name="decoders.image_random_crop",
+    doc="Decodes only a random window of each image (Inception-style area and aspect ratio): the ROI decode is "
+        "where the speed comes from.",
+    args=DECODER_ARGS + RANDOM_CROP_ARGS,
+    min_inputs=1, max_inputs=1,
+    devices=("cpu", "mixed"),
+    random=True,
+    state="rng",
+))

@@ -1,0 +1,103 @@
+"""Schemas of resize, crop, flip and the fused crop-mirror-normalize."""
+
+from headrace.schema import REQUIRED, Arg, OpSchema, register
+from headrace.types import DALIDataType, DALIInterpType
+
+_DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
+
+INTERP_ARGS = (
+    Arg("interp_type", "interp_type", DALIInterpType.INTERP_LINEAR, "Resampling filter."),
+    Arg("antialias", "bool", True, "When shrinking with NN/LINEAR/CUBIC, average over the source footprint "
+        "instead of sampling (area filter for LINEAR)."),
+)
+
+CROP_WINDOW_ARGS = (
+    Arg("crop", "float", None, "Crop size (height, width).", list_of=True, list_len=(2, 2), tensor_input=True),
+    Arg("crop_h", "float", 0.0, "Crop height (alternative to `crop`).", tensor_input=True),
+    Arg("crop_w", "float", 0.0, "Crop width (alternative to `crop`).", tensor_input=True),
+    Arg("crop_pos_x", "float", 0.5, "Horizontal anchor of the window, 0 (left) to 1 (right).", tensor_input=True),
+    Arg("crop_pos_y", "float", 0.5, "Vertical anchor of the window, 0 (top) to 1 (bottom).", tensor_input=True),
+    Arg("out_of_bounds_policy", "str", "error", "What a window outside the image does: 'error', 'pad' "
+        "(with fill_values) or 'trim_to_shape'.", choices=("error", "pad", "trim_to_shape")),
+    Arg("fill_values", "float", [0.0], "Padding values, one or one per channel.", list_of=True),
+)
+
+register(OpSchema(
+    name="resize",
+    doc="Resizes HWC images. Give resize_x/resize_y (one of them keeps the aspect ratio), `size`, "
+        "resize_shorter or resize_longer; `mode` decides how an aspect-ratio conflict is settled.",
+    args=(
+        Arg("resize_x", "float", 0.0, "Output width; 0 = from resize_y keeping the aspect ratio.", tensor_input=True),
+        Arg("resize_y", "float", 0.0, "Output height; 0 = from resize_x keeping the aspect ratio.",
+            tensor_input=True),
+        Arg("size", "float", None, "Output size (height, width); a 0 extent keeps the aspect ratio.",
+            list_of=True, list_len=(2, 2), tensor_input=True),
+        Arg("resize_shorter", "float", 0.0, "Length of the shorter side; the longer keeps the aspect ratio.",
+            tensor_input=True),
+        Arg("resize_longer", "float", 0.0, "Length of the longer side; the shorter keeps the aspect ratio.",
+            tensor_input=True),
+        Arg("max_size", "float", None, "Upper bound of each output extent (height, width).", list_of=True,
+            list_len=(1, 2)),
+        Arg("mode", "str", "default", "'default' / 'stretch': exactly the size asked; 'not_larger': fit inside it "
+            "keeping the aspect ratio; 'not_smaller': cover it keeping the aspect ratio.",
+            choices=("default", "stretch", "not_larger", "not_smaller")),
+        *INTERP_ARGS,
+        Arg("dtype", "dtype", None, "Output element type; default the input's.",
+            choices=(DALIDataType.UINT8, DALIDataType.FLOAT)),
+        Arg("subpixel_scale", "bool", True, _DALI_HINT),
+        Arg("minibatch_size", "int", 32, _DALI_HINT),
+        Arg("temp_buffer_hint", "int", 0, _DALI_HINT),
+        Arg("save_attrs", "bool", False, _DALI_HINT),
+    ),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+))
+
+register(OpSchema(
+    name="crop",
+    doc="Cuts a window out of each HWC image.",
+    args=(*CROP_WINDOW_ARGS, Arg("dtype", "dtype", None, "Output element type; default the input's.")),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+))
+
+register(OpSchema(
+    name="crop_mirror_normalize",
+    doc="Crop, optional horizontal mirror, (x - mean) / std * scale + shift, cast and layout change, fused.",
+    args=(
+        *CROP_WINDOW_ARGS,
+        Arg("mirror", "int", 0, "1 flips the sample horizontally.", tensor_input=True),
+        Arg("mean", "float", [0.0], "Mean per channel (or one for all).", list_of=True, tensor_input=True),
+        Arg("std", "float", [1.0], "Standard deviation per channel (or one for all).", list_of=True,
+            tensor_input=True),
+        Arg("scale", "float", 1.0, "Multiplier applied after normalization."),
+        Arg("shift", "float", 0.0, "Offset added after scaling."),
+        Arg("dtype", "dtype", DALIDataType.FLOAT, "Output element type.",
+            choices=(DALIDataType.FLOAT, DALIDataType.FLOAT16, DALIDataType.UINT8, DALIDataType.INT8,
+                     DALIDataType.INT16, DALIDataType.INT32)),
+        Arg("output_layout", "str", "CHW", "'CHW' or 'HWC'.", choices=("CHW", "HWC")),
+        Arg("pad_output", "bool", False, "Append a fourth channel of zeros (fill value) to an RGB output."),
+    ),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+))
+
+register(OpSchema(
+    name="random_resized_crop",
+    doc="A random window (Inception-style area and aspect ratio) resized to `size`.",
+    args=(
+        Arg("size", "float", REQUIRED, "Output size (height, width).", list_of=True, list_len=(2, 2)),
+        Arg("random_area", "float", [0.08, 1.0], "Range of the window's area fraction.", list_of=True,
+            list_len=(1, 2)),
+        Arg("random_aspect_ratio", "float", [3 / 4, 4 / 3], "Range of width/height ratios (log-uniform).",
+            list_of=True, list_len=(1, 2)),
+        Arg("num_attempts", "int", 10, "Tries before falling back to a centre crop."),
+        *INTERP_ARGS,
+    ),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), random=True, state="rng",
+))
+
+register(OpSchema(
+    name="flip",
+    doc="Flips HWC images horizontally and/or vertically.",
+    args=(Arg("horizontal", "int", 1, "1 flips left-right.", tensor_input=True),
+          Arg("vertical", "int", 0, "1 flips top-bottom.", tensor_input=True)),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+))

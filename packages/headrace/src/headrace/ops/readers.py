@@ -1,0 +1,80 @@
+"""Schemas of the readers: the stateful batch ops at the root of a pipeline."""
+
+from headrace.schema import REQUIRED, Arg, OpSchema, register
+from headrace.types import DALIDataType
+
+IMAGE_EXTENSIONS = ("*.jpg", "*.jpeg", "*.png", "*.bmp", "*.tif", "*.tiff", "*.pnm", "*.ppm", "*.pgm", "*.pbm",
+                    "*.jp2", "*.webp")
+_DALI_HINT = "Accepted for DALI compatibility; headrace reads files directly and ignores it."
+
+register(OpSchema(
+    name="readers.file",
+    doc="Reads files from a folder-per-class tree, a file list, or explicit files; outputs (encoded bytes, label).",
+    args=(
+        Arg("file_root", "str", None, "Root folder; its sub-folders, sorted, are the classes 0..N-1."),
+        Arg("file_list", "str", None, "A text file of 'path label' lines, paths relative to file_root."),
+        Arg("files", "str", None, "Explicit file paths (relative to file_root when it is given).", list_of=True),
+        Arg("labels", "int", None, "Labels of `files`; default 0..len(files)-1.", list_of=True),
+        Arg("file_filters", "str", list(IMAGE_EXTENSIONS), "Glob patterns of files taken from file_root.",
+            list_of=True),
+        Arg("case_sensitive_filter", "bool", False, "Match file_filters case-sensitively."),
+        Arg("random_shuffle", "bool", False, "Visit the samples of each epoch in a new random order."),
+        Arg("shuffle_after_epoch", "bool", False, "Shuffle the whole data set between epochs (same as random_shuffle "
+            "here: headrace always shuffles a full epoch, never through a window)."),
+        Arg("seed", "int", -1, "Seed of the shuffle; -1 derives it from the pipeline seed."),
+        Arg("shard_id", "int", 0, "Which shard this pipeline reads."),
+        Arg("num_shards", "int", 1, "Into how many shards the data set is split."),
+        Arg("stick_to_shard", "bool", False, "Keep reading the same shard every epoch instead of moving on."),
+        Arg("pad_last_batch", "bool", False, "Fill the last batch of a shard by repeating its last sample, so "
+            "batches never span epochs."),
+        Arg("initial_fill", "int", 1024, _DALI_HINT),
+        Arg("read_ahead", "bool", False, _DALI_HINT),
+        Arg("dont_use_mmap", "bool", False, _DALI_HINT),
+        Arg("lazy_init", "bool", False, _DALI_HINT),
+        Arg("prefetch_queue_depth", "int", 1, _DALI_HINT),
+        Arg("skip_cached_images", "bool", False, _DALI_HINT),
+    ),
+    num_outputs=2,
+    stateful=True,
+    batch_op=True,
+    state="reader",
+))
+
+register(OpSchema(
+    name="external_source",
+    doc="Data fed from Python: a `source` callable or iterable, or, when there is none (as in a loaded pipeline "
+        "file or the Triton backend), arrays passed to `run(name=...)` or `feed_input(name, ...)`.",
+    args=(
+        Arg("source", "callable", None, "A callable (returning a batch, or a sample when batch=False) or an "
+            "iterable of batches. Not stored in the pipeline file.", serializable=False),
+        Arg("batch", "bool", True, "Whether `source` returns a whole batch (True) or one sample per call."),
+        Arg("batch_info", "bool", False, "Call `source` with the iteration index."),
+        Arg("cycle", "any", False, "For an iterable source: False/'raise' ends the epoch with StopIteration, "
+            "True/'quiet' restarts it."),
+        Arg("dtype", "dtype", None, "Expected element type; a mismatching sample is an error."),
+        Arg("ndim", "int", None, "Expected number of dimensions of each sample."),
+        Arg("layout", "str", None, "Layout of each sample, e.g. 'HWC'."),
+        Arg("no_copy", "bool", False, _DALI_HINT),
+        Arg("blocking", "bool", False, _DALI_HINT),
+        Arg("parallel", "bool", False, _DALI_HINT),
+        Arg("prefetch_queue_depth", "int", 1, _DALI_HINT),
+        Arg("cuda_stream", "any", None, _DALI_HINT, serializable=False),
+        Arg("use_copy_kernel", "bool", False, _DALI_HINT),
+    ),
+    devices=("cpu", "gpu"),
+    stateful=True,
+    batch_op=True,
+    state="source",
+))
+
+register(OpSchema(
+    name="constant",
+    doc="The same tensor for every sample (what `types.Constant` and scalar arithmetic build).",
+    args=(
+        Arg("fdata", "float", REQUIRED, "The values, flattened, row-major.", list_of=True),
+        Arg("shape", "int", [], "The shape of each sample.", list_of=True),
+        Arg("dtype", "dtype", DALIDataType.FLOAT, "The element type."),
+        Arg("layout", "str", "", "Layout name of the tensor."),
+    ),
+    devices=("cpu", "gpu"),
+))

@@ -1,0 +1,254 @@
+"""`Pipeline` and `pipeline_def`: define a graph, build it, run it batch by batch, save it to a pipeline file."""
+
+from __future__ import annotations
+
+import functools
+import os
+import queue
+import random
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from headrace import pipeline_file
+from headrace.batch import TensorListCPU
+from headrace.errors import SchemaError
+from headrace.executor import Executor
+from headrace.graph import DataNode, Graph, building
+
+_DALI_ONLY = ("exec_async", "exec_pipelined", "exec_dynamic", "experimental_exec_dynamic", "set_affinity",
+              "max_streams", "default_cuda_stream_priority", "bytes_per_sample", "py_num_workers",
+              "py_start_method", "enable_memory_stats", "output_dtype", "output_ndim")
+
+
+class Pipeline:
+    """A graph plus its executor, as DALI's Pipeline: `with pipe:` defines it, `run()` returns batches."""
+
+    def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = 0, seed: int = -1,
+                 prefetch_queue_depth: int = 2, enable_checkpointing: bool = False,
+                 enable_conditionals: bool = False, **dali_options: Any):
+        unknown = set(dali_options) - set(_DALI_ONLY)
+        if unknown:
+            raise SchemaError(f"Pipeline: unknown arguments {sorted(unknown)}")
+        if isinstance(prefetch_queue_depth, dict):  # DALI's {"cpu_size": .., "gpu_size": ..}
+            prefetch_queue_depth = max(prefetch_queue_depth.values())
+        self.batch_size = batch_size
+        self.num_threads = num_threads if num_threads > 0 else min(4, os.cpu_count() or 1)
+        self.device_id = device_id
+        self.seed = seed if seed != -1 else random.getrandbits(31)
+        self.prefetch_queue_depth = max(1, int(prefetch_queue_depth))
+        self.enable_checkpointing = enable_checkpointing
+        self.enable_conditionals = enable_conditionals
+        self.graph = Graph()
+        self.outputs: list[DataNode] = []
+        self._executor: Executor | None = None
+        self._prefetcher: _Prefetcher | None = None
+        self._iteration = 0
+        self._context: building | None = None
+
+    # Definition
+    def __enter__(self) -> Pipeline:
+        self._context = building(self.graph)
+        self._context.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._context.__exit__(*exc)
+
+    def set_outputs(self, *outputs: DataNode) -> None:
+        for i, out in enumerate(outputs):
+            if not isinstance(out, DataNode):
+                raise SchemaError(f"pipeline output {i} is a {type(out).__name__}, not a DataNode")
+        self.outputs = list(outputs)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"batch_size": self.batch_size, "num_threads": self.num_threads, "device_id": self.device_id,
+                "seed": self.seed, "prefetch_queue_depth": self.prefetch_queue_depth,
+                "enable_checkpointing": self.enable_checkpointing, "enable_conditionals": self.enable_conditionals}
+
+    # Building and running
+    def build(self) -> None:
+        if self._executor is not None:
+            return
+        if not self.outputs:
+            raise SchemaError("the pipeline has no outputs: return them from the @pipeline_def function or call "
+                              "set_outputs()")
+        if self.batch_size < 1:
+            raise SchemaError(f"batch_size must be set to a positive number, got {self.batch_size}")
+        self._executor = Executor(self.graph.nodes, self.outputs, self.batch_size, self.num_threads, self.seed,
+                                  self.device_id, self.prefetch_queue_depth)
+
+    @property
+    def fed_inputs(self) -> list[str]:
+        """Names of the external sources with no `source`: they take data from `run(name=...)`."""
+        return [n.name for n in self.graph.nodes if n.schema.name == "external_source" and n.arg("source") is None]
+
+    def feed_input(self, name: str, data) -> None:
+        """Queue a batch for the external source `name`."""
+        self.build()
+        if name not in self._executor.batch_ops:
+            raise SchemaError(f"no external_source named '{name}' (fed inputs: {', '.join(self.fed_inputs)})")
+        self._executor.batch_ops[name].feed(data)
+
+    def run(self, **inputs) -> tuple[TensorListCPU, ...]:
+        """The next batch of every output. Keyword arguments feed external sources by name for this batch."""
+        self.build()
+        for name, data in inputs.items():
+            self.feed_input(name, data)
+        if self.fed_inputs:
+            outputs, _ = self._executor.run(self._iteration)
+            self._iteration += 1
+            return tuple(outputs)
+        if self._prefetcher is None:
+            self._prefetcher = _Prefetcher(self._executor, self._iteration, self.prefetch_queue_depth)
+        outputs = self._prefetcher.next()
+        self._iteration += 1
+        return tuple(outputs)
+
+    def schedule_run(self) -> None:
+        """DALI compatibility: batches are always computed ahead; this only builds the pipeline."""
+        self.build()
+
+    def outputs_ready(self) -> tuple[TensorListCPU, ...]:
+        return self.run()
+
+    share_outputs = outputs_ready
+
+    def release_outputs(self) -> None:
+        """DALI compatibility: buffers are reused when the user drops them."""
+
+    def reset(self) -> None:
+        """Start over after an external source ended an epoch with StopIteration."""
+        self._stop_prefetch()
+
+    def release_memory(self) -> None:
+        """Drop pooled batch buffers."""
+        if self._executor is not None:
+            self._executor.buffers.release()
+
+    def _stop_prefetch(self) -> None:
+        if self._prefetcher is not None:
+            self._prefetcher.stop()
+            self._prefetcher = None
+
+    def close(self) -> None:
+        self._stop_prefetch()
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    # Readers
+    def reader_meta(self, name: str | None = None) -> dict[str, Any]:
+        self.build()
+        return self._executor.reader(name).meta()
+
+    def epoch_size(self, name: str | None = None) -> int:
+        return self.reader_meta(name)["epoch_size"]
+
+    # The pipeline file
+    def serialize(self, filename: str | os.PathLike | None = None) -> str:
+        """The pipeline file's text; also written to `filename` when given."""
+        text = pipeline_file.dumps(pipeline_file.graph_to_dict(self.params, self.graph.nodes, self.outputs))
+        if filename is not None:
+            Path(filename).write_text(text)
+        return text
+
+    @classmethod
+    def load(cls, source: str | os.PathLike, **overrides: Any) -> Pipeline:
+        """A pipeline from a pipeline file (a path, or the text itself). `overrides` replace pipeline parameters
+        (batch_size, num_threads, device_id, seed, prefetch_queue_depth)."""
+        text = str(source)
+        if not text.lstrip().startswith("{"):
+            text = Path(source).read_text()
+        params, graph, outputs = pipeline_file.parse(text)
+        pipe = cls(**{**params, **overrides})
+        pipe.graph, pipe.outputs = graph, outputs
+        return pipe
+
+    deserialize = load
+
+
+class _Prefetcher:
+    """Computes batches ahead on its own thread, up to `depth` of them waiting."""
+
+    _END = object()
+
+    def __init__(self, executor: Executor, first_iteration: int, depth: int):
+        self.executor = executor
+        self.queue: queue.Queue = queue.Queue(maxsize=depth)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, args=(first_iteration,), daemon=True,
+                                       name="headrace-prefetch")
+        self.thread.start()
+
+    def _loop(self, iteration: int) -> None:
+        while not self.stopping.is_set():
+            try:
+                item: Any = self.executor.run(iteration)[0]
+            except StopIteration:
+                item = self._END
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                item = exc
+            iteration += 1
+            while not self.stopping.is_set():
+                try:
+                    self.queue.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if item is self._END:
+                return
+
+    def next(self) -> list[TensorListCPU]:
+        while True:
+            try:
+                item = self.queue.get(timeout=0.5)
+                break
+            except queue.Empty:
+                if not self.thread.is_alive():
+                    raise StopIteration from None
+        if item is self._END:
+            raise StopIteration
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=10)
+
+
+def pipeline_def(fn: Callable | None = None, **pipeline_kwargs: Any):
+    """Turn a graph-building function into a pipeline factory, as DALI's `pipeline_def`.
+
+    Calling the result with the function's arguments (and optionally pipeline parameters such as batch_size)
+    returns a `Pipeline` whose graph the function built.
+    """
+
+    def decorate(func: Callable) -> Callable[..., Pipeline]:
+        import inspect
+
+        own_params = set(inspect.signature(func).parameters)
+        pipe_params = set(inspect.signature(Pipeline.__init__).parameters) | set(_DALI_ONLY)
+
+        @functools.wraps(func)
+        def create(*args: Any, **kwargs: Any) -> Pipeline:
+            overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in pipe_params and k not in own_params}
+            pipe = Pipeline(**{**pipeline_kwargs, **overrides})
+            with pipe:
+                outputs = func(*args, **kwargs)
+            outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
+            pipe.set_outputs(*outputs)
+            return pipe
+
+        return create
+
+    return decorate(fn) if fn is not None else decorate

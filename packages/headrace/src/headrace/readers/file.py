@@ -1,0 +1,160 @@
+"""`readers.file`: encoded files and labels from a class-folder tree, a file list or explicit files."""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from headrace.errors import SchemaError
+
+
+@dataclasses.dataclass
+class ReaderState:
+    """Where a reader stands: the epoch it is in, its shard in that epoch, and the position in the shard."""
+
+    epoch: int = 0
+    position: int = 0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _list_class_tree(root: Path, filters: list[str], case_sensitive: bool, node: str) -> list[tuple[str, int]]:
+    if not root.is_dir():
+        raise SchemaError(f"readers.file (node '{node}'): file_root '{root}' is not a directory")
+    patterns = filters if case_sensitive else [f.lower() for f in filters]
+
+    def wanted(name: str) -> bool:
+        name = name if case_sensitive else name.lower()
+        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+    classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
+    samples = []
+    for label, cls in enumerate(classes):
+        for dirpath, dirnames, filenames in os.walk(root / cls):
+            dirnames.sort()
+            rel = Path(dirpath).relative_to(root)
+            samples += [(str(rel / f), label) for f in sorted(filenames) if wanted(f)]
+    return samples
+
+
+def _read_file_list(path: Path, node: str) -> list[tuple[str, int]]:
+    samples = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        name, _, label = line.rpartition(" ")
+        if not name or not label.strip().lstrip("-").isdigit():
+            raise SchemaError(f"readers.file (node '{node}'): {path}:{number}: expected 'path label', got {line!r}")
+        samples.append((name.strip(), int(label)))
+    return samples
+
+
+class FileReader:
+    """Reads one shard of a file set; the order of every epoch is a pure function of (seed, epoch, shard)."""
+
+    def __init__(self, node: str, args: dict, batch_size: int, seed: int, pool: ThreadPoolExecutor | None):
+        self.node, self.batch_size, self.pool = node, batch_size, pool
+        self.seed = seed
+        self.shuffle = args["random_shuffle"] or args["shuffle_after_epoch"]
+        self.shard_id, self.num_shards = args["shard_id"], args["num_shards"]
+        self.stick_to_shard, self.pad_last_batch = args["stick_to_shard"], args["pad_last_batch"]
+        if not 0 <= self.shard_id < self.num_shards:
+            raise SchemaError(f"readers.file (node '{node}'): shard_id {self.shard_id} is not in "
+                              f"[0, num_shards={self.num_shards})")
+        root = Path(args["file_root"]) if args.get("file_root") else None
+        if args.get("file_list"):
+            samples = _read_file_list(Path(args["file_list"]), node)
+        elif args.get("files"):
+            files = args["files"]
+            labels = args.get("labels") or list(range(len(files)))
+            if len(labels) != len(files):
+                raise SchemaError(f"readers.file (node '{node}'): {len(files)} files but {len(labels)} labels")
+            samples = list(zip(files, labels, strict=True))
+        elif root is not None:
+            samples = _list_class_tree(root, args["file_filters"], args["case_sensitive_filter"], node)
+        else:
+            raise SchemaError(f"readers.file (node '{node}'): give file_root, file_list or files")
+        if not samples:
+            raise SchemaError(f"readers.file (node '{node}'): no files found (file_root={args.get('file_root')!r})")
+        self.root = root
+        self.paths = [str(root / p) if root is not None and not os.path.isabs(p) else p for p, _ in samples]
+        self.labels = np.asarray([label for _, label in samples], dtype=np.int32)
+        self.state = ReaderState()
+
+    # Sharding, as DALI: shard k holds samples [k*N//S, (k+1)*N//S).
+    def shard_bounds(self, shard: int) -> tuple[int, int]:
+        n = len(self.paths)
+        return shard * n // self.num_shards, (shard + 1) * n // self.num_shards
+
+    def shard_of_epoch(self, epoch: int) -> int:
+        return self.shard_id if self.stick_to_shard else (self.shard_id + epoch) % self.num_shards
+
+    def shard_size(self, epoch: int) -> int:
+        start, stop = self.shard_bounds(self.shard_of_epoch(epoch))
+        return stop - start
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The sample indices of `epoch`, in reading order."""
+        start, stop = self.shard_bounds(self.shard_of_epoch(epoch))
+        order = np.arange(start, stop)
+        if self.shuffle:
+            np.random.Generator(np.random.Philox(key=[self.seed & (2**64 - 1), epoch])).shuffle(order)
+        return order
+
+    def meta(self) -> dict:
+        """DALI's reader_meta: epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch,
+        stick_to_shard."""
+        n, shards = len(self.paths), self.num_shards
+        largest = max(self.shard_bounds(s)[1] - self.shard_bounds(s)[0] for s in range(shards))
+        padded = shards * -(-largest // self.batch_size) * self.batch_size if self.pad_last_batch else n
+        return {"epoch_size": n, "epoch_size_padded": padded, "number_of_shards": shards, "shard_id": self.shard_id,
+                "pad_last_batch": self.pad_last_batch, "stick_to_shard": self.stick_to_shard}
+
+    def next_indices(self) -> list[int]:
+        """The sample indices of the next batch, advancing the state. Without pad_last_batch a batch runs on into
+        the next epoch; with it, the end of a shard is filled with its last sample and the next batch starts anew."""
+        indices: list[int] = []
+        state = self.state
+        order = self.epoch_order(state.epoch)
+        while len(indices) < self.batch_size:
+            if state.position >= len(order):
+                if self.pad_last_batch and indices:
+                    indices += [indices[-1]] * (self.batch_size - len(indices))
+                    break
+                state.epoch, state.position = state.epoch + 1, 0
+                order = self.epoch_order(state.epoch)
+                continue
+            take = min(self.batch_size - len(indices), len(order) - state.position)
+            indices += order[state.position:state.position + take].tolist()
+            state.position += take
+        if self.pad_last_batch and state.position >= len(order):
+            state.epoch, state.position = state.epoch + 1, 0
+        return indices
+
+    def _read(self, index: int) -> np.ndarray:
+        path = self.paths[index]
+        try:
+            with open(path, "rb") as handle:
+                return np.frombuffer(handle.read(), dtype=np.uint8)
+        except OSError as exc:
+            raise OSError(f"readers.file (node '{self.node}'): cannot read '{path}': {exc.strerror}") from None
+
+    def next_batch(self, iteration: int) -> tuple[list[list[np.ndarray]], list[str]]:
+        """([encoded bytes per sample, label per sample], source path per sample)."""
+        indices = self.next_indices()
+        reader = self.pool.map if self.pool is not None else map
+        data = list(reader(self._read, indices))
+        labels = [self.labels[i:i + 1].copy() for i in indices]
+        return [data, labels], [self.paths[i] for i in indices]
+
+    def get_state(self) -> dict:
+        return self.state.to_dict()
+
+    def set_state(self, state: dict) -> None:
+        self.state = ReaderState(**state)

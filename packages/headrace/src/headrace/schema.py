@@ -1,0 +1,217 @@
+"""Op schemas: the one declaration of an op that drives `fn.*`, validation, docs, the pipeline file and checkpoints."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from headrace import types
+from headrace.errors import SchemaError
+
+REQUIRED = object()
+"""Default of an argument the user must give."""
+
+_ENUMS = {"dtype": types.DALIDataType, "image_type": types.DALIImageType, "interp_type": types.DALIInterpType}
+
+
+def _coerce_scalar(kind: str, value: Any) -> Any:
+    """Check one value against an argument kind and return its canonical Python form."""
+    if kind == "any":
+        return value
+    if kind == "bool":
+        if isinstance(value, bool) or (hasattr(value, "dtype") and value.dtype == bool):
+            return bool(value)
+        raise TypeError(f"expected bool, got {type(value).__name__} {value!r}")
+    if kind == "int":
+        if isinstance(value, bool) or not _is_integral(value):
+            raise TypeError(f"expected int, got {type(value).__name__} {value!r}")
+        return int(value)
+    if kind == "float":
+        if isinstance(value, bool) or not _is_real(value):
+            raise TypeError(f"expected float, got {type(value).__name__} {value!r}")
+        return float(value)
+    if kind == "str":
+        if not isinstance(value, str):
+            raise TypeError(f"expected str, got {type(value).__name__} {value!r}")
+        return value
+    if kind in _ENUMS:
+        enum = _ENUMS[kind]
+        if isinstance(value, str):
+            try:
+                return enum[value]
+            except KeyError:
+                raise TypeError(f"expected one of {[m.name for m in enum]}, got {value!r}") from None
+        if isinstance(value, bool) or not _is_integral(value):
+            raise TypeError(f"expected a types.{enum.__name__}, got {type(value).__name__} {value!r}")
+        try:
+            return enum(int(value))
+        except ValueError:
+            raise TypeError(f"{value!r} is not a types.{enum.__name__}") from None
+    if kind == "callable":
+        if not callable(value) and not hasattr(value, "__iter__"):
+            raise TypeError(f"expected a callable or an iterable, got {type(value).__name__}")
+        return value
+    raise AssertionError(f"unknown argument kind {kind}")
+
+
+def _is_integral(value: Any) -> bool:
+    try:
+        return int(value) == value and not isinstance(value, str)
+    except (TypeError, ValueError):
+        return False
+
+
+def _is_real(value: Any) -> bool:
+    try:
+        float(value)
+        return not isinstance(value, str)
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Arg:
+    """One argument of an op: its kind, default, whether it may be a per-sample DataNode, and what it means."""
+
+    name: str
+    kind: str
+    default: Any = None
+    doc: str = ""
+    tensor_input: bool = False
+    choices: tuple | None = None
+    list_of: bool = False
+    list_len: tuple[int, int] | None = None
+    serializable: bool = True
+
+    def coerce(self, value: Any) -> Any:
+        """Validate `value` for this argument, returning its canonical form; raise TypeError/ValueError otherwise."""
+        if self.list_of:
+            if isinstance(value, str | bytes) or not isinstance(value, Sequence | tuple) and not hasattr(value, "tolist"):
+                value = [value]
+            values = [_coerce_scalar(self.kind, v) for v in (value.tolist() if hasattr(value, "tolist") else value)]
+            if self.list_len and not self.list_len[0] <= len(values) <= self.list_len[1]:
+                lo, hi = self.list_len
+                want = f"{lo}" if lo == hi else f"{lo} to {hi}"
+                raise ValueError(f"expected {want} values, got {len(values)}")
+            return values
+        coerced = _coerce_scalar(self.kind, value)
+        if self.choices is not None and coerced not in self.choices:
+            raise ValueError(f"expected one of {list(self.choices)}, got {coerced!r}")
+        return coerced
+
+    def to_json(self, value: Any) -> Any:
+        """The JSON form of a canonical value: enums by name, everything else as is."""
+        if self.kind in _ENUMS:
+            return [v.name for v in value] if self.list_of else value.name
+        return value
+
+    @property
+    def type_name(self) -> str:
+        base = f"types.{_ENUMS[self.kind].__name__}" if self.kind in _ENUMS else self.kind
+        return f"list of {base}" if self.list_of else base
+
+
+COMMON_ARGS = (
+    Arg("device", "str", None, "Where the op runs: 'cpu', 'gpu' or 'mixed' (CPU in, GPU out)."),
+    Arg("name", "str", None, "A unique name for the node; readers are looked up by it (`epoch_size('Reader')`)."),
+    Arg("preserve", "bool", False, "Keep the op even if its outputs are unused."),
+)
+SEED_ARG = Arg("seed", "int", -1, "Seed of this op's random stream; -1 derives it from the pipeline seed and the node.")
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSchema:
+    """Everything headrace knows about an op, declared once."""
+
+    name: str
+    doc: str
+    args: tuple[Arg, ...] = ()
+    min_inputs: int = 0
+    max_inputs: int = 0
+    num_outputs: int | Callable[[dict], int] = 1
+    devices: tuple[str, ...] = ("cpu",)
+    random: bool = False
+    stateful: bool = False
+    batch_op: bool = False
+    state: str = "none"
+    """What a checkpoint saves for this op: 'none', 'rng' (derived from the iteration counter) or 'reader'."""
+
+    def __post_init__(self) -> None:
+        if self.state not in ("none", "rng", "reader", "source"):
+            raise AssertionError(f"{self.name}: unknown checkpoint rule {self.state!r}")
+        if self.random and self.state != "rng":
+            raise AssertionError(f"{self.name}: a random op must declare state='rng'")
+
+    @property
+    def all_args(self) -> dict[str, Arg]:
+        extra = (SEED_ARG,) if self.random else ()
+        return {a.name: a for a in (*COMMON_ARGS, *extra, *self.args)}
+
+    def outputs_for(self, args: dict) -> int:
+        return self.num_outputs(args) if callable(self.num_outputs) else self.num_outputs
+
+    def validate_args(self, node: str, kwargs: dict) -> dict:
+        """Canonical values of `kwargs`, or a SchemaError that names the node, the op and the argument."""
+        known = self.all_args
+        out = {}
+        for key, value in kwargs.items():
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f" Did you mean '{close[0]}'?" if close else ""
+                raise SchemaError(
+                    f"{self.name} (node '{node}'): unknown argument '{key}'.{hint} "
+                    f"Valid arguments: {', '.join(sorted(known))}."
+                )
+            if value is None and key in ("device", "name"):
+                continue
+            try:
+                out[key] = known[key].coerce(value)
+            except (TypeError, ValueError) as exc:
+                raise SchemaError(f"{self.name} (node '{node}'): argument '{key}': {exc}") from None
+        for arg in self.args:
+            if arg.default is REQUIRED and arg.name not in out:
+                raise SchemaError(f"{self.name} (node '{node}'): missing required argument '{arg.name}'")
+        return out
+
+    def arg(self, args: dict, name: str) -> Any:
+        """The value of argument `name`: the given one or its default."""
+        if name in args:
+            return args[name]
+        default = self.all_args[name].default
+        return None if default is REQUIRED else default
+
+    def docstring(self) -> str:
+        """The `fn.*` docstring, generated from the declaration."""
+        lines = [self.doc, "", f"Devices: {', '.join(self.devices)}."]
+        if self.max_inputs:
+            lines.append(f"Inputs: {self.min_inputs} to {self.max_inputs}.")
+        lines += ["", "Args:"]
+        for arg in self.all_args.values():
+            default = "required" if arg.default is REQUIRED else f"default {arg.default!r}"
+            per_sample = ", per-sample DataNode allowed" if arg.tensor_input else ""
+            lines.append(f"    {arg.name} ({arg.type_name}, {default}{per_sample}): {arg.doc}")
+        return "\n".join(lines)
+
+
+SCHEMAS: dict[str, OpSchema] = {}
+
+
+def register(schema: OpSchema) -> OpSchema:
+    """Add a schema to the registry; names are unique."""
+    if schema.name in SCHEMAS:
+        raise AssertionError(f"op {schema.name} declared twice")
+    SCHEMAS[schema.name] = schema
+    return schema
+
+
+def get_schema(name: str, node: str | None = None) -> OpSchema:
+    """The schema of op `name`, or a SchemaError that lists the closest known ops."""
+    try:
+        return SCHEMAS[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, SCHEMAS, n=3)
+        where = f" (node '{node}')" if node else ""
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise SchemaError(f"unknown op '{name}'{where}.{hint}") from None
