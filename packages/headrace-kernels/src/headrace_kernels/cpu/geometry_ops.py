@@ -6,6 +6,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
+from headrace_kernels.cpu.resampling import resample_linear
 from headrace_kernels.registry import cpu_kernel
 from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_output_size
 
@@ -27,8 +28,9 @@ def _hwc(image: np.ndarray, op: str) -> np.ndarray:
 
 
 def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool) -> np.ndarray:
-    """Resize an HWC image. Shrinking with antialias uses filters whose support grows with the scale (Pillow's
-    separable resampling: triangle for LINEAR/TRIANGULAR, as DALI defines them); otherwise plain sampling (OpenCV)."""
+    """Resize an HWC image. Shrinking with antialias uses filters whose support grows with the scale: the triangle
+    for LINEAR/TRIANGULAR (DALI's definition; `resampling.resample_linear`, edge pixels replicated), Pillow's
+    separable resampling for the others; otherwise plain sampling (OpenCV)."""
     in_h, in_w, channels = image.shape
     if (in_h, in_w) == (out_h, out_w):
         return image.copy()
@@ -39,6 +41,8 @@ def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: 
         return out.reshape(out_h, out_w, channels)
     shrinking = out_h < in_h or out_w < in_w
     use_pil = interp == INTERP_TRIANGULAR or (antialias and shrinking)
+    if use_pil and interp in (INTERP_LINEAR, INTERP_TRIANGULAR) and image.dtype in (np.uint8, np.float32):
+        return resample_linear(image, out_h, out_w, antialias=True)
     if use_pil and image.dtype == np.uint8 and channels in _PIL_MODE:
         src = Image.fromarray(np.ascontiguousarray(image.reshape(in_h, in_w) if channels == 1 else image),
                               _PIL_MODE[channels])
@@ -142,35 +146,77 @@ def _normalize_lut(mean: np.ndarray, multiplier: np.ndarray, shift: np.float32, 
     return _saturate(values, dtype)
 
 
+# cv2.LUT copies table entries of these types bit for bit: a table of another type of that size is viewed as one
+_LUT_BITS = {1: np.uint8, 2: np.uint16, 4: np.int32}
+_tables: dict[tuple, np.ndarray] = {}
+
+
+def _arg_key(value) -> tuple:
+    return tuple(value) if isinstance(value, list | tuple) else tuple(np.ravel(value).tolist())
+
+
+def _normalize_table(args, channels: int, dtype: np.dtype) -> np.ndarray:
+    """`_normalize_lut` of the arguments, made once per distinct (mean, std, scale, shift, channels, dtype)."""
+    key = (_arg_key(args["mean"]), _arg_key(args["std"]), args["scale"], args["shift"], channels, dtype.str)
+    table = _tables.get(key)
+    if table is None:
+        table = _normalize_lut(*normalize_coefficients(args, channels), dtype)
+        if len(_tables) >= 64:
+            _tables.clear()
+        _tables[key] = table
+    return table
+
+
+def _lookup(view: np.ndarray, table: np.ndarray, out: np.ndarray, rows: slice, cols: slice, chw: bool,
+            mirror: bool) -> None:
+    """out[.., rows, cols] = table[c][view[..., c]] for every channel c (view mirrored first when asked), through
+    OpenCV's LUT (GIL released) where the table type allows, else numpy."""
+    bits = _LUT_BITS.get(table.dtype.itemsize)
+    height, width, channels = view.shape
+    if bits is None or channels > 4 or view.size == 0:
+        view = view[:, ::-1] if mirror else view
+        for c in range(channels):
+            target = out[c, rows, cols] if chw else out[rows, cols, c]
+            target[...] = table[c][view[..., c]]
+        return
+    src = cv2.flip(view, 1) if mirror else view
+    if chw:
+        planes = cv2.split(src) if channels > 1 else [src.reshape(height, width)]
+        for c in range(channels):
+            target = out[c, rows, cols].view(bits)
+            if target.flags.c_contiguous:
+                cv2.LUT(planes[c], table[c].view(bits), dst=target)
+            else:
+                target[...] = cv2.LUT(planes[c], table[c].view(bits))
+    else:
+        lut = np.ascontiguousarray(table.T).view(bits).reshape(1, 256, channels)
+        out[rows, cols, :channels].view(bits)[...] = cv2.LUT(src, lut).reshape(height, width, channels)
+
+
 @cpu_kernel("crop_mirror_normalize")
 def crop_mirror_normalize(inputs, args, ctx):
     image = _hwc(np.asarray(inputs[0]), "crop_mirror_normalize")
     channels = image.shape[2]
     dtype = _numpy_dtype(args["dtype"])
     view, top, left, out_h, out_w = _window(image, args, "crop_mirror_normalize")
-    if int(args["mirror"]):
-        view = view[:, ::-1]
+    mirror = bool(int(args["mirror"]))
+    if mirror:
         left = out_w - left - view.shape[1]
-    mean, multiplier, shift = normalize_coefficients(args, channels)
     out_channels = channels + 1 if args["pad_output"] else channels
     chw = args["output_layout"] == "CHW"
     out = np.empty((out_channels, out_h, out_w) if chw else (out_h, out_w, out_channels), dtype=dtype)
-    fill = _fill(args, channels)
     padded = view.shape[:2] != (out_h, out_w)
     if padded or out_channels != channels:
-        fill_norm = _saturate((fill - mean) * multiplier + shift, dtype)
+        mean, multiplier, shift = normalize_coefficients(args, channels)
+        fill_norm = _saturate((_fill(args, channels) - mean) * multiplier + shift, dtype)
         for c in range(out_channels):
             (out[c] if chw else out[..., c]).fill(fill_norm[c] if c < channels else 0)
     rows, cols = slice(top, top + view.shape[0]), slice(left, left + view.shape[1])
     if image.dtype == np.uint8:
-        table = _normalize_lut(mean, multiplier, shift, dtype)
-        for c in range(channels):
-            target = out[c, rows, cols] if chw else out[rows, cols, c]
-            if target.flags.c_contiguous:
-                np.take(table[c], view[..., c], out=target)
-            else:
-                target[...] = table[c][view[..., c]]
+        _lookup(view, _normalize_table(args, channels, dtype), out, rows, cols, chw, mirror)
     else:
+        mean, multiplier, shift = normalize_coefficients(args, channels)
+        view = view[:, ::-1] if mirror else view
         values = _saturate((view.astype(np.float32) - mean) * multiplier + shift, dtype)
         if chw:
             out[:channels, rows, cols] = values.transpose(2, 0, 1)

@@ -1,0 +1,177 @@
+"""The CPU fast paths behind the training pipeline: numba's triangle resampler and crop_mirror_normalize through
+OpenCV's LUT, each against a plain numpy reference.
+
+Tolerances: crop_mirror_normalize is bit-exact (the same float32 formula, evaluated once per level). The resampler
+is within 1 grey level of a float64 evaluation of the same filter (float32 sums may round the other way at .5) and
+within 1e-3 for float32 images.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from headrace import fn, pipeline_def, types
+from headrace_kernels.cpu.resampling import resample_linear, triangle_taps
+
+
+def run_op(build, samples: list[np.ndarray], num_threads: int = 1) -> list[np.ndarray]:
+    """Feed `samples` as one batch to `build(node)` and return its output samples."""
+
+    @pipeline_def(batch_size=len(samples), num_threads=num_threads, device_id=None, seed=3)
+    def pipe():
+        return build(fn.external_source(name="x"))
+
+    p = pipe()
+    (out,) = p.run(x=samples)
+    result = [np.array(out.at(i)) for i in range(len(out))]
+    p.close()
+    return result
+
+
+# The triangle resampler ------------------------------------------------------------------------------------------
+
+def triangle_matrix(in_size: int, out_size: int, antialias: bool) -> np.ndarray:
+    """(out, in) float64 weights: centres aligned, half-width max(1, in/out) with antialias, edge replicated."""
+    scale = in_size / out_size
+    stretch = max(1.0, scale) if antialias else 1.0
+    matrix = np.zeros((out_size, in_size))
+    for o in range(out_size):
+        centre = (o + 0.5) * scale - 0.5
+        taps = np.arange(int(np.floor(centre - stretch)) - 1, int(np.ceil(centre + stretch)) + 2)
+        weights = np.maximum(0.0, 1.0 - np.abs(taps - centre) / stretch)
+        np.add.at(matrix[o], np.clip(taps, 0, in_size - 1), weights / weights.sum())
+    return matrix
+
+
+def reference_resample(image: np.ndarray, out_h: int, out_w: int, antialias: bool = True) -> np.ndarray:
+    rows = triangle_matrix(image.shape[0], out_h, antialias)
+    cols = triangle_matrix(image.shape[1], out_w, antialias)
+    return np.einsum("oh,hwc,pw->opc", rows, image.astype(np.float64), cols)
+
+
+@pytest.fixture(scope="module")
+def photo(rgb_image):
+    return np.ascontiguousarray(rgb_image)  # 75 x 100 RGB
+
+
+@pytest.mark.parametrize("out_hw", [(50, 40), (37, 61), (9, 13), (75, 33), (120, 40), (1, 1), (75, 100)])
+def test_resampler_matches_float64_reference(photo, out_hw):
+    out = resample_linear(photo, *out_hw)
+    ref = reference_resample(photo, *out_hw)
+    assert out.shape == (*out_hw, 3) and out.dtype == np.uint8
+    assert np.abs(out.astype(int) - np.clip(np.rint(ref), 0, 255)).max() <= 1
+    as_float = resample_linear(photo.astype(np.float32), *out_hw)
+    assert as_float.dtype == np.float32 and np.abs(as_float - ref).max() < 1e-3
+
+
+@pytest.mark.parametrize("channels", [1, 2, 4, 5])
+def test_resampler_any_channel_count(photo, channels):
+    image = np.ascontiguousarray(np.concatenate([photo, photo[..., ::-1]], axis=2)[..., :channels])
+    out = resample_linear(image, 30, 41)
+    assert out.shape == (30, 41, channels)
+    assert np.abs(out.astype(int) - np.clip(np.rint(reference_resample(image, 30, 41)), 0, 255)).max() <= 1
+
+
+def test_resampler_writes_into_out_and_takes_views(photo):
+    view = photo[5:70, 10:90]  # not contiguous
+    out = np.empty((40, 50, 3), np.uint8)
+    result = resample_linear(view, 40, 50, out=out)
+    assert np.shares_memory(result, out)
+    np.testing.assert_array_equal(out, resample_linear(np.ascontiguousarray(view), 40, 50))
+
+
+def test_resampler_without_antialias_is_linear_interpolation(photo):
+    out = resample_linear(photo, 30, 40, antialias=False)
+    assert np.abs(out.astype(int) - np.clip(np.rint(reference_resample(photo, 30, 40, False)), 0, 255)).max() <= 1
+
+
+def test_taps_are_normalized_and_clamped():
+    index, weight = triangle_taps(10, 3, True)
+    np.testing.assert_allclose(weight.sum(axis=1), 1.0, atol=1e-6)
+    assert index.min() >= 0 and index.max() <= 9
+    index, weight = triangle_taps(3, 10, True)  # growing: a 2-tap linear interpolation
+    assert (np.count_nonzero(weight, axis=1) <= 2).all()
+
+
+def test_resampler_agrees_with_pillow_away_from_the_border(photo):
+    """Pillow's antialiased BILINEAR is the same triangle; it renormalizes at the border instead of replicating
+    the edge pixel and rounds its intermediate to uint8, hence 1 grey level and the interior only."""
+    out = resample_linear(photo, 31, 43)
+    pil = np.asarray(Image.fromarray(photo).resize((43, 31), Image.BILINEAR)).astype(int)
+    assert np.abs(out.astype(int) - pil)[3:-3, 3:-3].max() <= 1
+
+
+def test_resize_op_uses_it_and_is_the_same_for_any_thread_count(photo):
+    samples = [photo, np.ascontiguousarray(photo[::-1, :60]), np.ascontiguousarray(photo[:40])]
+    one = run_op(lambda x: fn.resize(x, resize_x=32, resize_y=24), samples, num_threads=1)
+    two = run_op(lambda x: fn.resize(x, resize_x=32, resize_y=24), samples, num_threads=2)
+    for image, a, b in zip(samples, one, two, strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, resample_linear(image, 24, 32))
+
+
+# crop_mirror_normalize through OpenCV's LUT --------------------------------------------------------------------
+
+MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255, 100.0]
+STD = [0.229 * 255, 0.224 * 255, 0.225 * 255, 50.0]
+DTYPES = {types.FLOAT: np.float32, types.FLOAT16: np.float16, types.UINT8: np.uint8, types.INT8: np.int8,
+          types.INT16: np.int16, types.INT32: np.int32}
+
+
+def reference_cmn(image: np.ndarray, mean, std, dtype, mirror: bool, layout: str, scale=1.0, shift=0.0):
+    """(x - mean) * (scale / std) + shift in float32, then cast (rounded and saturated for integers)."""
+    channels = image.shape[2]
+    mean = np.float32(mean)[:channels] if len(mean) > 1 else np.float32(mean * channels)
+    std = np.float32(std)[:channels] if len(std) > 1 else np.float32(std * channels)
+    values = (image.astype(np.float32) - mean) * (np.float32(scale) / std) + np.float32(shift)
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        values = np.clip(np.rint(values), info.min, info.max)
+    out = values.astype(dtype)
+    out = out[:, ::-1] if mirror else out
+    return np.ascontiguousarray(out.transpose(2, 0, 1) if layout == "CHW" else out)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+@pytest.mark.parametrize("mirror", [0, 1])
+def test_cmn_is_bit_exact(photo, dtype, layout, mirror):
+    out = run_op(lambda x: fn.crop_mirror_normalize(x, dtype=dtype, output_layout=layout, mean=MEAN[:3],
+                                                    std=STD[:3], mirror=mirror, scale=1.5 if dtype in (
+                                                        types.UINT8, types.INT8) else 1.0,
+                                                    shift=20.0 if dtype == types.UINT8 else 0.0), [photo])[0]
+    scale, shift = (1.5 if dtype in (types.UINT8, types.INT8) else 1.0), (20.0 if dtype == types.UINT8 else 0.0)
+    ref = reference_cmn(photo, MEAN, STD, DTYPES[dtype], mirror, layout, scale, shift)
+    assert out.dtype == ref.dtype and out.shape == ref.shape
+    np.testing.assert_array_equal(out.view(np.uint8), ref.view(np.uint8))
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+def test_cmn_crop_and_channels(photo, channels, layout):
+    image = np.ascontiguousarray(np.concatenate([photo, photo[..., :1]], axis=2)[..., :channels])
+    out = run_op(lambda x: fn.crop_mirror_normalize(x, crop=(40, 50), crop_pos_x=0.3, crop_pos_y=0.8, mirror=1,
+                                                    output_layout=layout, dtype=types.FLOAT16,
+                                                    mean=MEAN[:channels], std=STD[:channels]), [image])[0]
+    y, x = int(np.floor(0.8 * 35 + 0.5)), int(np.floor(0.3 * 50 + 0.5))
+    ref = reference_cmn(image[y:y + 40, x:x + 50], MEAN, STD, np.float16, True, layout)
+    np.testing.assert_array_equal(out.view(np.uint16), ref.view(np.uint16))
+
+
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+def test_cmn_padding_and_pad_output(photo, layout):
+    """A window past the right/bottom edge with out_of_bounds_policy='pad', plus a fourth zero channel."""
+    out = run_op(lambda x: fn.crop_mirror_normalize(x, crop=(90, 110), crop_pos_x=0.0, crop_pos_y=0.0,
+                                                    out_of_bounds_policy="pad", pad_output=True, mirror=1,
+                                                    output_layout=layout, dtype=types.FLOAT, mean=MEAN[:3],
+                                                    std=STD[:3]), [photo])[0]
+    chw = out if layout == "CHW" else out.transpose(2, 0, 1)
+    assert chw.shape == (4, 90, 110)
+    body = reference_cmn(photo, MEAN, STD, np.float32, True, "CHW")
+    np.testing.assert_array_equal(chw[:3, :75, 10:], body)  # mirrored: the padding moved to the left
+    fill = (np.float32(0) - np.float32(MEAN[:3])) * (np.float32(1) / np.float32(STD[:3]))
+    np.testing.assert_array_equal(chw[:3, 75:, :], np.broadcast_to(fill[:, None, None], (3, 15, 110)))
+    np.testing.assert_array_equal(chw[:3, :, :10], np.broadcast_to(fill[:, None, None], (3, 90, 10)))
+    assert not chw[3].any()
