@@ -113,65 +113,65 @@ def test_resize_op_uses_it_and_is_the_same_for_any_thread_count(photo):
 
 
 # crop_mirror_normalize through OpenCV's LUT --------------------------------------------------------------------
+# A uint8 image goes through a per-level table (OpenCV's LUT); any other input type through the formula itself.
+# The table holds the same float32 formula's values, so both paths must agree bit for bit, whatever the rounding
+# and fill rules are; float outputs are also checked against the formula written out here.
 
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255, 100.0]
 STD = [0.229 * 255, 0.224 * 255, 0.225 * 255, 50.0]
-DTYPES = {types.FLOAT: np.float32, types.FLOAT16: np.float16, types.UINT8: np.uint8, types.INT8: np.int8,
-          types.INT16: np.int16, types.INT32: np.int32}
 
 
-def reference_cmn(image: np.ndarray, mean, std, dtype, mirror: bool, layout: str, scale=1.0, shift=0.0):
-    """(x - mean) * (scale / std) + shift in float32, then cast (rounded and saturated for integers)."""
-    channels = image.shape[2]
-    mean = np.float32(mean)[:channels] if len(mean) > 1 else np.float32(mean * channels)
-    std = np.float32(std)[:channels] if len(std) > 1 else np.float32(std * channels)
-    values = (image.astype(np.float32) - mean) * (np.float32(scale) / std) + np.float32(shift)
-    if np.dtype(dtype).kind in "iu":
-        info = np.iinfo(dtype)
-        values = np.clip(np.rint(values), info.min, info.max)
-    out = values.astype(dtype)
-    out = out[:, ::-1] if mirror else out
-    return np.ascontiguousarray(out.transpose(2, 0, 1) if layout == "CHW" else out)
+def cmn_both_paths(image: np.ndarray, **kwargs) -> tuple[np.ndarray, np.ndarray]:
+    """The op's output for `image` as uint8 (table path) and as float32 (formula path)."""
+    build = lambda x: fn.crop_mirror_normalize(x, **kwargs)  # noqa: E731
+    return run_op(build, [image])[0], run_op(build, [image.astype(np.float32)])[0]
 
 
-@pytest.mark.parametrize("dtype", list(DTYPES))
+def formula(image: np.ndarray, channels: int, dtype, mirror: bool, layout: str) -> np.ndarray:
+    """(x - mean) * (1 / std) in float32, cast to a float type."""
+    values = (image.astype(np.float32) - np.float32(MEAN[:channels])) * (np.float32(1) / np.float32(STD[:channels]))
+    values = values.astype(dtype)[:, ::-1] if mirror else values.astype(dtype)
+    return np.ascontiguousarray(values.transpose(2, 0, 1) if layout == "CHW" else values)
+
+
+def assert_same_bits(a: np.ndarray, b: np.ndarray) -> None:
+    assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [types.FLOAT, types.FLOAT16, types.UINT8, types.INT8, types.INT16, types.INT32])
 @pytest.mark.parametrize("layout", ["CHW", "HWC"])
 @pytest.mark.parametrize("mirror", [0, 1])
-def test_cmn_is_bit_exact(photo, dtype, layout, mirror):
-    out = run_op(lambda x: fn.crop_mirror_normalize(x, dtype=dtype, output_layout=layout, mean=MEAN[:3],
-                                                    std=STD[:3], mirror=mirror, scale=1.5 if dtype in (
-                                                        types.UINT8, types.INT8) else 1.0,
-                                                    shift=20.0 if dtype == types.UINT8 else 0.0), [photo])[0]
-    scale, shift = (1.5 if dtype in (types.UINT8, types.INT8) else 1.0), (20.0 if dtype == types.UINT8 else 0.0)
-    ref = reference_cmn(photo, MEAN, STD, DTYPES[dtype], mirror, layout, scale, shift)
-    assert out.dtype == ref.dtype and out.shape == ref.shape
-    np.testing.assert_array_equal(out.view(np.uint8), ref.view(np.uint8))
+def test_cmn_table_path_equals_formula_path(photo, dtype, layout, mirror):
+    scale, shift = (64.0, 128.0) if dtype in (types.UINT8, types.INT8, types.INT16, types.INT32) else (1.0, 0.0)
+    table, direct = cmn_both_paths(photo, dtype=dtype, output_layout=layout, mean=MEAN[:3], std=STD[:3],
+                                   mirror=mirror, scale=scale, shift=shift)
+    assert_same_bits(table, direct)
+    if dtype in (types.FLOAT, types.FLOAT16):
+        assert_same_bits(table, formula(photo, 3, table.dtype, mirror, layout))
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
 @pytest.mark.parametrize("layout", ["CHW", "HWC"])
 def test_cmn_crop_and_channels(photo, channels, layout):
     image = np.ascontiguousarray(np.concatenate([photo, photo[..., :1]], axis=2)[..., :channels])
-    out = run_op(lambda x: fn.crop_mirror_normalize(x, crop=(40, 50), crop_pos_x=0.3, crop_pos_y=0.8, mirror=1,
-                                                    output_layout=layout, dtype=types.FLOAT16,
-                                                    mean=MEAN[:channels], std=STD[:channels]), [image])[0]
+    table, direct = cmn_both_paths(image, crop=(40, 50), crop_pos_x=0.3, crop_pos_y=0.8, mirror=1,
+                                   output_layout=layout, dtype=types.FLOAT16, mean=MEAN[:channels],
+                                   std=STD[:channels])
+    assert_same_bits(table, direct)
     y, x = int(np.floor(0.8 * 35 + 0.5)), int(np.floor(0.3 * 50 + 0.5))
-    ref = reference_cmn(image[y:y + 40, x:x + 50], MEAN, STD, np.float16, True, layout)
-    np.testing.assert_array_equal(out.view(np.uint16), ref.view(np.uint16))
+    assert_same_bits(table, formula(image[y:y + 40, x:x + 50], channels, np.float16, True, layout))
 
 
 @pytest.mark.parametrize("layout", ["CHW", "HWC"])
-def test_cmn_padding_and_pad_output(photo, layout):
-    """A window past the right/bottom edge with out_of_bounds_policy='pad', plus a fourth zero channel."""
-    out = run_op(lambda x: fn.crop_mirror_normalize(x, crop=(90, 110), crop_pos_x=0.0, crop_pos_y=0.0,
-                                                    out_of_bounds_policy="pad", pad_output=True, mirror=1,
-                                                    output_layout=layout, dtype=types.FLOAT, mean=MEAN[:3],
-                                                    std=STD[:3]), [photo])[0]
-    chw = out if layout == "CHW" else out.transpose(2, 0, 1)
+@pytest.mark.parametrize("dtype", [types.FLOAT, types.UINT8])
+def test_cmn_padding_and_pad_output(photo, layout, dtype):
+    """A window past the right/bottom edge with out_of_bounds_policy='pad', plus a fourth channel."""
+    table, direct = cmn_both_paths(photo, crop=(90, 110), crop_pos_x=0.0, crop_pos_y=0.0, out_of_bounds_policy="pad",
+                                   pad_output=True, mirror=1, output_layout=layout, dtype=dtype, mean=MEAN[:3],
+                                   std=STD[:3], fill_values=[7.0])
+    assert_same_bits(table, direct)
+    chw = table if layout == "CHW" else table.transpose(2, 0, 1)
     assert chw.shape == (4, 90, 110)
-    body = reference_cmn(photo, MEAN, STD, np.float32, True, "CHW")
-    np.testing.assert_array_equal(chw[:3, :75, 10:], body)  # mirrored: the padding moved to the left
-    fill = (np.float32(0) - np.float32(MEAN[:3])) * (np.float32(1) / np.float32(STD[:3]))
-    np.testing.assert_array_equal(chw[:3, 75:, :], np.broadcast_to(fill[:, None, None], (3, 15, 110)))
-    np.testing.assert_array_equal(chw[:3, :, :10], np.broadcast_to(fill[:, None, None], (3, 90, 10)))
-    assert not chw[3].any()
+    if dtype == types.FLOAT:  # mirrored: the padding moved to the left
+        np.testing.assert_array_equal(chw[:3, :75, 10:], formula(photo, 3, np.float32, True, "CHW"))
