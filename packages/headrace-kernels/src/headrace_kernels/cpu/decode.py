@@ -76,8 +76,12 @@ def _convert(image: np.ndarray, output_type: int) -> np.ndarray:
 def decode_image(data, output_type: int = RGB, adjust_orientation: bool = True,
                  window: tuple[int, int, int, int] | None = None) -> np.ndarray:
     """Decode to HWC uint8; `window` = (y, x, h, w) decodes only that region (ROI decode)."""
+    return _decode_stream(code_stream(data), output_type, adjust_orientation, window)
+
+
+def _decode_stream(stream, output_type: int, adjust_orientation: bool,
+                   window: tuple[int, int, int, int] | None) -> np.ndarray:
     nv = _codec()
-    stream = code_stream(data)
     if window is not None:
         y, x, h, w = window
         stream = stream.get_sub_code_stream(region=nv.Region(start=(y, x), end=(y + h, x + w)))
@@ -110,7 +114,7 @@ def decode(inputs, args, ctx):
 
 @cpu_kernel("decoders.image_random_crop")
 def decode_random_crop(inputs, args, ctx):
-    height, width, _ = image_size(inputs[0])
-    window = random_crop_window(height, width, args["random_area"], args["random_aspect_ratio"],
+    stream = code_stream(inputs[0])  # parsed once: the header gives the window, the stream is decoded
+    window = random_crop_window(stream.height, stream.width, args["random_area"], args["random_aspect_ratio"],
                                 args["num_attempts"], ctx.rng)
-    return decode_image(inputs[0], int(args["output_type"]), args["adjust_orientation"], window)
+    return _decode_stream(stream, int(args["output_type"]), args["adjust_orientation"], window)

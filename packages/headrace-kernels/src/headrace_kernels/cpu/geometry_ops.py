@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from headrace_kernels.cpu.resampling import resample_linear
+from headrace_kernels.cpu.scratch import scratch
 from headrace_kernels.registry import cpu_kernel
 from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_output_size
 
@@ -42,6 +42,8 @@ def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: 
     shrinking = out_h < in_h or out_w < in_w
     use_pil = interp == INTERP_TRIANGULAR or (antialias and shrinking)
     if use_pil and interp in (INTERP_LINEAR, INTERP_TRIANGULAR) and image.dtype in (np.uint8, np.float32):
+        from headrace_kernels.cpu.resampling import resample_linear  # numba: imported when first needed
+
         return resample_linear(image, out_h, out_w, antialias=True)
     if use_pil and image.dtype == np.uint8 and channels in _PIL_MODE:
         src = Image.fromarray(np.ascontiguousarray(image.reshape(in_h, in_w) if channels == 1 else image),
@@ -179,9 +181,13 @@ def _lookup(view: np.ndarray, table: np.ndarray, out: np.ndarray, rows: slice, c
             target = out[c, rows, cols] if chw else out[rows, cols, c]
             target[...] = table[c][view[..., c]]
         return
-    src = cv2.flip(view, 1) if mirror else view
+    src = cv2.flip(view, 1, dst=scratch("cmn.mirrored", view.shape, np.uint8)) if mirror else view
     if chw:
-        planes = cv2.split(src) if channels > 1 else [src.reshape(height, width)]
+        if channels > 1:
+            planes = scratch("cmn.planes", (channels, height, width), np.uint8)
+            cv2.split(src, list(planes))
+        else:
+            planes = [src.reshape(height, width)]
         for c in range(channels):
             target = out[c, rows, cols].view(bits)
             if target.flags.c_contiguous:

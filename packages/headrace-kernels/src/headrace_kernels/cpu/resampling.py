@@ -13,6 +13,8 @@ import cv2
 import numba
 import numpy as np
 
+from headrace_kernels.cpu.scratch import scratch
+
 # cv2.transpose moves elements of these sizes (bytes); others go through numpy
 _CV_TRANSPOSE_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 
@@ -73,35 +75,40 @@ def combine_rows(src: np.ndarray, index: np.ndarray, weight: np.ndarray, out: np
                 target[j] = acc[j]
 
 
-def _transpose(image: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """Swap the first two axes of an (H, W, C) array into a new C-contiguous (W, H, C) array (or into `out`)."""
+def _transpose(image: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """`out` (W, H, C), C-contiguous, = `image` (H, W, C) with its first two axes swapped."""
     if image.shape[2] * image.itemsize in _CV_TRANSPOSE_SIZES and image.shape[2] <= 4:
-        src = image[..., 0] if image.shape[2] == 1 else image
-        if out is None:
-            return cv2.transpose(src).reshape(image.shape[1], image.shape[0], image.shape[2])
-        cv2.transpose(src, dst=out[..., 0] if image.shape[2] == 1 else out)
-        return out
-    if out is None:
-        return np.ascontiguousarray(image.transpose(1, 0, 2))
-    out[...] = image.transpose(1, 0, 2)
+        if image.shape[2] == 1:
+            cv2.transpose(image[..., 0], dst=out[..., 0])
+        else:
+            cv2.transpose(image, dst=out)
+    else:
+        out[...] = image.transpose(1, 0, 2)
     return out
 
 
 def resample_linear(image: np.ndarray, out_h: int, out_w: int, antialias: bool = True,
                     out: np.ndarray | None = None) -> np.ndarray:
     """Resize an (H, W, C) uint8 or float32 image to (out_h, out_w, C), same dtype, with the triangle filter
-    (see `triangle_taps`). `out`, when given, must be a C-contiguous (out_h, out_w, C) array of that dtype."""
+    (see `triangle_taps`). `out`, when given, must be a C-contiguous (out_h, out_w, C) array of that dtype.
+    The temporaries come from this thread's scratch arrays: nothing but the result is allocated."""
     in_h, in_w, channels = image.shape
     if image.dtype not in (np.uint8, np.float32):
         raise TypeError(f"resample_linear takes uint8 or float32 images, got {image.dtype}")
-    src = np.ascontiguousarray(image).reshape(in_h, in_w * channels)
+    if not image.flags.c_contiguous:
+        source = scratch("resample.source", image.shape, image.dtype)
+        source[...] = image
+        image = source
     rows, row_weights = triangle_taps(in_h, out_h, antialias)
     cols, col_weights = triangle_taps(in_w, out_w, antialias)
-    vertical = np.empty((out_h, in_w * channels), np.float32)
-    combine_rows(src, rows, row_weights, vertical, False)
-    turned = _transpose(vertical.reshape(out_h, in_w, channels)).reshape(in_w, out_h * channels)
-    horizontal = np.empty((out_w, out_h * channels), image.dtype)
-    combine_rows(turned, cols, col_weights, horizontal, image.dtype == np.uint8)
+    vertical = scratch("resample.vertical", (out_h, in_w * channels), np.float32)
+    combine_rows(image.reshape(in_h, in_w * channels), rows, row_weights, vertical, False)
+    turned = _transpose(vertical.reshape(out_h, in_w, channels),
+                        scratch("resample.turned", (in_w, out_h, channels), np.float32))
+    horizontal = scratch("resample.horizontal", (out_w, out_h * channels), image.dtype)
+    combine_rows(turned.reshape(in_w, out_h * channels), cols, col_weights, horizontal, image.dtype == np.uint8)
     if out is None:
-        return _transpose(horizontal.reshape(out_w, out_h, channels))
+        out = np.empty((out_h, out_w, channels), image.dtype)
+    elif out.shape != (out_h, out_w, channels) or out.dtype != image.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {(out_h, out_w, channels)} {image.dtype} array")
     return _transpose(horizontal.reshape(out_w, out_h, channels), out)
