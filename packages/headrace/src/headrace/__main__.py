@@ -1,3 +1,3 @@
-from headrace.demo import main
+from headrace.cli import entry_point
 
-main()
+entry_point()
