@@ -12,7 +12,7 @@ import sys
 
 from headrace.cli.common import CliError, OneLineParser, user_error_message
 
-SUBCOMMANDS = ("run", "demo", "inspect", "preview", "bench", "triton_config", "serve")
+SUBCOMMANDS = ("run", "demo", "inspect_graph", "preview", "bench", "triton_config", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -126,6 +126,8 @@ def apply_data_overrides(content: dict, values: list[str]) -> list[str]:
                 raise CliError(f"--data {value}: the pipeline has {len(readers)} file readers "
                                f"({', '.join(by_name) or 'none'}); write --data READER=DIR")
             targets = readers
+        if not os.path.isdir(folder):
+            raise CliError(f"--data {value}: '{folder}' is not a folder")
         for entry in targets:
             entry.setdefault("args", {})["file_root"] = folder
             changes.append(f"{entry['name']}.file_root={folder}")
