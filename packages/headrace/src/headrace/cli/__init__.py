@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("headrace: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # noqa: BLE001 - the one place that turns errors into a message
+    except Exception as exc:  # the one place that turns errors into a message
         if args.debug:
             raise
         message, is_user_error = user_error_message(exc)

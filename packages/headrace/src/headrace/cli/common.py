@@ -33,7 +33,7 @@ def add_command(subparsers, name: str, help: str, handler: Callable[[argparse.Na
 
 def user_error_message(exc: BaseException) -> tuple[str, bool]:
     """(one line describing `exc`, whether it is an error the user caused)."""
-    is_user_error = isinstance(exc, CliError | HeadraceError | OSError | MissingDependency)
+    is_user_error = isinstance(exc, CliError | HeadraceError | OSError)
     if isinstance(exc, FileNotFoundError) and exc.filename:
         text = f"{exc.filename}: no such file or directory"
     elif isinstance(exc, OSError) and exc.strerror and exc.filename:
@@ -45,18 +45,18 @@ def user_error_message(exc: BaseException) -> tuple[str, bool]:
     return " ".join(text.split()), is_user_error
 
 
-class MissingDependency(CliError):
+class MissingDependencyError(CliError):
     """An optional package a subcommand needs is not installed."""
 
 
 def need(module: str, purpose: str, install: str = "pip install 'headrace[cli]'"):
-    """Import `module`, or raise a MissingDependency that says what needs it and how to install it."""
+    """Import `module`, or raise a MissingDependencyError that says what needs it and how to install it."""
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingDependency(f"{purpose} needs the Python package '{module.split('.')[0]}', which is not "
+        raise MissingDependencyError(f"{purpose} needs the Python package '{module.split('.')[0]}', which is not "
                                 f"installed ({install})") from exc
 
 

@@ -164,7 +164,8 @@ def main(args: argparse.Namespace) -> int:
         if not 0 <= args.output < len(outputs):
             raise CliError(f"--output {args.output}: the pipeline has {len(outputs)} outputs (0 to {len(outputs) - 1})")
         if args.output not in images:
-            raise CliError(f"--output {args.output} is not an image (shape {np.asarray(outputs[args.output].at(0)).shape})")
+            shape = np.asarray(outputs[args.output].at(0)).shape
+            raise CliError(f"--output {args.output} is not an image (its first sample has shape {shape})")
         shown = args.output
     elif images:
         shown = images[0]

@@ -1,10 +1,77 @@
-"""placeholder"""
-from headrace.cli.common import add_command
+"""`headrace serve MODEL_REPOSITORY`: start a real Triton server (headrace.serving) on a model repository, print
+where it listens, and stop it cleanly on Ctrl-C (SIGINT) or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import signal
+import socket
+import time
+from pathlib import Path
+
+from headrace.cli.common import CliError, add_command, say
+from headrace.cli.triton_config import serving_function
+
+PORT_OPTIONS = ("http_port", "grpc_port", "metrics_port")
 
 
 def add_parser(subparsers) -> None:
-    add_command(subparsers, "serve", "todo", main)
+    parser = add_command(subparsers, "serve", "start a Triton server on a model repository; Ctrl-C stops it", main)
+    parser.add_argument("repository", metavar="MODEL_REPOSITORY", type=Path, help="a Triton model repository")
+    parser.add_argument("--http-port", type=int, help="HTTP port (default: a free one)")
+    parser.add_argument("--grpc-port", type=int, help="gRPC port (default: a free one)")
+    parser.add_argument("--metrics-port", type=int, help="metrics port (default: a free one)")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds to wait for the server to become ready (default 60)")
 
 
-def main(args):
+def check_port_free(port: int, option: str) -> None:
+    """A one-line error when `port` is out of range or something listens on it already."""
+    if not 0 < port < 65536:
+        raise CliError(f"--{option.replace('_', '-')} {port}: not a port number (1 to 65535)")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CliError(f"--{option.replace('_', '-')} {port}: the port is in use") from None
+            if exc.errno == errno.EACCES:
+                raise CliError(f"--{option.replace('_', '-')} {port}: no permission to listen on it") from None
+            raise
+
+
+def _stop_on_sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.repository.is_dir():
+        raise CliError(f"model repository '{args.repository}' is not a folder")
+    ports = {name: getattr(args, name) for name in PORT_OPTIONS}
+    for name, port in ports.items():
+        if port is not None:
+            check_port_free(port, name)
+    start_server = serving_function("server", "start_server")
+    try:
+        handle = start_server(str(args.repository), timeout=args.timeout, **ports)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # whatever stopped the server from starting, said in one line
+        raise CliError(f"the Triton server did not start: {' '.join(str(exc).split()) or type(exc).__name__}") \
+            from exc
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        say(f"Triton server ready on {args.repository}")
+        say(f"  http: {handle.http_url}")
+        say(f"  grpc: {handle.grpc_url}")
+        say("Ctrl-C stops it")
+        while True:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        handle.stop()
+    say("Triton server stopped")
     return 0
