@@ -90,6 +90,15 @@ def test_run_batches_and_parameter_overrides(capsys, train_file):
     assert "run: 2 batches, 8 samples" in out and rate_of("throughput:", out) > 0
 
 
+def test_run_without_a_reader_runs_ten_batches(capsys, tmp_path):
+    pipe = Pipeline(batch_size=4, num_threads=1, seed=1)
+    with pipe:
+        pipe.set_outputs(fn.random.uniform(range=[0, 1], shape=[3]))
+    pipe.serialize(tmp_path / "noise.json")
+    status, out, _ = run_cli(capsys, "run", tmp_path / "noise.json", "--no-progress")
+    assert status == 0 and "run: 9 batches, 36 samples" in out
+
+
 def test_run_data_overrides_the_file_root(capsys, train_file, image_folder, tmp_path):
     content = json.loads(train_file.read_text())
     content["nodes"][0]["args"]["file_root"] = "/data/written/elsewhere"
@@ -413,6 +422,10 @@ def _error_cases(train_file: Path, tmp: Path, port: int) -> dict[str, tuple[list
     (tmp / "unknown_op.json").write_text(json.dumps(content))
     (tmp / "binary.json").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
     bad_data = _corrupt_folder(tmp / "corrupt")
+    fed = Pipeline(batch_size=2, num_threads=1, seed=1)
+    with fed:
+        fed.set_outputs(fn.resize(fn.external_source(name="images", layout="HWC"), resize_x=8, resize_y=8))
+    fed.serialize(tmp / "fed.json")
     return {
         "missing file": (["run", tmp / "nope.json"], "does not exist"),
         "folder as file": (["run", tmp], "is a folder"),
@@ -426,6 +439,7 @@ def _error_cases(train_file: Path, tmp: Path, port: int) -> dict[str, tuple[list
         "missing --data": (["run", train_file, "--data", tmp / "nowhere"], "is not a folder"),
         "unknown reader": (["run", train_file, "--data", "Other=x"], "there is no reader node 'Other'"),
         "corrupt image": (["run", train_file, "--data", bad_data, "--batches", "2"], "broken.jpg"),
+        "fed inputs": (["preview", tmp / "fed.json", "--out", tmp / "g.png"], "takes fed inputs (images:"),
         "bad picture type": (["inspect", train_file, "--out", tmp / "g.pdf"], ".svg or .png"),
         "bad sheet type": (["preview", train_file, "--out", tmp / "g.txt"], "contact sheet must be"),
         "no such output": (["preview", train_file, "--out", tmp / "g.png", "--output", "7"], "has 2 outputs"),
@@ -441,7 +455,7 @@ def _error_cases(train_file: Path, tmp: Path, port: int) -> dict[str, tuple[list
 
 ERROR_CASES = ["missing file", "folder as file", "not JSON", "not a pipeline file", "binary file", "unknown op",
                "bad --set node", "bad --set argument", "bad --set form", "missing --data", "unknown reader",
-               "corrupt image", "bad picture type", "bad sheet type", "no such output", "not an image output",
+               "corrupt image", "fed inputs", "bad picture type", "bad sheet type", "no such output", "not an image output",
                "no torchvision twin", "serve missing repository", "port in use", "usage", "bad number"]
 
 

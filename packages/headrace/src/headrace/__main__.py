@@ -1,3 +1,5 @@
+"""`python -m headrace` is the `headrace` command."""
+
 from headrace.cli import entry_point
 
 entry_point()

@@ -26,21 +26,22 @@ def add_length_options(parser: argparse.ArgumentParser, default_epochs: int) -> 
     parser.set_defaults(default_epochs=default_epochs)
 
 
-def plan(pipe, args: argparse.Namespace) -> tuple[int, int]:
-    """(epochs, batches per epoch) that --batches / --epochs ask for; --batches is one 'epoch' of N batches."""
+def plan(pipe, args: argparse.Namespace) -> tuple[int, int, bool]:
+    """(epochs, batches per epoch, whether these are reader epochs) that --batches / --epochs ask for; a run of N
+    batches counts as one 'epoch'."""
     if args.batches is not None:
-        return 1, args.batches
+        return 1, args.batches, False
     has_reader = any(n.schema.name == "readers.file" for n in pipe.graph.nodes)
     if args.epochs is None and not has_reader:
-        return 1, 10
-    return args.epochs or args.default_epochs, batches_per_epoch(pipe)
+        return 1, 10, False
+    return args.epochs or args.default_epochs, batches_per_epoch(pipe), True
 
 
 def main(args: argparse.Namespace) -> int:
     loaded = load_pipeline(args)
     pipe = loaded.pipe
     check_runnable(pipe)
-    epochs, batches = plan(pipe, args)
+    epochs, batches, by_epoch = plan(pipe, args)
     device = "gpu" if loaded.uses_gpu else "cpu"
     say(f"{loaded.path}: batch size {pipe.batch_size}, {pipe.num_threads} threads, device {device}"
         + (f" ({'; '.join(loaded.changes)})" if loaded.changes else ""))
@@ -53,13 +54,13 @@ def main(args: argparse.Namespace) -> int:
             count = min(batches - (1 if epoch == 0 else 0), remaining)
             if count <= 0:
                 break
-            span = run_span(pipe, count, f"epoch {epoch}" if args.batches is None else "batches",
+            span = run_span(pipe, count, f"epoch {epoch}" if by_epoch else "batches",
                             progress=not args.no_progress)
             remaining -= span.batches
             total.batches += span.batches
             total.samples += span.samples
             total.seconds += span.seconds
-            what = f"epoch {epoch}" if args.batches is None else "run"
+            what = f"epoch {epoch}" if by_epoch else "run"
             say(f"{what}: {span.batches} batches, {span.samples} samples in {span.seconds:.2f} s, "
                 f"{rate_text(span.rate)}")
         if total.batches == 0:  # one batch only: its rate includes building the pipeline
