@@ -455,8 +455,9 @@ def _error_cases(train_file: Path, tmp: Path, port: int) -> dict[str, tuple[list
 
 ERROR_CASES = ["missing file", "folder as file", "not JSON", "not a pipeline file", "binary file", "unknown op",
                "bad --set node", "bad --set argument", "bad --set form", "missing --data", "unknown reader",
-               "corrupt image", "fed inputs", "bad picture type", "bad sheet type", "no such output", "not an image output",
-               "no torchvision twin", "serve missing repository", "port in use", "usage", "bad number"]
+               "corrupt image", "fed inputs", "bad picture type", "bad sheet type", "no such output",
+               "not an image output", "no torchvision twin", "serve missing repository", "port in use", "usage",
+               "bad number"]
 
 
 @pytest.mark.parametrize("case", ERROR_CASES)
