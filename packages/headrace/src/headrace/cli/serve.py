@@ -41,6 +41,14 @@ def check_port_free(port: int, option: str) -> None:
             raise
 
 
+def first_and_last_line(exc: BaseException) -> str:
+    """An error whose message carries a log tail, in one line: its first line and the log's last one."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]} (last log line: {lines[-1]})"
+
+
 def _stop_on_sigterm(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -58,12 +66,12 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # whatever stopped the server from starting, said in one line
-        raise CliError(f"the Triton server did not start: {' '.join(str(exc).split()) or type(exc).__name__}") \
-            from exc
+        raise CliError(f"the Triton server did not start: {first_and_last_line(exc)}") from exc
     previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         say(f"Triton server ready on {args.repository}")
-        say(f"  http: {handle.http_url}")
+        http_url = handle.http_url if "://" in handle.http_url else f"http://{handle.http_url}"
+        say(f"  http: {http_url}")
         say(f"  grpc: {handle.grpc_url}")
         say("Ctrl-C stops it")
         while True:

@@ -8,7 +8,7 @@ from pathlib import Path
 from headrace.cli.common import CliError, add_command, say
 from headrace.cli.loading import positive_int, read_pipeline_file
 
-INSTANCE_KINDS = ("cpu", "gpu")
+INSTANCE_KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU"}
 
 
 def add_parser(subparsers) -> None:
@@ -17,8 +17,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--model-name", help="the model's name (default: the file's name without .json)")
     parser.add_argument("--max-batch-size", type=positive_int,
                         help="the largest batch Triton sends (default: the file's batch_size)")
-    parser.add_argument("--instance-kind", choices=INSTANCE_KINDS, default="cpu",
+    parser.add_argument("--instance-kind", choices=tuple(INSTANCE_KINDS), default="cpu",
                         help="where the model instances run (default cpu)")
+    parser.add_argument("--instance-count", type=positive_int, default=1,
+                        help="model instances Triton runs side by side (default 1)")
     parser.add_argument("--out", type=Path, help="write config.pbtxt here instead of printing it")
 
 
@@ -40,11 +42,10 @@ def serving_function(module: str, name: str):
 
 def main(args: argparse.Namespace) -> int:
     triton_config = serving_function("config", "triton_config")
-    content = read_pipeline_file(args.file)
+    read_pipeline_file(args.file)  # a missing or malformed file is reported as for every other subcommand
     model_name = args.model_name or args.file.stem
-    max_batch_size = args.max_batch_size or int(content.get("pipeline", {}).get("batch_size", 1))
-    text = triton_config(pipeline_file=str(args.file), model_name=model_name, max_batch_size=max_batch_size,
-                         instance_kind=args.instance_kind)
+    text = triton_config(pipeline_file=str(args.file), model_name=model_name, max_batch_size=args.max_batch_size,
+                         instance_kind=INSTANCE_KINDS[args.instance_kind], instance_count=args.instance_count)
     if args.out is None:
         print(text, end="" if text.endswith("\n") else "\n")
         return 0
