@@ -352,10 +352,24 @@ def test_serve_says_serving_is_missing(capsys, tmp_path):
 
 @pytest.mark.skipif(not HAS_SERVING_CONFIG, reason="headrace.serving.config is not installed yet")
 def test_triton_config_prints_and_writes_config(capsys, train_file, tmp_path):
-    status, out, _ = run_cli(capsys, "triton-config", train_file, "--model-name", "prep", "--max-batch-size", "16")
-    assert status == 0 and 'name: "prep"' in out and "max_batch_size: 16" in out
-    status, _, _ = run_cli(capsys, "triton-config", train_file, "--out", tmp_path / "config.pbtxt")
-    assert status == 0 and 'name: "small_train"' in (tmp_path / "config.pbtxt").read_text()
+    pipe = Pipeline(batch_size=8, num_threads=1, seed=1)
+    with pipe:
+        jpegs = fn.external_source(name="images", dtype=types.UINT8, ndim=1)
+        images = fn.resize(fn.decoders.image(jpegs), resize_x=WIDTH, resize_y=HEIGHT)
+        pipe.set_outputs(fn.crop_mirror_normalize(images, mean=MEAN, std=STD, name="normalized"))
+    served = tmp_path / "served.json"
+    pipe.serialize(served)
+    status, out, _ = run_cli(capsys, "triton-config", served, "--model-name", "prep", "--max-batch-size", "4",
+                             "--instance-count", "2")
+    assert status == 0 and 'name: "prep"' in out and "max_batch_size: 4" in out
+    assert 'name: "images"' in out and "count: 2" in out and "kind: KIND_CPU" in out
+    status, out, _ = run_cli(capsys, "triton-config", served, "--out", tmp_path / "config.pbtxt")
+    assert status == 0 and "written to" in out
+    text = (tmp_path / "config.pbtxt").read_text()
+    assert 'name: "served"' in text and "max_batch_size: 8" in text
+    # a pipeline that reads its own files cannot be served: one line
+    status, _, err = run_cli(capsys, "triton-config", train_file)
+    assert status == 1 and len(err.strip().splitlines()) == 1 and "external_source" in err
 
 
 def _free_port() -> int:

@@ -49,7 +49,7 @@ def first_and_last_line(exc: BaseException) -> str:
     return lines[0] if len(lines) == 1 else f"{lines[0]} (last log line: {lines[-1]})"
 
 
-def _stop_on_sigterm(signum, frame) -> None:
+def _stop(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
@@ -67,7 +67,8 @@ def main(args: argparse.Namespace) -> int:
         raise
     except Exception as exc:  # whatever stopped the server from starting, said in one line
         raise CliError(f"the Triton server did not start: {first_and_last_line(exc)}") from exc
-    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # Both signals stop the server, also where SIGINT was ignored when we started (a job run with `&`).
+    previous = {signum: signal.signal(signum, _stop) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         say(f"Triton server ready on {args.repository}")
         http_url = handle.http_url if "://" in handle.http_url else f"http://{handle.http_url}"
@@ -79,7 +80,8 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         handle.stop()
     say("Triton server stopped")
     return 0
