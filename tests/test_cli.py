@@ -434,6 +434,8 @@ def _error_cases(train_file: Path, tmp: Path, port: int) -> dict[str, tuple[list
     content = json.loads(train_file.read_text())
     content["nodes"][1]["op"] = "decoders.imagee"
     (tmp / "unknown_op.json").write_text(json.dumps(content))
+    content["nodes"][1]["op"], content["outputs"] = "decoders.image_random_crop", 3
+    (tmp / "outputs_not_a_list.json").write_text(json.dumps(content))
     (tmp / "binary.json").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
     bad_data = _corrupt_folder(tmp / "corrupt")
     fed = Pipeline(batch_size=2, num_threads=1, seed=1)
@@ -447,6 +449,7 @@ def _error_cases(train_file: Path, tmp: Path, port: int) -> dict[str, tuple[list
         "not a pipeline file": (["inspect", tmp / "wrong_format.json"], "'format' must be 'headrace-pipeline'"),
         "binary file": (["inspect", tmp / "binary.json"], "not a pipeline file"),
         "unknown op": (["run", tmp / "unknown_op.json"], "unknown op 'decoders.imagee'"),
+        "wrong value type": (["run", tmp / "outputs_not_a_list.json"], "invalid pipeline file: a value has the wrong"),
         "bad --set node": (["run", train_file, "--set", "Nope.x=1"], "there is no node 'Nope'"),
         "bad --set argument": (["run", train_file, "--set", "Flip.probabilty=1"], "Did you mean 'probability'"),
         "bad --set form": (["run", train_file, "--set", "Flip=1"], "expected NODE.ARG=VALUE"),
@@ -468,6 +471,7 @@ def _error_cases(train_file: Path, tmp: Path, port: int) -> dict[str, tuple[list
 
 
 ERROR_CASES = ["missing file", "folder as file", "not JSON", "not a pipeline file", "binary file", "unknown op",
+               "wrong value type",
                "bad --set node", "bad --set argument", "bad --set form", "missing --data", "unknown reader",
                "corrupt image", "fed inputs", "bad picture type", "bad sheet type", "no such output",
                "not an image output", "no torchvision twin", "serve missing repository", "port in use", "usage",

@@ -77,6 +77,9 @@ def read_pipeline_file(path: Path) -> dict[str, Any]:
         pipeline_file.parse(text)
     except PipelineFileError as exc:
         raise CliError(f"{path}: {exc}") from None
+    except (TypeError, AttributeError, KeyError) as exc:  # a shape the parser does not check, e.g. "inputs": 5
+        raise CliError(f"{path}: invalid pipeline file: a value has the wrong type ({type(exc).__name__}: {exc})") \
+            from None
     return json.loads(text)
 
 
