@@ -215,6 +215,24 @@ def test_gpu_placement_keeps_argument_producers_on_the_host(image_folder):
     Pipeline.load(json.dumps(content))  # still a valid pipeline file
 
 
+def test_a_gpu_file_runs_here_with_device_cpu(capsys, train_file, tmp_path):
+    content = json.loads(train_file.read_text())
+    place_on_device(content, "gpu")
+    gpu_file = tmp_path / "gpu.json"
+    gpu_file.write_text(json.dumps(content))
+    if importlib.util.find_spec("cupy") is None:
+        status, _, err = run_cli(capsys, "run", gpu_file, "--batches", "2", "--no-progress")
+        assert status == 1 and len(err.strip().splitlines()) == 1
+        assert "places nodes on the GPU" in err and "--device cpu" in err
+    status, out, _ = run_cli(capsys, "run", gpu_file, "--device", "cpu", "--batches", "2", "--no-progress")
+    assert status == 0 and "Decode: mixed -> cpu" in out and "device cpu" in out
+    # back on the CPU, the file gives the original's batches bit for bit
+    place_on_device(content, "cpu")
+    back, original = Pipeline.load(json.dumps(content)), Pipeline.load(train_file)
+    for ours, theirs in zip(back.run(), original.run(), strict=True):
+        np.testing.assert_array_equal(ours.as_array(), theirs.as_array())
+
+
 def test_inferred_edge_types_match_what_runs(image_folder):
     pipe = Pipeline(batch_size=3, num_threads=1, seed=2)
     with pipe:
