@@ -19,7 +19,7 @@ class SampleContext(Protocol):
 SampleKernel = Callable[[list[Any], dict[str, Any], SampleContext], Any]
 
 _CPU: dict[str, SampleKernel] = {}
-_CPU_MODULES = ("decode", "geometry_ops", "random_ops", "math_ops")
+_CPU_MODULES = ("decode", "geometry_ops", "random_ops", "math_ops", "conditional_ops")
 
 
 def cpu_kernel(op_name: str) -> Callable[[SampleKernel], SampleKernel]:

@@ -21,13 +21,16 @@ class OpNode:
     inputs: list[DataNode]
     arg_inputs: dict[str, DataNode]
     outputs: list[DataNode] = dataclasses.field(default_factory=list)
+    guard: DataNode | None = None
+    """Inside a conditional branch: the branch token; the node runs only for samples where it has a value."""
 
     def arg(self, name: str) -> Any:
         return self.schema.arg(self.args, name)
 
     @property
     def upstream(self) -> list[DataNode]:
-        return [*self.inputs, *self.arg_inputs.values()]
+        guard = [self.guard] if self.guard is not None else []
+        return [*self.inputs, *self.arg_inputs.values(), *guard]
 
 
 class DataNode:
@@ -133,6 +136,7 @@ class Graph:
         self.nodes: list[OpNode] = []
         self._names: dict[str, OpNode] = {}
         self._counter = 0
+        self.guard: DataNode | None = None  # the branch token of the conditional being defined (conditionals.py)
 
     def unique_name(self, schema: OpSchema) -> str:
         base = schema.name.replace(".", "_")
@@ -199,6 +203,8 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
     schema = get_schema(op_name)
     node_name = kwargs.get("name") or graph.unique_name(schema)
     for i, value in enumerate(inputs):
+        if hasattr(value, "undefined_message"):
+            raise SchemaError(f"{schema.name} (node '{node_name}'): input {i}: {value.undefined_message}")
         if not isinstance(value, DataNode):
             raise SchemaError(f"{schema.name} (node '{node_name}'): input {i} is a {type(value).__name__}, "
                               "not a DataNode (use types.Constant for constants)")
@@ -207,6 +213,9 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
                           f"inputs, got {len(inputs)}")
     known = schema.all_args
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
+    for key, value in kwargs.items():
+        if hasattr(value, "undefined_message"):
+            raise SchemaError(f"{schema.name} (node '{node_name}'): argument '{key}': {value.undefined_message}")
     for key, value in arg_inputs.items():
         arg = known.get(key)
         if arg is None or not arg.tensor_input:
@@ -220,8 +229,42 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
     args = schema.validate_args(node_name, literal)
     device = _device_of(schema, args.pop("device", None), list(inputs))
     args.pop("name", None)
-    node = OpNode(node_name, schema, device, args, list(inputs), arg_inputs)
+    if graph.guard is not None and schema.batch_op:
+        raise SchemaError(f"{schema.name} (node '{node_name}'): readers and external sources cannot be inside an "
+                          "`if` on data; create them before it")
+    node = OpNode(node_name, schema, device, args, list(inputs), arg_inputs, guard=graph.guard)
+    check_branch_visibility(node)
     out_device = "gpu" if device == "mixed" else device
     node.outputs = [DataNode(node, i, out_device) for i in range(schema.outputs_for(args))]
     graph.add(node)
     return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)
+
+
+SPLIT_OP, MERGE_OP = "_conditional.split", "_conditional.merge"
+
+
+def guard_chain(guard: DataNode | None) -> list[DataNode | None]:
+    """The branch tokens a node with `guard` runs under, innermost first, ending with None (the top level)."""
+    chain: list[DataNode | None] = []
+    while guard is not None:
+        chain.append(guard)
+        guard = guard.op.guard
+    return [*chain, None]
+
+
+def check_branch_visibility(node: OpNode) -> None:
+    """A node may read only data computed in its own branch or an enclosing one; a merge also reads the two
+    branches of its split (inputs: value if true, value if false, predicate)."""
+    visible = guard_chain(node.guard)
+    for position, source in enumerate(node.upstream):
+        if any(source.op.guard is token for token in visible):  # identity: DataNode's == builds a node
+            continue
+        token = source.op.guard
+        if (node.schema.name == MERGE_OP and position < 2 and token.op.schema.name == SPLIT_OP
+                and token.index == position and token.op.guard is node.guard
+                and token.op.inputs[0] is node.inputs[2]):
+            continue
+        raise SchemaError(
+            f"{node.schema.name} (node '{node.name}') reads '{source.name}' ({source.op.schema.name}), which is "
+            "computed inside a branch of an `if` on data that this node is not in; assign the value in both "
+            "branches (so it is merged after the `if`) or use it inside the branch")

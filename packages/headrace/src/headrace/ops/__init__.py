@@ -1,3 +1,3 @@
 """The schemas of every op headrace has; importing this package registers them."""
 
-from headrace.ops import decoders, geometry, math, random, readers, transfer  # noqa: F401
+from headrace.ops import conditional, decoders, geometry, math, random, readers, transfer  # noqa: F401
