@@ -19,7 +19,8 @@ class SampleContext(Protocol):
 SampleKernel = Callable[[list[Any], dict[str, Any], SampleContext], Any]
 
 _CPU: dict[str, SampleKernel] = {}
-_CPU_MODULES = ("decode", "geometry_ops", "random_ops", "math_ops", "conditional_ops")
+_CPU_MODULES = ("decode", "geometry_ops", "random_ops", "math_ops", "conditional_ops", "filter_ops",
+                "reduction_ops", "tensor_ops", "region_ops", "color_ops", "warp_ops")
 
 
 def cpu_kernel(op_name: str) -> Callable[[SampleKernel], SampleKernel]:

@@ -135,6 +135,8 @@ class OpSchema:
     random: bool = False
     stateful: bool = False
     batch_op: bool = False
+    whole_batch: bool = False
+    """The kernel sees all samples of a batch at once (e.g. pad to the largest); it is not a reader."""
     state: str = "none"
     """What a checkpoint saves for this op: 'none', 'rng' (derived from the iteration counter) or 'reader'."""
 
