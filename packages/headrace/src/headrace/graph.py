@@ -197,11 +197,28 @@ def _device_of(schema: OpSchema, device: str | None, inputs: list[DataNode]) -> 
     return device
 
 
+def _constant_input(value: Any) -> Any:
+    """A number, list of numbers or numpy array given as an op input becomes a constant node, as in DALI
+    (Python ints give INT32, floats FLOAT)."""
+    if isinstance(value, DataNode) or isinstance(value, str | bytes) or hasattr(value, "undefined_message"):
+        return value
+    import numpy as np
+
+    if isinstance(value, int | float | bool | np.number | np.ndarray | list | tuple):
+        array = np.asarray(value)
+        if array.dtype.kind in "biuf":
+            from headrace import types
+
+            return types.Constant(array) if isinstance(value, np.ndarray | np.number) else types.Constant(value)
+    return value
+
+
 def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNode, ...]:
     """Validate an op call against its schema and add the node to the current graph."""
     graph = current_graph()
     schema = get_schema(op_name)
     node_name = kwargs.get("name") or graph.unique_name(schema)
+    inputs = tuple(_constant_input(v) for v in inputs)
     for i, value in enumerate(inputs):
         if hasattr(value, "undefined_message"):
             raise SchemaError(f"{schema.name} (node '{node_name}'): input {i}: {value.undefined_message}")
