@@ -243,7 +243,7 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
                               f"'{value.op.name}' ({value.op.schema.name}); argument inputs live on the CPU: "
                               f"pass `{value.name}.cpu()`")
     literal = {k: v for k, v in kwargs.items() if k not in arg_inputs}
-    args = schema.validate_args(node_name, literal)
+    args = schema.validate_args(node_name, literal, per_sample=arg_inputs)
     device = _device_of(schema, args.pop("device", None), list(inputs))
     args.pop("name", None)
     if graph.guard is not None and schema.batch_op:

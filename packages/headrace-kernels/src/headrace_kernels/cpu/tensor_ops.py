@@ -70,9 +70,8 @@ def reshape(inputs, args, ctx):
         dropped = [d for d in range(data.ndim) if d not in kept]
         if any(data.shape[d] != 1 for d in dropped):
             raise ValueError(f"src_dims {dims} drops axes of extent > 1 (input shape {data.shape})")
-        order = kept + dropped
-        moved = data.transpose(order) if order != list(range(data.ndim)) else data
-        return moved.reshape([1 if d == -1 else data.shape[d] for d in dims])
+        # like every reshape, src_dims only relabels extents: the elements keep their order (as in DALI)
+        return data.reshape([1 if d == -1 else data.shape[d] for d in dims])
     if args["rel_shape"] is not None:
         rel = args["rel_shape"]
         if len(rel) != data.ndim:
