@@ -2,6 +2,7 @@
 saturation)."""
 
 from headrace.schema import Arg, OpSchema, register
+from headrace.types import DALIDataType
 
 _DTYPE = Arg("dtype", "dtype", None, "Output element type; default the input's.")
 
@@ -10,7 +11,9 @@ register(OpSchema(
     doc="Shifts hue (degrees) and scales saturation and value of RGB images, as a linear map in YIQ space.",
     args=(Arg("hue", "float", 0.0, "Hue rotation in degrees.", tensor_input=True),
           Arg("saturation", "float", 1.0, "Saturation multiplier.", tensor_input=True),
-          Arg("value", "float", 1.0, "Value (brightness) multiplier.", tensor_input=True), _DTYPE),
+          Arg("value", "float", 1.0, "Value (brightness) multiplier.", tensor_input=True),
+          Arg("dtype", "dtype", DALIDataType.UINT8, "Output element type (uint8 by default, as in DALI, even for "
+              "float input).")),
     min_inputs=1, max_inputs=1, devices=("cpu",),
 ))
 
