@@ -14,7 +14,7 @@ register(OpSchema(
           Arg("value", "float", 1.0, "Value (brightness) multiplier.", tensor_input=True),
           Arg("dtype", "dtype", DALIDataType.UINT8, "Output element type (uint8 by default, as in DALI, even for "
               "float input).")),
-    min_inputs=1, max_inputs=1, devices=("cpu",),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
 ))
 
 register(OpSchema(
@@ -27,7 +27,7 @@ register(OpSchema(
           Arg("contrast", "float", 1.0, "Contrast multiplier.", tensor_input=True),
           Arg("contrast_center", "float", None, "Value kept by contrast; default half the type's range (0.5 for "
               "floats).", tensor_input=True), _DTYPE),
-    min_inputs=1, max_inputs=1, devices=("cpu",),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
 ))
 
 register(OpSchema(
@@ -38,5 +38,5 @@ register(OpSchema(
           Arg("contrast", "float", 1.0, "Contrast multiplier.", tensor_input=True),
           Arg("hue", "float", 0.0, "Hue rotation in degrees.", tensor_input=True),
           Arg("saturation", "float", 1.0, "Saturation multiplier.", tensor_input=True), _DTYPE),
-    min_inputs=1, max_inputs=1, devices=("cpu",),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
 ))

@@ -15,5 +15,5 @@ register(OpSchema(
             list_len=(1, 2), tensor_input=True),
         Arg("dtype", "dtype", None, "Output element type; default the input's."),
     ),
-    min_inputs=1, max_inputs=1, devices=("cpu",),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
 ))

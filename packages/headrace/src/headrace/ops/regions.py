@@ -19,7 +19,7 @@ register(OpSchema(
         Arg("normalized_anchor", "bool", False, "The anchor is a fraction of the extents."),
         Arg("normalized_shape", "bool", False, "The shape is a fraction of the extents."),
     ),
-    min_inputs=1, max_inputs=1, devices=("cpu",),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
 ))
 
 register(OpSchema(
@@ -34,5 +34,5 @@ register(OpSchema(
         Arg("min_canvas_size", "float", 0.0, "Smallest canvas height and width.", tensor_input=True),
         Arg("n_channels", "int", 3, "Number of channels of the images (checked)."),
     ),
-    min_inputs=1, max_inputs=1, devices=("cpu",),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
 ))

@@ -12,7 +12,7 @@ register(OpSchema(
     args=(Arg("axis", "int", 0, "Position of the new axis in the output; negative counts from the end."),
           Arg("axis_name", "str", None, "Layout letter of the new axis (layouts are not tracked; accepted for "
               "DALI compatibility).")),
-    min_inputs=1, max_inputs=MAX_JOINED, devices=("cpu",),
+    min_inputs=1, max_inputs=MAX_JOINED, devices=("cpu", "gpu"),
 ))
 
 register(OpSchema(
@@ -20,7 +20,7 @@ register(OpSchema(
     doc="Concatenates the inputs (same type, same extents except along `axis`) along an existing axis.",
     args=(Arg("axis", "int", 0, "The axis to join along; negative counts from the end."),
           Arg("axis_name", "str", None, "Layout letter of the axis (accepted for DALI compatibility).")),
-    min_inputs=1, max_inputs=MAX_JOINED, devices=("cpu",),
+    min_inputs=1, max_inputs=MAX_JOINED, devices=("cpu", "gpu"),
 ))
 
 register(OpSchema(
@@ -32,7 +32,7 @@ register(OpSchema(
               tensor_input=True),
           Arg("src_dims", "int", None, "Input axes to keep, in order; -1 adds an axis of extent 1.", list_of=True),
           Arg("layout", "str", None, "Layout name of the output (accepted for DALI compatibility).")),
-    min_inputs=1, max_inputs=1, devices=("cpu",),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
 ))
 
 register(OpSchema(
@@ -41,7 +41,7 @@ register(OpSchema(
     args=(Arg("perm", "int", REQUIRED, "The permutation.", list_of=True),
           Arg("transpose_layout", "bool", True, "Permute the layout name too (accepted for DALI compatibility)."),
           Arg("output_layout", "str", None, "Layout name of the output (accepted for DALI compatibility).")),
-    min_inputs=1, max_inputs=1, devices=("cpu",),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
 ))
 
 register(OpSchema(
@@ -55,7 +55,7 @@ register(OpSchema(
               list_of=True, tensor_input=True),
           Arg("align", "int", None, "Pad each extent up to a multiple of this (one value, or one per axis).",
               list_of=True)),
-    min_inputs=1, max_inputs=1, devices=("cpu",), whole_batch=True,
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), whole_batch=True,
 ))
 
 register(OpSchema(
@@ -67,5 +67,5 @@ register(OpSchema(
           Arg("dtype", "dtype", DALIDataType.FLOAT, "Output element type."),
           Arg("on_value", "float", 1.0, "Value at the label."),
           Arg("off_value", "float", 0.0, "Value elsewhere.")),
-    min_inputs=1, max_inputs=1, devices=("cpu",),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
 ))

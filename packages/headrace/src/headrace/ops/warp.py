@@ -21,7 +21,7 @@ register(OpSchema(
           Arg("size", "float", None, "Output size (height, width).", list_of=True, list_len=(2, 2),
               tensor_input=True),
           *_WARP),
-    min_inputs=1, max_inputs=1, devices=("cpu",),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
 ))
 
 register(OpSchema(
@@ -35,5 +35,5 @@ register(OpSchema(
               list_len=(2, 2), tensor_input=True),
           Arg("inverse_map", "bool", True, "The matrix maps output to input coordinates."),
           *_WARP),
-    min_inputs=1, max_inputs=2, devices=("cpu",),
+    min_inputs=1, max_inputs=2, devices=("cpu", "gpu"),
 ))
