@@ -309,3 +309,58 @@ def test_same_branches_as_dali(_):
     theirs_pipe.build()
     theirs = np.stack([np.array(t) for t in theirs_pipe.run()[0]])
     np.testing.assert_array_equal(ours, theirs)
+
+
+def test_readme_unrolled_blur_matches_repeated_opencv_blur():
+    import cv2
+
+    max_steps = 4
+    rng = np.random.default_rng(9)
+    frames = [rng.uniform(0, 1, (12, 16, 3)).astype(np.float32) for _ in range(BATCH)]
+
+    @pipeline_def(batch_size=BATCH, num_threads=2, device_id=0, enable_conditionals=True, seed=4)
+    def repeated_blur():
+        images = fn.external_source(name="images", layout="HWC")
+        steps = fn.random.uniform(values=[0, 1, 2, 3, 4], dtype=types.INT32)
+        for i in range(max_steps):
+            if steps > i:
+                images = fn.gaussian_blur(images, window_size=3)
+        return images, steps
+
+    images, steps = repeated_blur().run(images=frames)
+    sigma = 0.3 * ((3 - 1) * 0.5 - 1) + 0.8
+    for i, frame in enumerate(frames):
+        expected = frame
+        for _ in range(int(steps.at(i))):
+            expected = cv2.GaussianBlur(expected, (3, 3), sigma, borderType=cv2.BORDER_REFLECT_101)
+        np.testing.assert_allclose(images.at(i), expected, atol=1e-5)
+    assert len(set(steps.as_array().tolist())) > 1
+
+
+def test_per_sample_branches_property():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=15, deadline=None)
+    @given(st.lists(st.integers(-50, 50), min_size=BATCH, max_size=BATCH), st.integers(-50, 50),
+           st.integers(-50, 50))
+    def check(values, low, high):
+        samples = [np.array(v, np.int32) for v in values]
+
+        @pipeline_def(batch_size=BATCH, num_threads=2, device_id=None, enable_conditionals=True)
+        def pipe():
+            x = fn.external_source(source=lambda: samples, batch=True)
+            if x < low or x > high:
+                y = x * 3
+            elif not (x == low):
+                y = -x
+            else:
+                y = x + 1000
+            return y
+
+        got = pipe().run()[0].as_array()
+        v = np.array(values)
+        expected = np.where((v < low) | (v > high), v * 3, np.where(v != low, -v, v + 1000))
+        np.testing.assert_array_equal(got, expected)
+
+    check()
