@@ -24,7 +24,8 @@ _CPU_MODULES = ("decode", "geometry_ops", "random_ops", "math_ops", "conditional
 
 
 def cpu_kernel(op_name: str) -> Callable[[SampleKernel], SampleKernel]:
-    """Register the per-sample CPU implementation of `op_name`."""
+    """Register the per-sample CPU implementation of `op_name` (for a schema with whole_batch=True, the kernel
+    takes lists of inputs, arguments and contexts for the whole batch and returns one result per sample)."""
 
     def decorate(fn: SampleKernel) -> SampleKernel:
         _CPU[op_name] = fn

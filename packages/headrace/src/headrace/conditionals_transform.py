@@ -202,7 +202,10 @@ def rewrite(func: Callable, runtime: ModuleType) -> Callable:
     except (OSError, TypeError) as exc:
         raise SchemaError(f"enable_conditionals needs the source of '{target.__qualname__}' ({exc}); define the "
                           "pipeline function in a file") from None
-    tree = ast.parse(source)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise SchemaError(f"enable_conditionals cannot parse the source of '{target.__qualname__}' ({exc})") from None
     ast.increment_lineno(tree, target.__code__.co_firstlineno - 1)  # messages and tracebacks name the file's lines
     function = tree.body[0] if tree.body else None
     if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or function.name != target.__name__:

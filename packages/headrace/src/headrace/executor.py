@@ -145,7 +145,9 @@ class Executor:
                     if (op.node.name, index) in wanted:
                         collectors[(op.node.name, index)] = _Collector(self.buffers, size)
             if kind == "whole":
-                _run_whole_batch(step, values, collectors, iteration * self.batch_size, size, sources)
+                from headrace.whole_batch import run_whole_batch
+
+                run_whole_batch(step, values, collectors, iteration * self.batch_size, size, sources)
             else:
                 self._run_samples(step, values, collectors, iteration, size, sources)
         batches = []
@@ -211,38 +213,6 @@ class Executor:
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.buffers.release()
-
-
-def _run_whole_batch(op: _SampleOp, values, collectors, first_sample: int, size: int, sources: list[str]) -> None:
-    """Run an op whose kernel takes the whole batch (the samples on its branch): lists of inputs, of arguments
-    and of contexts in, one result per sample out."""
-    active = [i for i in range(size) if op.guard is None or values[op.guard][i] is not None]
-    batch_inputs, batch_args = [], []
-    for i in active:
-        batch_inputs.append([values[ref][i] for ref in op.inputs])
-        args = op.static_args
-        if op.arg_inputs:
-            args = dict(args)
-            for arg, ref in op.arg_inputs:
-                try:
-                    args[arg.name] = _arg_value(values[ref][i], arg)
-                except ValueError as exc:
-                    source = sources[i] if i < len(sources) else f"sample {i}"
-                    raise SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on sample {i} "
-                                      f"[{source}]: {exc}", node=op.node.name, op=op.node.schema.name, sample=i,
-                                      source=source) from exc
-        batch_args.append(args)
-    try:
-        results = op.kernel(batch_inputs, batch_args, [SampleContext(op.seed, first_sample + i) for i in active])
-    except Exception as exc:
-        raise SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on the batch starting at sample "
-                          f"{first_sample}: {exc}", node=op.node.name, op=op.node.schema.name) from exc
-    for i, result in zip(active, results, strict=True):
-        for index, value in enumerate(result if op.num_outputs > 1 else (result,)):
-            values[(op.node.name, index)][i] = value
-            collector = collectors.get((op.node.name, index))
-            if collector is not None:
-                collector.put(i, value)
 
 
 def _needed(nodes: list[OpNode], outputs: list[DataNode]) -> list[OpNode]:

@@ -63,7 +63,8 @@ class DataNode:
     def __bool__(self) -> bool:
         raise SchemaError(
             f"DataNode {self.name} used as a Python bool: use `&`, `|`, `^` for element-wise logic, "
-            "or enable_conditionals=True for `if` on data"
+            "or enable_conditionals=True for `if` on data (it rewrites the pipeline function's own body, not the "
+            "functions it calls)"
         )
 
     def __hash__(self) -> int:
