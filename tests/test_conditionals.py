@@ -364,3 +364,27 @@ def test_per_sample_branches_property():
         np.testing.assert_array_equal(got, expected)
 
     check()
+
+
+def test_python_values_differing_per_branch_fail_only_when_used():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_conditionals=True)
+    def unused():
+        x = fn.external_source(source=lambda: VALUES[:2], batch=True)
+        if x > 0:
+            mode, y = "up", x + 1
+        else:
+            mode, y = "down", x - 1
+        return y
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_conditionals=True)
+    def used():
+        x = fn.external_source(source=lambda: VALUES[:2], batch=True)
+        if x > 0:
+            mode = "up"
+        else:
+            mode = "down"
+        return fn.cast(x, dtype=types.FLOAT) if mode.startswith("u") else x
+
+    assert unused().run()[0].as_array().tolist() == [-1, 2]
+    with pytest.raises(SchemaError, match=r"'mode' is 'up' in one branch and 'down' in the other"):
+        used()

@@ -136,9 +136,9 @@ class Condition:
             return if_true
         if all(isinstance(v, bool | int | float | np.number | np.ndarray) for v in (if_true, if_false)):
             return merge(if_true, if_false, self.predicate, f"'{name}' after the `if` at line {self.line}")
-        raise SchemaError(f"'{name}' is {if_true!r} in one branch and {if_false!r} in the other of the `if` on "
-                          f"data at line {self.line}; a value that differs per sample must be a DataNode "
-                          "(e.g. types.Constant)")
+        # only an error if the value is used after the `if`
+        return Undefined(f"'{name}' is {if_true!r} in one branch and {if_false!r} in the other of the `if` on data "
+                         f"at line {self.line}; a value that differs per sample must be a DataNode or a number")
 
 
 def _same(a: Any, b: Any) -> bool:
