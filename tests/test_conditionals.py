@@ -388,3 +388,68 @@ def test_python_values_differing_per_branch_fail_only_when_used():
     assert unused().run()[0].as_array().tolist() == [-1, 2]
     with pytest.raises(SchemaError, match=r"'mode' is 'up' in one branch and 'down' in the other"):
         used()
+
+
+def test_static_ifs_may_return_break_and_continue():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_conditionals=True)
+    def pipe(early: bool):
+        x = fn.external_source(source=lambda: VALUES[:2], batch=True)
+        for step in range(10):
+            if step == 1:
+                continue
+            if step > 2:
+                break
+            x = x + 1
+        if early:
+            return x * 100
+        if x > 0:  # on data, after the plain ones
+            for k in range(3):  # a loop of its own may break inside a branch on data
+                if k == 1:
+                    break
+                x = x + 10
+        return x
+
+    assert pipe(True).run()[0].as_array().tolist() == [200, 300]
+    assert pipe(False).run()[0].as_array().tolist() == [12, 13]
+
+
+def _code_size(code) -> int:
+    return len(code.co_code) + sum(_code_size(c) for c in code.co_consts if hasattr(c, "co_code"))
+
+
+def test_rewritten_code_grows_linearly_with_elif_chains():
+    from headrace.conditionals import convert
+
+    def chain3(x):
+        if x == 0:
+            y = x + 100
+        elif x == 1:
+            y = x + 101
+        elif x == 2:
+            y = x + 102
+        else:
+            y = x
+        return y
+
+    def chain6(x):
+        if x == 0:
+            y = x + 100
+        elif x == 1:
+            y = x + 101
+        elif x == 2:
+            y = x + 102
+        elif x == 3:
+            y = x + 103
+        elif x == 4:
+            y = x + 104
+        elif x == 5:
+            y = x + 105
+        else:
+            y = x
+        return y
+
+    # each branch's code appears once in the rewrite: twice the branches, about twice the code (a copy per
+    # nesting level would make it eight times)
+    assert _code_size(convert(chain6).__code__) < 2.5 * _code_size(convert(chain3).__code__)
+    for value in (0, 4, 9):
+        assert convert(chain6)(value) == chain6(value)

@@ -79,14 +79,18 @@ class _Branch:
 
 
 class Condition:
-    """One `if` statement of the rewritten function: static (ordinary Python) or on data (split and merge)."""
+    """One `if` statement of the rewritten function: plain Python (static) or on data (split and merge)."""
 
-    def __init__(self, test: Any, line: int):
+    def __init__(self, test: Any, line: int, leaving: str | None = None):
         self.line = line
         self.static = not isinstance(test, DataNode)
-        self.value = test
         if self.static:
+            self.value = bool(test)
+            self.run_false = not self.value
             return
+        if leaving:
+            unsupported(line, leaving)
+        self.run_false = True
         self.graph = current_graph()
         self.outer = self.graph.guard
         self.predicate = predicate(test)
@@ -94,19 +98,32 @@ class Condition:
         self.before: dict[str, Any] = {}
         self.if_true: dict[str, Any] = {}
 
-    def enter_true(self, names: Sequence[str], scope: dict[str, Any]) -> None:
-        """Remember the variables' values before the `if` and start tracing the true branch."""
+    def _current(self, names: Sequence[str], scope: dict[str, Any]) -> tuple:
+        return tuple(scope[n] if n in scope else Undefined(f"'{n}' is not defined (it is assigned only in the "
+                                                            f"branch of the `if` at line {self.line} not taken)")
+                     for n in names)
+
+    def enter_true(self, names: Sequence[str], scope: dict[str, Any]) -> bool:
+        """Whether to run the `if` branch; on data, remember the values before the `if` and trace it."""
+        if self.static:
+            return self.value
         self.before = {n: scope.get(n, _UNSET) for n in names}
         self.graph.guard = self.tokens[0]
+        return True
 
     def enter_false(self, names: Sequence[str], scope: dict[str, Any]) -> tuple:
-        """Record the true branch's values; return the values before the `if` for the false branch to start from."""
+        """The variables' values for the `else` branch: on data, those before the `if` (the true branch's are
+        kept for the merge); plain Python leaves them as they are."""
+        if self.static:
+            return self._current(names, scope)
         self.if_true = {n: scope.get(n, _UNSET) for n in names}
         self.graph.guard = self.tokens[1]
         return tuple(self._undefined_before(n) if self.before[n] is _UNSET else self.before[n] for n in names)
 
     def finish(self, names: Sequence[str], scope: dict[str, Any]) -> tuple:
-        """Merge each variable's two branch values into one value per sample."""
+        """The variables after the `if`: on data, each merged into one value per sample."""
+        if self.static:
+            return self._current(names, scope)
         self.graph.guard = self.outer
         return tuple(self._merge(n, self.if_true[n], scope.get(n, _UNSET)) for n in names)
 
@@ -161,9 +178,9 @@ def merge(if_true: Any, if_false: Any, condition: DataNode, what: str) -> DataNo
     return _fn()._conditional.merge(values[0], values[1], condition)
 
 
-def condition(test: Any, line: int) -> Condition:
-    """The rewritten `if test:` statement's handle."""
-    return Condition(test, line)
+def condition(test: Any, line: int, leaving: str | None = None) -> Condition:
+    """The rewritten `if test:` statement's handle; `leaving` names a return/break/continue in its branches."""
+    return Condition(test, line, leaving)
 
 
 def not_(value: Any) -> Any:

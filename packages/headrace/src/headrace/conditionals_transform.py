@@ -1,27 +1,23 @@
 """Rewrites a pipeline function's syntax tree so that `if`, `and`, `or`, `not`, `x if c else y` and `while` call
 `headrace.conditionals`, which decides at trace time whether a condition is plain Python or per-sample data.
 
-An `if` becomes (names: the variables either branch assigns)::
+An `if` becomes (names: the variables either branch assigns; each branch's code appears once)::
 
-    _hr_cond_7 = _hr_.condition(<test>, <line>)
-    if _hr_cond_7.static:                      # plain Python: the original statement
-        if _hr_cond_7.value: <body>
-        else: <orelse>
-    else:                                      # data: trace both branches, merge what they assign
-        try:
-            _hr_cond_7.enter_true(names, locals())
+    _hr_cond_7 = _hr_.condition(<test>, <line>, <'return' if a branch leaves it, else None>)
+    try:
+        if _hr_cond_7.enter_true(names, locals()):     # plain Python: the test's truth; data: always
             <body>
-            (x, y) = _hr_cond_7.enter_false(names, locals())
+        (x, y) = _hr_cond_7.enter_false(names, locals())  # data: the values from before the `if`
+        if _hr_cond_7.run_false:
             <orelse>
-            (x, y) = _hr_cond_7.finish(names, locals())
-        finally:
-            _hr_cond_7.close()
+        (x, y) = _hr_cond_7.finish(names, locals())       # data: merged per sample
+    finally:
+        _hr_cond_7.close()
 """
 
 from __future__ import annotations
 
 import ast
-import copy
 import inspect
 import itertools
 import textwrap
@@ -34,21 +30,16 @@ RUNTIME = "_hr_"
 PREFIX = "_hr_"
 
 _IF_TEMPLATE = """
-{cond} = {rt}.condition(_hr_test_, {line})
-if {cond}.static:
-    if {cond}.value:
+{cond} = {rt}.condition(_hr_test_, {line}, {leaving})
+try:
+    if {cond}.enter_true({names}, locals()):
         _hr_body_
-    else:
+    {target}{cond}.enter_false({names}, locals())
+    if {cond}.run_false:
         _hr_orelse_
-else:
-    try:
-        {cond}.enter_true({names}, locals())
-        _hr_body_traced_
-        {target}{cond}.enter_false({names}, locals())
-        _hr_orelse_traced_
-        {target}{cond}.finish({names}, locals())
-    finally:
-        {cond}.close()
+    {target}{cond}.finish({names}, locals())
+finally:
+    {cond}.close()
 """
 
 
@@ -143,20 +134,15 @@ class _Rewriter(ast.NodeTransformer):
         body, orelse = node.body, node.orelse or [ast.Pass()]
         cond = f"{PREFIX}cond_{next(self.counter)}"
         target = f"({', '.join(names)},) = " if names else ""
-        source = _IF_TEMPLATE.format(cond=cond, rt=RUNTIME, line=node.lineno, names=repr(tuple(names)),
-                                     target=target)
+        leaving = _leaving_statement(node.body + node.orelse)
+        source = _IF_TEMPLATE.format(cond=cond, rt=RUNTIME, line=node.lineno, leaving=repr(leaving),
+                                     names=repr(tuple(names)), target=target)
         template = ast.parse(source).body
         for part in ast.walk(ast.Module(body=template, type_ignores=[])):
             if "lineno" in part._attributes:
                 ast.copy_location(part, node)
-        leaving = _leaving_statement(node.body + node.orelse)
-        if leaving:
-            unsupported = [ast.Expr(self._call("unsupported", ast.Constant(node.lineno), ast.Constant(leaving)))]
-            template[1].orelse = unsupported
-        filled = _Placeholders(
-            {"_hr_body_": body, "_hr_orelse_": orelse, "_hr_body_traced_": copy.deepcopy(body),
-             "_hr_orelse_traced_": copy.deepcopy(orelse)},
-            {"_hr_test_": node.test}).visit(ast.Module(body=template, type_ignores=[]))
+        filled = _Placeholders({"_hr_body_": body, "_hr_orelse_": orelse},
+                               {"_hr_test_": node.test}).visit(ast.Module(body=template, type_ignores=[]))
         return filled.body
 
     def visit_BoolOp(self, node: ast.BoolOp):  # noqa: N802
