@@ -10,6 +10,8 @@ import pytest
 from headrace import Pipeline, fn, pipeline_def, types
 from headrace.errors import SampleError
 
+from ops_support import needs_dali
+
 H, W, P = 24, 32, 6
 
 
@@ -82,6 +84,28 @@ def test_even_window_size_names_sample_op_and_argument():
     masks = _masks(np.random.default_rng(2), [0] * 8)  # ratio 0 gives window 16
     with pytest.raises(SampleError, match=r"gaussian_blur .*sample 0.*window_size must be odd, got 16"):
         dynamic_blur().run(masks=masks)
+
+
+@needs_dali[0]
+@needs_dali[1]
+def test_dynamic_blur_matches_dali():
+    from nvidia import dali
+
+    masks = _masks(np.random.default_rng(4), _odd_window_counts(8))
+
+    @dali.pipeline_def(batch_size=8, num_threads=2, device_id=None)
+    def dali_blur():
+        fed = dali.fn.external_source(source=lambda: masks, batch=True, layout="HW")
+        nonzero_ratio = dali.fn.reductions.mean(dali.fn.cast(fed > 0, dtype=dali.types.FLOAT), axes=(0, 1))
+        blur_size = dali.fn.cast(16 + nonzero_ratio * 300, dtype=dali.types.INT32)
+        return dali.fn.gaussian_blur(fed, window_size=blur_size)
+
+    theirs = dali_blur()
+    theirs.build()
+    expected = [np.array(t) for t in theirs.run()[0]]
+    (ours,) = dynamic_blur().run(masks=masks)
+    for i in range(8):
+        assert np.max(np.abs(ours.at(i).astype(int) - expected[i].astype(int))) <= 1, f"sample {i}"
 
 
 @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=7)
