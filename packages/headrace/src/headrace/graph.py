@@ -6,6 +6,7 @@ import dataclasses
 import threading
 from typing import Any
 
+from headrace import layouts
 from headrace.errors import SchemaError
 from headrace.schema import OpSchema, get_schema
 
@@ -38,8 +39,9 @@ class DataNode:
 
     __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
 
-    def __init__(self, op: OpNode, index: int, device: str):
+    def __init__(self, op: OpNode, index: int, device: str, layout: str | None = None):
         self.op, self.index, self.device = op, index, device
+        self.layout = layout  # known while building (layouts.py); None when unknown
 
     @property
     def name(self) -> str:
@@ -247,6 +249,7 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
     args = schema.validate_args(node_name, literal, per_sample=arg_inputs)
     device = _device_of(schema, args.pop("device", None), list(inputs))
     args.pop("name", None)
+    layouts.resolve(schema.name, node_name, args, list(inputs), schema.all_args)
     if graph.guard is not None and schema.batch_op:
         raise SchemaError(f"{schema.name} (node '{node_name}'): readers and external sources cannot be inside an "
                           "`if` on data; create them before it")
@@ -254,6 +257,7 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
     check_branch_visibility(node)
     out_device = "gpu" if device == "mixed" else device
     node.outputs = [DataNode(node, i, out_device) for i in range(schema.outputs_for(args))]
+    node.outputs[0].layout = layouts.output_layout(schema.name, args, list(inputs))
     graph.add(node)
     return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)
 
