@@ -117,9 +117,8 @@ class Executor:
             if kernel is None:
                 raise SchemaError(f"{node.schema.name} (node '{node.name}') has no CPU implementation")
             op = _SampleOp(node, kernel, node_seed(seed, node))
-            if node.schema.whole_batch:
-                self.steps.append(("whole", op))
-            elif self.steps and self.steps[-1][0] == "samples":
+            if (self.steps and self.steps[-1][0] == "samples" and not node.schema.whole_batch
+                    and not self.steps[-1][1][0].node.schema.whole_batch):  # a whole-batch op is a step alone
                 self.steps[-1][1].append(op)
             else:
                 self.steps.append(("samples", [op]))
@@ -139,17 +138,12 @@ class Executor:
                 for index, samples in enumerate(outs):
                     values[(step.name, index)] = samples
                 continue
-            for op in step if kind == "samples" else [step]:
+            for op in step:
                 for index in range(op.num_outputs):
                     values[(op.node.name, index)] = [None] * size
                     if (op.node.name, index) in wanted:
                         collectors[(op.node.name, index)] = _Collector(self.buffers, size)
-            if kind == "whole":
-                from headrace.whole_batch import run_whole_batch
-
-                run_whole_batch(step, values, collectors, iteration * self.batch_size, size, sources)
-            else:
-                self._run_samples(step, values, collectors, iteration, size, sources)
+            self._run_samples(step, values, collectors, iteration, size, sources)
         batches = []
         for out in self.outputs:
             key = (out.op.name, out.index)
@@ -164,6 +158,10 @@ class Executor:
     def _run_samples(self, ops: list[_SampleOp], values, collectors, iteration: int, size: int,
                      sources: list[str]) -> None:
         first_sample = iteration * self.batch_size
+        if ops[0].node.schema.whole_batch:
+            from headrace.whole_batch import run_whole_batch
+
+            return run_whole_batch(ops[0], values, collectors, first_sample, size, sources)
 
         def work(indices: range) -> None:
             for i in indices:
