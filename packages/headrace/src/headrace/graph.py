@@ -6,7 +6,6 @@ import dataclasses
 import threading
 from typing import Any
 
-from headrace import layouts
 from headrace.errors import SchemaError
 from headrace.schema import OpSchema, get_schema
 
@@ -218,6 +217,7 @@ def _constant_input(value: Any) -> Any:
 
 def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNode, ...]:
     """Validate an op call against its schema and add the node to the current graph."""
+    from headrace import layouts
     graph = current_graph()
     schema = get_schema(op_name)
     node_name = kwargs.get("name") or graph.unique_name(schema)
