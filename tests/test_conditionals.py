@@ -453,3 +453,14 @@ def test_rewritten_code_grows_linearly_with_elif_chains():
     assert _code_size(convert(chain6).__code__) < 2.5 * _code_size(convert(chain3).__code__)
     for value in (0, 4, 9):
         assert convert(chain6)(value) == chain6(value)
+
+
+def test_a_guard_must_be_a_split_output():
+    content = json.loads(nested_and_partial().serialize())
+    guarded = next(n for n in content["nodes"] if "guard" in n)
+    guarded["guard"] = [content["nodes"][0]["name"], 0]  # the external source, not a split
+    with pytest.raises(PipelineFileError, match=r"its guard must be an output of a _conditional.split node"):
+        Pipeline.load(json.dumps(content))
+    guarded["guard"] = ["nowhere", 0]
+    with pytest.raises(PipelineFileError, match=r"reads from node 'nowhere', which does not exist"):
+        Pipeline.load(json.dumps(content))
