@@ -112,3 +112,14 @@ def test_only_per_sample_arguments_take_data_nodes():
 
     with pytest.raises(SchemaError, match=r"reductions.mean .*'axes' is not a per-sample argument"):
         pipe()
+
+
+def test_several_values_for_a_one_value_argument_is_an_error():
+    @pipeline_def(batch_size=4, num_threads=1, device_id=None)
+    def pipe():
+        x = fn.external_source(source=images, batch=True)
+        return fn.rotate(x, angle=fn.stack(10.0, 20.0))
+
+    with pytest.raises(SampleError, match=r"rotate .*sample 0.*argument 'angle' \(from a DataNode, shape \(2,\), "
+                                          r"float32\): expected one value per sample"):
+        pipe().run()

@@ -53,13 +53,15 @@ class _SampleOp:
 
 
 def _arg_value(array: np.ndarray, arg: Arg) -> Any:
-    """A per-sample argument from a DataNode's sample: a list for list arguments, a scalar of the argument's kind
-    for one value, else the array itself (e.g. one value per channel)."""
+    """A per-sample argument from a DataNode's sample: a list for list arguments, else one value of the
+    argument's kind."""
     array = np.asarray(array)
     try:
         if arg.list_of:
             return arg.coerce(array.ravel())
-        return arg.coerce(array.reshape(-1)[0].item()) if array.size == 1 else array
+        if array.size != 1:
+            raise ValueError("expected one value per sample")
+        return arg.coerce(array.reshape(-1)[0].item())
     except (TypeError, ValueError) as exc:
         raise ValueError(f"argument '{arg.name}' (from a DataNode, shape {array.shape}, {array.dtype}): {exc}") \
             from None
