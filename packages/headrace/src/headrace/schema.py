@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from headrace import types
@@ -135,6 +135,8 @@ class OpSchema:
     random: bool = False
     stateful: bool = False
     batch_op: bool = False
+    whole_batch: bool = False
+    """The kernel sees all samples of a batch at once (e.g. pad to the largest); it is not a reader."""
     state: str = "none"
     """What a checkpoint saves for this op: 'none', 'rng' (derived from the iteration counter) or 'reader'."""
 
@@ -152,8 +154,9 @@ class OpSchema:
     def outputs_for(self, args: dict) -> int:
         return self.num_outputs(args) if callable(self.num_outputs) else self.num_outputs
 
-    def validate_args(self, node: str, kwargs: dict) -> dict:
-        """Canonical values of `kwargs`, or a SchemaError that names the node, the op and the argument."""
+    def validate_args(self, node: str, kwargs: dict, per_sample: Collection[str] = ()) -> dict:
+        """Canonical values of `kwargs`, or a SchemaError that names the node, the op and the argument.
+        `per_sample` names the arguments given as DataNodes (a required one is then present)."""
         known = self.all_args
         out = {}
         for key, value in kwargs.items():
@@ -171,7 +174,7 @@ class OpSchema:
             except (TypeError, ValueError) as exc:
                 raise SchemaError(f"{self.name} (node '{node}'): argument '{key}': {exc}") from None
         for arg in self.args:
-            if arg.default is REQUIRED and arg.name not in out:
+            if arg.default is REQUIRED and arg.name not in out and arg.name not in per_sample:
                 raise SchemaError(f"{self.name} (node '{node}'): missing required argument '{arg.name}'")
         return out
 

@@ -77,7 +77,7 @@ def cast(inputs, args, ctx):
 def constant(inputs, args, ctx):
     values = np.asarray(args["fdata"], dtype=np.float64)
     shape = tuple(args["shape"]) or ()
-    values = np.broadcast_to(values, shape) if values.size == 1 else values.reshape(shape)
+    values = values.reshape(shape) if values.size == int(np.prod(shape)) else np.broadcast_to(values, shape)
     return _saturate(values, _numpy_dtype(args["dtype"])) if _numpy_dtype(args["dtype"]).kind != "b" \
         else values.astype(bool)
 
