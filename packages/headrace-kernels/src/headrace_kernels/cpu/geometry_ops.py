@@ -10,10 +10,6 @@ from headrace_kernels.registry import cpu_kernel
 from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_output_size
 
 INTERP_NN, INTERP_LINEAR, INTERP_CUBIC, INTERP_LANCZOS3, INTERP_TRIANGULAR, INTERP_GAUSSIAN = range(6)
-_PIL_FILTER = {INTERP_LINEAR: Image.BILINEAR, INTERP_TRIANGULAR: Image.BILINEAR, INTERP_CUBIC: Image.BICUBIC,
-               INTERP_LANCZOS3: Image.LANCZOS}
-_CV_FILTER = {INTERP_LINEAR: cv2.INTER_LINEAR, INTERP_TRIANGULAR: cv2.INTER_LINEAR, INTERP_CUBIC: cv2.INTER_CUBIC,
-              INTERP_LANCZOS3: cv2.INTER_LANCZOS4}
 _PIL_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
 _FLOAT_OUTPUTS = (np.float16, np.float32, np.float64)
 
@@ -26,30 +22,95 @@ def _hwc(image: np.ndarray, op: str) -> np.ndarray:
     return image
 
 
+def _triangle(x: np.ndarray) -> np.ndarray:
+    return np.maximum(0.0, 1.0 - np.abs(x))
+
+
+def _cubic(x: np.ndarray) -> np.ndarray:
+    """Catmull-Rom (a = -0.5), DALI's and Pillow's cubic."""
+    x = np.abs(x)
+    return np.where(x < 1, (1.5 * x - 2.5) * x * x + 1, np.where(x < 2, ((-0.5 * x + 2.5) * x - 4) * x + 2, 0.0))
+
+
+def _lanczos3(x: np.ndarray) -> np.ndarray:
+    return np.where(np.abs(x) < 3, np.sinc(x) * np.sinc(x / 3), 0.0)
+
+
+_FILTERS = {INTERP_LINEAR: (_triangle, 1.0), INTERP_TRIANGULAR: (_triangle, 1.0), INTERP_CUBIC: (_cubic, 2.0),
+            INTERP_LANCZOS3: (_lanczos3, 3.0)}
+
+
+def _filter_matrix(in_size: int, out_size: int, interp: int, antialias: bool) -> np.ndarray:
+    """(out_size, in_size) resampling weights: pixel centres aligned, the filter widened by the scale when
+    shrinking with antialias, taps beyond the border clamped to the edge pixel (as DALI does)."""
+    kernel, support = _FILTERS[interp]
+    scale = in_size / out_size
+    stretch = max(1.0, scale) if antialias else 1.0
+    radius = int(np.ceil(support * stretch))
+    centres = (np.arange(out_size) + 0.5) * scale - 0.5
+    taps = np.floor(centres)[:, None].astype(np.int64) + np.arange(-radius, radius + 2)[None, :]
+    weights = kernel((taps - centres[:, None]) / stretch)
+    weights /= weights.sum(axis=1, keepdims=True)
+    matrix = np.zeros((out_size, in_size), np.float64)
+    np.add.at(matrix, (np.repeat(np.arange(out_size), taps.shape[1]), np.clip(taps, 0, in_size - 1).ravel()),
+              weights.ravel())
+    return matrix.astype(np.float32)
+
+
+def _resample_separable(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool) -> np.ndarray:
+    """Exact separable resampling in float32 (used where OpenCV's and Pillow's filters differ from DALI's)."""
+    in_h, in_w, channels = image.shape
+    rows = _filter_matrix(in_h, out_h, interp, antialias)
+    cols = _filter_matrix(in_w, out_w, interp, antialias)
+    tmp = (rows @ image.reshape(in_h, in_w * channels).astype(np.float32)).reshape(out_h, in_w, channels)
+    out = np.einsum("ow,hwc->hoc", cols, tmp, optimize=True)
+    return out if image.dtype == np.float32 else _saturate(out, image.dtype)
+
+
+def _nearest_indices(in_size: int, out_size: int, accumulate: bool) -> np.ndarray:
+    """Source index of each output pixel: the pixel centre (i + 0.5) * in / out in float32, as DALI computes it
+    (rows by accumulating the step, columns by multiplying), so that ties land on the same side."""
+    step = np.float32(in_size) / np.float32(out_size)
+    if accumulate:
+        positions = np.full(out_size, step, np.float32)
+        positions[0] = step * np.float32(0.5)
+        positions = np.cumsum(positions, dtype=np.float32)
+    else:
+        positions = np.arange(out_size, dtype=np.float32) * step + step * np.float32(0.5)
+    return np.minimum(np.floor(positions).astype(np.int64), in_size - 1)
+
+
+def _nearest(image: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
+    in_h, in_w = image.shape[:2]
+    return image[_nearest_indices(in_h, out_h, True)[:, None], _nearest_indices(in_w, out_w, False)[None, :]]
+
+
 def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool) -> np.ndarray:
-    """Resize an HWC image. Shrinking with antialias uses filters whose support grows with the scale (Pillow's
-    separable resampling: triangle for LINEAR/TRIANGULAR, as DALI defines them); otherwise plain sampling (OpenCV)."""
+    """Resize an HWC image with DALI's filters: NN at pixel centres; LINEAR sampling when growing (OpenCV), a
+    triangle widened by the scale when shrinking with antialias (Pillow, border replicated as DALI does); CUBIC
+    (Catmull-Rom) and LANCZOS3 through exact separable weights; TRIANGULAR is LINEAR."""
     in_h, in_w, channels = image.shape
     if (in_h, in_w) == (out_h, out_w):
         return image.copy()
     if interp == INTERP_GAUSSIAN:
         raise ValueError("INTERP_GAUSSIAN is not supported")
     if interp == INTERP_NN:
-        out = cv2.resize(image, (out_w, out_h), interpolation=cv2.INTER_NEAREST_EXACT)
-        return out.reshape(out_h, out_w, channels)
+        return _nearest(image, out_h, out_w)
     shrinking = out_h < in_h or out_w < in_w
-    use_pil = interp == INTERP_TRIANGULAR or (antialias and shrinking)
-    if use_pil and image.dtype == np.uint8 and channels in _PIL_MODE:
-        src = Image.fromarray(np.ascontiguousarray(image.reshape(in_h, in_w) if channels == 1 else image),
-                              _PIL_MODE[channels])
-        return np.asarray(src.resize((out_w, out_h), _PIL_FILTER[interp])).reshape(out_h, out_w, channels)
-    if use_pil:
-        planes = [np.asarray(Image.fromarray(np.ascontiguousarray(image[..., c], dtype=np.float32), "F")
-                             .resize((out_w, out_h), _PIL_FILTER[interp])) for c in range(channels)]
-        out = np.stack(planes, axis=-1)
-        return out if image.dtype == np.float32 else _saturate(out, image.dtype)
-    out = cv2.resize(image, (out_w, out_h), interpolation=_CV_FILTER[interp])
-    return out.reshape(out_h, out_w, channels)
+    if interp in (INTERP_CUBIC, INTERP_LANCZOS3):
+        return _resample_separable(image, out_h, out_w, interp, antialias)
+    if not (antialias and shrinking):
+        out = cv2.resize(image, (out_w, out_h), interpolation=cv2.INTER_LINEAR)
+        return out.reshape(out_h, out_w, channels)
+    if image.dtype != np.uint8 or channels not in _PIL_MODE:
+        return _resample_separable(image, out_h, out_w, interp, antialias)
+    # Pillow's triangle filter, on a border-replicated copy so that edge taps see the edge pixel as DALI's do.
+    pad = int(np.ceil(max(in_h / out_h, in_w / out_w, 1.0))) + 1
+    padded = cv2.copyMakeBorder(image, pad, pad, pad, pad, cv2.BORDER_REPLICATE).reshape(
+        in_h + 2 * pad, in_w + 2 * pad, channels)
+    src = Image.fromarray(padded[..., 0] if channels == 1 else padded, _PIL_MODE[channels])
+    out = src.resize((out_w, out_h), Image.BILINEAR, box=(pad, pad, pad + in_w, pad + in_h))
+    return np.asarray(out).reshape(out_h, out_w, channels)
 
 
 def _saturate(values: np.ndarray, dtype) -> np.ndarray:
