@@ -45,7 +45,7 @@ def run_dali(build: Callable, samples: Sequence[np.ndarray], *, seed: int = 1) -
     from nvidia.dali import fn as dfn
     from nvidia.dali import pipeline_def as dali_pipeline_def
 
-    batch = [np.asarray(s) for s in samples]
+    batch = [np.ascontiguousarray(s) for s in samples]
 
     @dali_pipeline_def(batch_size=len(samples), num_threads=1, device_id=None, seed=seed)
     def pipe():

@@ -218,6 +218,7 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
                               f"pass `{value.name}.cpu()`")
     literal = {k: v for k, v in kwargs.items() if k not in arg_inputs}
     args = schema.validate_args(node_name, literal)
+    schema.check_rule(node_name, set(args) | set(arg_inputs))
     device = _device_of(schema, args.pop("device", None), list(inputs))
     args.pop("name", None)
     node = OpNode(node_name, schema, device, args, list(inputs), arg_inputs)

@@ -162,6 +162,7 @@ def _build_node(entry: dict, graph: Graph) -> OpNode:
             raise _fail(f"node '{name}' ({op}): '{key}' belongs to the node, not to 'args'")
     try:
         canonical = schema.validate_args(name, args)
+        schema.check_rule(name, set(canonical) | set(entry.get("arg_inputs", {})))
     except SchemaError as exc:
         raise _fail(str(exc)) from None
     inputs = [_output_of(graph[s], i, f"node '{name}' input") for s, i in entry.get("inputs", [])]

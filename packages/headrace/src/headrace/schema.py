@@ -137,6 +137,9 @@ class OpSchema:
     batch_op: bool = False
     state: str = "none"
     """What a checkpoint saves for this op: 'none', 'rng' (derived from the iteration counter) or 'reader'."""
+    rule: Callable[[frozenset[str]], str | None] | None = None
+    """A rule across arguments (e.g. mutually exclusive ones): given the names of the arguments given, literal or
+    per-sample, it returns what is wrong, or None."""
 
     def __post_init__(self) -> None:
         if self.state not in ("none", "rng", "reader", "source"):
@@ -174,6 +177,12 @@ class OpSchema:
             if arg.default is REQUIRED and arg.name not in out:
                 raise SchemaError(f"{self.name} (node '{node}'): missing required argument '{arg.name}'")
         return out
+
+    def check_rule(self, node: str, given: set[str] | frozenset[str]) -> None:
+        """Apply the schema's cross-argument rule to the names of the given arguments; SchemaError if broken."""
+        problem = self.rule(frozenset(given)) if self.rule is not None else None
+        if problem:
+            raise SchemaError(f"{self.name} (node '{node}'): {problem}")
 
     def arg(self, args: dict, name: str) -> Any:
         """The value of argument `name`: the given one or its default."""
