@@ -6,6 +6,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
+from headrace_kernels.cpu.convert import numpy_dtype, saturate_cast
 from headrace_kernels.registry import cpu_kernel
 from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_output_size
 
@@ -114,11 +115,7 @@ def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: 
 
 
 def _saturate(values: np.ndarray, dtype) -> np.ndarray:
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return values.astype(dtype)
-    info = np.iinfo(dtype)
-    return np.clip(np.rint(values), info.min, info.max).astype(dtype)
+    return saturate_cast(values, dtype)
 
 
 @cpu_kernel("resize")
@@ -176,12 +173,8 @@ def crop(inputs, args, ctx):
     return np.array(out) if dtype is None else _saturate(out, _numpy_dtype(dtype))
 
 
-_NUMPY = {0: np.uint8, 1: np.uint16, 2: np.uint32, 3: np.uint64, 4: np.int8, 5: np.int16, 6: np.int32, 7: np.int64,
-          8: np.float16, 9: np.float32, 10: np.float64, 11: np.bool_}
-
-
 def _numpy_dtype(dtype: int) -> np.dtype:
-    return np.dtype(_NUMPY[int(dtype)])
+    return numpy_dtype(dtype)
 
 
 def normalize_coefficients(args, channels: int) -> tuple[np.ndarray, np.ndarray, np.float32]:
