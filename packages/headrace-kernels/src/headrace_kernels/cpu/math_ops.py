@@ -88,8 +88,8 @@ def cast(inputs, args, ctx):
 @cpu_kernel("constant")
 def constant(inputs, args, ctx):
     values = np.asarray(args["fdata"], dtype=np.float64)
-    shape = tuple(args["shape"]) or ()
-    values = np.broadcast_to(values, shape) if values.size == 1 else values.reshape(shape)
+    shape = tuple(args["shape"]) or ((values.size,) if values.size > 1 else ())  # no shape: a flat list
+    values = np.broadcast_to(values.reshape(()), shape) if values.size == 1 else values.reshape(shape)
     return saturate_cast(values, numpy_dtype(args["dtype"]))
 
 
