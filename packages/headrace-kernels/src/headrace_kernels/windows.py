@@ -41,8 +41,10 @@ def random_crop_window(height: int, width: int, area: list[float], aspect: list[
 
 
 def crop_anchor(extent: int, crop: int, pos: float) -> int:
-    """Top/left of a `crop`-long window placed at relative position `pos` in `extent` (DALI's rule)."""
-    return round_half_up(pos * (extent - crop))
+    """Top/left of a `crop`-long window placed at relative position `pos` in `extent`: DALI rounds half away from
+    zero, so a window larger than the image centres to the same side as DALI's."""
+    offset = pos * (extent - crop)
+    return round_half_up(offset) if offset >= 0 else -round_half_up(-offset)
 
 
 def crop_size(args: dict[str, Any], height: int, width: int) -> tuple[int, int]:

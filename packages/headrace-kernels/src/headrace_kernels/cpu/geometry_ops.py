@@ -148,9 +148,17 @@ def _window(image: np.ndarray, args, op: str) -> tuple[np.ndarray, int, int, int
     return view, y0 - y, x0 - x, crop_h, crop_w
 
 
-def _fill(args, channels: int) -> np.ndarray:
-    fill = np.asarray(args["fill_values"], dtype=np.float32)
-    return fill if fill.size == channels else np.full(channels, fill[0], dtype=np.float32)
+def _fill(args, channels: int, extra: int = 0) -> np.ndarray:
+    """fill_values for `channels` (+ `extra` padding channels): one value for all, or one per channel; the extra
+    channels take 0 when only the image's channels are given."""
+    fill = np.asarray(args["fill_values"], dtype=np.float32).ravel()
+    if fill.size == 1:
+        return np.full(channels + extra, fill[0], dtype=np.float32)
+    if fill.size == channels + extra:
+        return fill
+    if fill.size == channels:
+        return np.concatenate([fill, np.zeros(extra, np.float32)])
+    raise ValueError(f"fill_values has {fill.size} values; the output has {channels + extra} channels")
 
 
 def _place(view: np.ndarray, top: int, left: int, out_h: int, out_w: int, fill: np.ndarray,
@@ -209,12 +217,11 @@ def crop_mirror_normalize(inputs, args, ctx):
     out_channels = channels + 1 if args["pad_output"] else channels
     chw = args["output_layout"] == "CHW"
     out = np.empty((out_channels, out_h, out_w) if chw else (out_h, out_w, out_channels), dtype=dtype)
-    fill = _fill(args, channels)
     padded = view.shape[:2] != (out_h, out_w)
     if padded or out_channels != channels:
-        fill_norm = _saturate((fill - mean) * multiplier + shift, dtype)
+        fill = _saturate(_fill(args, channels, out_channels - channels), dtype)  # output values, as in DALI
         for c in range(out_channels):
-            (out[c] if chw else out[..., c]).fill(fill_norm[c] if c < channels else 0)
+            (out[c] if chw else out[..., c]).fill(fill[c])
     rows, cols = slice(top, top + view.shape[0]), slice(left, left + view.shape[1])
     if image.dtype == np.uint8:
         table = _normalize_lut(mean, multiplier, shift, dtype)
