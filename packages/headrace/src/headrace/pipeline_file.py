@@ -130,7 +130,7 @@ def _topological_order(entries: dict[str, dict]) -> list[str]:
             return
         if name in visiting:
             cycle = visiting[visiting.index(name):] + [name]
-            raise _fail(f"the graph has a cycle: {' -> '.join(cycle)}")
+            raise _fail(f"node '{name}' is part of a cycle: {' -> '.join(repr(n) for n in cycle)}")
         visiting.append(name)
         for dep in sorted(deps[name]):
             visit(dep)
@@ -171,10 +171,12 @@ def _build_node(entry: dict, graph: Graph) -> OpNode:
     if not schema.min_inputs <= len(inputs) <= schema.max_inputs:
         raise _fail(f"node '{name}' ({op}) takes {schema.min_inputs} to {schema.max_inputs} inputs, "
                     f"has {len(inputs)}")
-    for key, source in arg_inputs.items():
+    for key in arg_inputs:
         arg = schema.all_args.get(key)
         if arg is None or not arg.tensor_input:
             raise _fail(f"node '{name}' ({op}): argument '{key}' cannot be a per-sample input")
+        if key in args:
+            raise _fail(f"node '{name}' ({op}): argument '{key}' is given both in 'args' and in 'arg_inputs'")
     node = OpNode(name, schema, device, canonical, inputs, arg_inputs)
     out_device = "gpu" if device == "mixed" else device
     node.outputs = [DataNode(node, i, out_device) for i in range(schema.outputs_for(canonical))]
