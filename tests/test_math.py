@@ -190,7 +190,8 @@ def saturating_reference(values: np.ndarray, dtype) -> np.ndarray:
     """Round half away from zero, then clamp to the target's range (DALI's ConvertSat)."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
-        return values.astype(dtype)
+        with np.errstate(over="ignore"):  # 1e10 is inf in float16
+            return values.astype(dtype)
     v = values.astype(np.float64)
     if values.dtype.kind == "f":
         v = np.sign(v) * np.floor(np.abs(v) + 0.5)

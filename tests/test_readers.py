@@ -75,3 +75,29 @@ def test_order_matches_dali(image_folder, batch_size):
                 "stick_to_shard"):
         assert meta[key] == dali_meta[key], key
     assert p.epoch_size("Reader") == meta["epoch_size"]
+
+
+@pytest.mark.dali
+@needs_dali
+@pytest.mark.parametrize("shards", [dict(num_shards=3, shard_id=1), dict(num_shards=2, shard_id=1, stick_to_shard=True),
+                                    dict(num_shards=3, shard_id=2, pad_last_batch=True)])
+def test_sharded_order_matches_dali(image_folder, shards):
+    """Sharded reading (no shuffle) gives DALI's samples in DALI's order, epoch after epoch."""
+    from nvidia.dali import fn as dfn
+    from nvidia.dali import pipeline_def as dali_pipeline_def
+
+    @dali_pipeline_def(batch_size=5, num_threads=1, device_id=None, seed=1)
+    def dali_pipe():
+        return tuple(dfn.readers.file(file_root=str(image_folder), name="Reader", **shards))
+
+    p = dali_pipe()
+    p.build()
+    dali = []
+    for _ in range(8):
+        data, labels = p.run()
+        dali += [(bytes(np.asarray(data.at(i))), int(np.asarray(labels.at(i)).ravel()[0])) for i in range(len(data))]
+    ours, meta = read_headrace(5, 8, file_root=str(image_folder), **shards)
+    assert ours == dali
+    dali_meta = p.reader_meta("Reader")
+    for key in ("epoch_size", "number_of_shards", "shard_id", "pad_last_batch", "stick_to_shard"):
+        assert meta[key] == dali_meta[key], key

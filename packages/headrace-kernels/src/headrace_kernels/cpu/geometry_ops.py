@@ -122,9 +122,11 @@ def _saturate(values: np.ndarray, dtype) -> np.ndarray:
 def resize(inputs, args, ctx):
     image = _hwc(np.asarray(inputs[0]), "resize")
     out_h, out_w = resize_output_size(image.shape[0], image.shape[1], args)
+    dtype = image.dtype if args.get("dtype") is None else numpy_dtype(args["dtype"])
+    if dtype.kind == "f" and image.dtype.kind != "f":
+        image = image.astype(np.float32)  # a float output is not rounded to the input's levels
     out = resample(image, out_h, out_w, int(args["interp_type"]), args["antialias"])
-    dtype = args.get("dtype")
-    return out if dtype is None else out.astype(np.float32 if int(dtype) == 9 else np.uint8, copy=False)
+    return out if out.dtype == dtype else saturate_cast(out, dtype)
 
 
 def _window(image: np.ndarray, args, op: str) -> tuple[np.ndarray, int, int, int, int]:
