@@ -211,6 +211,8 @@ def test_node_corruptions_are_rejected_naming_the_node(valid, kind, target):
     (lambda c: c.update(extra={"x": 1}), "unknown top-level keys"),
     (lambda c: c["pipeline"].update(batch_size="8"), "'batch_size'"),
     (lambda c: c["pipeline"].update(workers=8), "'workers'"),
+    (lambda c: c["pipeline"].update(batch_size=0), "'batch_size' must be positive"),
+    (lambda c: c["pipeline"].update(prefetch_queue_depth=-2), "'prefetch_queue_depth' must be positive"),
 ])
 def test_file_level_corruptions(valid, mutate, fragment):
     content = copy.deepcopy(valid)

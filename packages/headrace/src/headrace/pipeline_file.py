@@ -72,6 +72,8 @@ def parse(text: str) -> tuple[dict[str, Any], Graph, list[DataNode]]:
         expected = PIPELINE_PARAMS[key]
         if not isinstance(value, expected) or (isinstance(value, bool) and expected is int):
             raise _fail(f"pipeline parameter '{key}' has the wrong type ({type(value).__name__})")
+        if key in ("batch_size", "prefetch_queue_depth") and value < 1 or key == "num_threads" and value < -1:
+            raise _fail(f"pipeline parameter '{key}' must be positive, got {value}")
     raw_nodes = content.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         raise _fail("'nodes' must be a non-empty list")
