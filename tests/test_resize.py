@@ -205,3 +205,16 @@ def test_float_output_matches_dali_unrounded(image):
             dali = run_dali(lambda x, f, kw=kwargs: f.resize(x, **kw), [image])[0][0]
             assert ours.dtype == dali.dtype == np.float32
             assert np.abs(ours - dali).max() <= 0.1, kwargs
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.int16, np.int32, np.float16, np.float64])
+@pytest.mark.parametrize("out_hw", [(30, 40), (90, 120)])
+def test_other_element_types_resample_like_float(image, dtype, out_hw):
+    """Any element type: the float32 result, rounded and saturated to the input's type (float16 within its
+    precision)."""
+    src = image.astype(dtype)
+    out = resize([src], resize_y=out_hw[0], resize_x=out_hw[1])[0]
+    ref = resize([image.astype(np.float32)], resize_y=out_hw[0], resize_x=out_hw[1])[0]
+    assert out.dtype == dtype
+    tolerance = 0.51 if np.dtype(dtype).kind in "iu" else 0.25  # rounding, plus float32 noise on a tie
+    assert np.abs(out.astype(np.float64) - ref).max() <= tolerance

@@ -12,6 +12,7 @@ from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window,
 
 INTERP_NN, INTERP_LINEAR, INTERP_CUBIC, INTERP_LANCZOS3, INTERP_TRIANGULAR, INTERP_GAUSSIAN = range(6)
 _PIL_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
+_CV_RESIZE_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.int16, np.float32, np.float64))
 _FLOAT_OUTPUTS = (np.float16, np.float32, np.float64)
 
 
@@ -100,6 +101,8 @@ def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: 
     shrinking = out_h < in_h or out_w < in_w
     if interp in (INTERP_CUBIC, INTERP_LANCZOS3):
         return _resample_separable(image, out_h, out_w, interp, antialias)
+    if image.dtype not in _CV_RESIZE_TYPES:
+        return _resample_separable(image, out_h, out_w, interp, antialias and shrinking)
     if not (antialias and shrinking):
         out = cv2.resize(image, (out_w, out_h), interpolation=cv2.INTER_LINEAR)
         return out.reshape(out_h, out_w, channels)
