@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
-
 from headrace import fn, pipeline_def
 
 try:

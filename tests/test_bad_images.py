@@ -7,7 +7,6 @@ import shutil
 import cv2
 import numpy as np
 import pytest
-
 from headrace import SampleError, fn, pipeline_def
 from headrace.data.synthetic import synthetic_image
 

@@ -11,9 +11,8 @@ import math
 
 import numpy as np
 import pytest
-from oprun import needs_dali, run_dali, run_headrace
-
 from headrace import SampleError, SchemaError, fn, pipeline_def, types
+from oprun import needs_dali, run_dali, run_headrace
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,13 @@ import math
 import cv2
 import numpy as np
 import pytest
+from headrace import fn, types
+from headrace.data.synthetic import synthetic_image
+from headrace_kernels.windows import random_crop_window
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oprun import needs_dali, run_dali, run_headrace
 from PIL import Image, ImageOps
-
-from headrace import fn, types
-from headrace.data.synthetic import synthetic_image
-from headrace_kernels.windows import random_crop_window
 
 
 def pil_encode(image: Image.Image, fmt: str, **kwargs) -> np.ndarray:

@@ -11,9 +11,8 @@ import operator
 
 import numpy as np
 import pytest
-from oprun import needs_dali, run_dali, run_headrace
-
 from headrace import SchemaError, fn, pipeline_def, types
+from oprun import needs_dali, run_dali, run_headrace
 
 DTYPES = [np.uint8, np.int8, np.uint16, np.int16, np.int32, np.uint32, np.int64, np.uint64, np.float16, np.float32,
           np.float64, np.bool_]

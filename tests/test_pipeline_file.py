@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from headrace import Pipeline, PipelineFileError, fn, pipeline_def, types
 from headrace.data.synthetic import synthetic_image
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 IMAGES = [synthetic_image(np.random.default_rng(i), 30 + 7 * i, 40 + 3 * i) for i in range(3)]
 

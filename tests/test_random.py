@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from oprun import run_headrace
-
 from headrace import fn, types
+from oprun import run_headrace
 
 BATCH, PER_SAMPLE = 64, 256  # 16384 draws per statistic
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from oprun import needs_dali
-
 from headrace import fn, pipeline_def
+from oprun import needs_dali
 
 
 def expected_files(root: Path) -> list[tuple[Path, int]]:

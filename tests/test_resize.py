@@ -9,10 +9,9 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+from headrace import SchemaError, fn, pipeline_def, types
 from oprun import needs_dali, run_dali, run_headrace
 from PIL import Image
-
-from headrace import SchemaError, fn, pipeline_def, types
 
 INTERPS = ["INTERP_NN", "INTERP_LINEAR", "INTERP_CUBIC", "INTERP_LANCZOS3", "INTERP_TRIANGULAR"]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from headrace import Pipeline, SchemaError, fn, pipeline_def, types
 from headrace.schema import SCHEMAS
 
