@@ -153,12 +153,14 @@ def test_cmn_normalize(image, dtype, layout):
 @pytest.mark.parametrize("mirror", [0, 1])
 @pytest.mark.parametrize("crop_hw, pos", [((40, 50), (0.5, 0.5)), ((40, 50), (0.1, 0.9)), ((70, 90), (0.5, 0.5))])
 @pytest.mark.parametrize("pad_output", [False, True])
-def test_cmn_crop_mirror_pad(image, mirror, crop_hw, pos, pad_output):
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+def test_cmn_crop_mirror_pad(image, mirror, crop_hw, pos, pad_output, layout):
     policy = "pad" if crop_hw[0] > image.shape[0] else "error"
     out = run_headrace(lambda x: fn.crop_mirror_normalize(
         x, crop=crop_hw, crop_pos_x=pos[0], crop_pos_y=pos[1], mirror=mirror, mean=MEAN, std=STD,
-        pad_output=pad_output, out_of_bounds_policy=policy, fill_values=[0.0]), [image])[0][0]
-    want = cmn_reference(image, crop_hw=crop_hw, pos=pos, mirror=mirror, mean=MEAN, std=STD, pad_output=pad_output)
+        pad_output=pad_output, out_of_bounds_policy=policy, fill_values=[0.5], output_layout=layout), [image])[0][0]
+    want = cmn_reference(image, crop_hw=crop_hw, pos=pos, mirror=mirror, mean=MEAN, std=STD, pad_output=pad_output,
+                         fill=(0.5,), layout=layout)
     assert_cmn_close(out, want)
 
 
@@ -244,6 +246,8 @@ def test_crop_mirror_normalize_matches_dali(image):
              dict(dtype=types.FLOAT, crop=(70, 90), out_of_bounds_policy="pad", fill_values=[3.0], mean=MEAN,
                   std=STD, pad_output=True),
              dict(dtype=types.UINT8, mean=[128.0], std=[1.0], scale=2.0, shift=100.0, output_layout="HWC"),
+             dict(dtype=types.FLOAT, crop=(70, 90), crop_pos_x=0.2, crop_pos_y=0.9, out_of_bounds_policy="pad",
+                  fill_values=[7.0], mirror=1, output_layout="HWC", pad_output=True),
              dict(dtype=types.INT8, mean=MEAN, std=STD, scale=50.0)]
     for kwargs in cases:
         ours = run_headrace(lambda x, kw=kwargs: fn.crop_mirror_normalize(x, **kw), [image])[0][0]
