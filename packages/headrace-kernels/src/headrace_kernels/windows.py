@@ -57,9 +57,9 @@ def crop_size(args: dict[str, Any], height: int, width: int) -> tuple[int, int]:
     return (round_half_up(h) if h else height), (round_half_up(w) if w else width)
 
 
-def resize_output_size(height: int, width: int, args: dict[str, Any]) -> tuple[int, int]:
-    """The (h, w) that `resize` produces for an input of (height, width), by DALI's rules and in its float32
-    arithmetic (so that sizes on a .5 boundary round the same way): resize_shorter is 'not_smaller' with the same
+def _requested_size(height: int, width: int, args: dict[str, Any]) -> tuple[np.float32, np.float32]:
+    """The (h, w) that `resize` asks for an input of (height, width), before rounding, by DALI's rules and in its
+    float32 arithmetic (so that sizes on a .5 boundary round the same way): resize_shorter is 'not_smaller' with the same
     extent on both axes, resize_longer 'not_larger'; in 'default' mode a missing extent takes the given one's
     scale, in 'stretch' mode it stays; max_size clamps each extent (default/stretch) or bounds the common scale."""
     f32 = np.float32
@@ -98,4 +98,28 @@ def resize_output_size(height: int, width: int, args: dict[str, Any]) -> tuple[i
             final = min([final] + [float(lim) / float(i) for lim, i in zip(limits, in_size, strict=True) if lim > 0])
         out = [o if g and abs(s) == final else f32(float(i) * final)
                for o, s, i, g in zip(out, scale, in_size, given, strict=True)]
-    return tuple(max(1, round_half_up(abs(float(o)))) for o in out)
+    return tuple(out)
+
+
+def resize_output_size(height: int, width: int, args: dict[str, Any]) -> tuple[int, int]:
+    """The (h, w) that `resize` produces for an input of (height, width): the requested size rounded to nearest,
+    at least 1."""
+    return tuple(max(1, round_half_up(abs(float(o)))) for o in _requested_size(height, width, args))
+
+
+def resize_plan(height: int, width: int, args: dict[str, Any]) -> tuple[int, int, tuple[float, float, float, float]]:
+    """(out_h, out_w, source region (y0, x0, y1, x1)) of `resize`. With subpixel_scale (DALI's default) a
+    fractional requested size keeps its exact scale: the source region shrinks or grows about its centre by
+    rounded / requested, as DALI does; without it the whole image maps onto the rounded size."""
+    requested = _requested_size(height, width, args)
+    out_h, out_w = (max(1, round_half_up(abs(float(o)))) for o in requested)
+    region = [0.0, 0.0, float(height), float(width)]
+    if args.get("subpixel_scale", True):
+        for axis, (size, want) in enumerate(zip((out_h, out_w), requested, strict=True)):
+            want = abs(float(want))
+            if want and size != want:
+                adjustment = min(10.0, size / want)
+                extent = (height, width)[axis]
+                centre = extent / 2
+                region[axis], region[axis + 2] = centre - centre * adjustment, centre + centre * adjustment
+    return out_h, out_w, tuple(region)

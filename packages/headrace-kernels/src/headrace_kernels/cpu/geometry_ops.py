@@ -8,7 +8,7 @@ from PIL import Image
 
 from headrace_kernels.cpu.convert import numpy_dtype, saturate_cast
 from headrace_kernels.registry import cpu_kernel
-from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_output_size
+from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_plan
 
 INTERP_NN, INTERP_LINEAR, INTERP_CUBIC, INTERP_LANCZOS3, INTERP_TRIANGULAR, INTERP_GAUSSIAN = range(6)
 _PIL_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
@@ -42,14 +42,15 @@ _FILTERS = {INTERP_LINEAR: (_triangle, 1.0), INTERP_TRIANGULAR: (_triangle, 1.0)
             INTERP_LANCZOS3: (_lanczos3, 3.0)}
 
 
-def _filter_matrix(in_size: int, out_size: int, interp: int, antialias: bool) -> np.ndarray:
-    """(out_size, in_size) resampling weights: pixel centres aligned, the filter widened by the scale when
-    shrinking with antialias, taps beyond the border clamped to the edge pixel (as DALI does)."""
+def _filter_matrix(in_size: int, out_size: int, interp: int, antialias: bool, lo: float, hi: float) -> np.ndarray:
+    """(out_size, in_size) weights resampling the source span [lo, hi) onto out_size pixels: pixel centres
+    aligned, the filter widened by the scale when shrinking with antialias, taps beyond the border clamped to the
+    edge pixel (as DALI does)."""
     kernel, support = _FILTERS[interp]
-    scale = in_size / out_size
+    scale = (hi - lo) / out_size
     stretch = max(1.0, scale) if antialias else 1.0
     radius = int(np.ceil(support * stretch))
-    centres = (np.arange(out_size) + 0.5) * scale - 0.5
+    centres = lo + (np.arange(out_size) + 0.5) * scale - 0.5
     taps = np.floor(centres)[:, None].astype(np.int64) + np.arange(-radius, radius + 2)[None, :]
     weights = kernel((taps - centres[:, None]) / stretch)
     weights /= weights.sum(axis=1, keepdims=True)
@@ -59,61 +60,72 @@ def _filter_matrix(in_size: int, out_size: int, interp: int, antialias: bool) ->
     return matrix.astype(np.float32)
 
 
-def _resample_separable(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool) -> np.ndarray:
+def _resample_separable(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool,
+                        region: tuple[float, float, float, float]) -> np.ndarray:
     """Exact separable resampling in float32 (used where OpenCV's and Pillow's filters differ from DALI's)."""
     in_h, in_w, channels = image.shape
-    rows = _filter_matrix(in_h, out_h, interp, antialias)
-    cols = _filter_matrix(in_w, out_w, interp, antialias)
+    y0, x0, y1, x1 = region
+    rows = _filter_matrix(in_h, out_h, interp, antialias, y0, y1)
+    cols = _filter_matrix(in_w, out_w, interp, antialias, x0, x1)
     tmp = (rows @ image.reshape(in_h, in_w * channels).astype(np.float32)).reshape(out_h, in_w, channels)
     out = np.einsum("ow,hwc->hoc", cols, tmp, optimize=True)
     return out if image.dtype == np.float32 else _saturate(out, image.dtype)
 
 
-def _nearest_indices(in_size: int, out_size: int, accumulate: bool) -> np.ndarray:
-    """Source index of each output pixel: the pixel centre (i + 0.5) * in / out in float32, as DALI computes it
-    (rows by accumulating the step, columns by multiplying), so that ties land on the same side."""
-    step = np.float32(in_size) / np.float32(out_size)
+def _nearest_indices(in_size: int, out_size: int, lo: float, hi: float, accumulate: bool) -> np.ndarray:
+    """Source index of each output pixel: the pixel centre lo + (i + 0.5) * (hi - lo) / out in float32, as DALI
+    computes it (rows by accumulating the step, columns by multiplying), so that ties land on the same side."""
+    step = (np.float32(hi) - np.float32(lo)) / np.float32(out_size)
+    start = np.float32(lo) + step * np.float32(0.5)
     if accumulate:
         positions = np.full(out_size, step, np.float32)
-        positions[0] = step * np.float32(0.5)
+        positions[0] = start
         positions = np.cumsum(positions, dtype=np.float32)
     else:
-        positions = np.arange(out_size, dtype=np.float32) * step + step * np.float32(0.5)
-    return np.minimum(np.floor(positions).astype(np.int64), in_size - 1)
+        positions = np.arange(out_size, dtype=np.float32) * step + start
+    return np.clip(np.floor(positions).astype(np.int64), 0, in_size - 1)
 
 
-def _nearest(image: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
+def _nearest(image: np.ndarray, out_h: int, out_w: int, region: tuple[float, float, float, float]) -> np.ndarray:
     in_h, in_w = image.shape[:2]
-    return image[_nearest_indices(in_h, out_h, True)[:, None], _nearest_indices(in_w, out_w, False)[None, :]]
+    y0, x0, y1, x1 = region
+    return image[_nearest_indices(in_h, out_h, y0, y1, True)[:, None],
+                 _nearest_indices(in_w, out_w, x0, x1, False)[None, :]]
 
 
-def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool) -> np.ndarray:
-    """Resize an HWC image with DALI's filters: NN at pixel centres; LINEAR sampling when growing (OpenCV), a
-    triangle widened by the scale when shrinking with antialias (Pillow, border replicated as DALI does); CUBIC
-    (Catmull-Rom) and LANCZOS3 through exact separable weights; TRIANGULAR is LINEAR."""
+def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool,
+             region: tuple[float, float, float, float] | None = None) -> np.ndarray:
+    """Resize the source `region` (y0, x0, y1, x1; default the whole HWC image) with DALI's filters: NN at pixel
+    centres; LINEAR sampling when growing (OpenCV), a triangle widened by the scale when shrinking with antialias
+    (Pillow, border replicated as DALI does); CUBIC (Catmull-Rom) and LANCZOS3 through exact separable weights;
+    TRIANGULAR is LINEAR."""
     in_h, in_w, channels = image.shape
-    if (in_h, in_w) == (out_h, out_w):
+    whole = (0.0, 0.0, float(in_h), float(in_w))
+    region = whole if region is None else tuple(float(v) for v in region)
+    if region == whole and (in_h, in_w) == (out_h, out_w):
         return image.copy()
     if interp == INTERP_GAUSSIAN:
         raise ValueError("INTERP_GAUSSIAN is not supported")
     if interp == INTERP_NN:
-        return _nearest(image, out_h, out_w)
-    shrinking = out_h < in_h or out_w < in_w
-    if interp in (INTERP_CUBIC, INTERP_LANCZOS3):
-        return _resample_separable(image, out_h, out_w, interp, antialias)
-    if image.dtype not in _CV_RESIZE_TYPES:
-        return _resample_separable(image, out_h, out_w, interp, antialias and shrinking)
+        return _nearest(image, out_h, out_w, region)
+    y0, x0, y1, x1 = region
+    shrinking = y1 - y0 > out_h or x1 - x0 > out_w
+    if interp in (INTERP_CUBIC, INTERP_LANCZOS3) or image.dtype not in _CV_RESIZE_TYPES:
+        return _resample_separable(image, out_h, out_w, interp, antialias and shrinking, region)
     if not (antialias and shrinking):
+        if region != whole:
+            return _resample_separable(image, out_h, out_w, interp, False, region)
         out = cv2.resize(image, (out_w, out_h), interpolation=cv2.INTER_LINEAR)
         return out.reshape(out_h, out_w, channels)
     if image.dtype != np.uint8 or channels not in _PIL_MODE:
-        return _resample_separable(image, out_h, out_w, interp, antialias)
+        return _resample_separable(image, out_h, out_w, interp, True, region)
     # Pillow's triangle filter, on a border-replicated copy so that edge taps see the edge pixel as DALI's do.
-    pad = int(np.ceil(max(in_h / out_h, in_w / out_w, 1.0))) + 1
+    overshoot = max(0.0, -y0, -x0, y1 - in_h, x1 - in_w)
+    pad = int(np.ceil(max((y1 - y0) / out_h, (x1 - x0) / out_w, 1.0) + overshoot)) + 1
     padded = cv2.copyMakeBorder(image, pad, pad, pad, pad, cv2.BORDER_REPLICATE).reshape(
         in_h + 2 * pad, in_w + 2 * pad, channels)
     src = Image.fromarray(padded[..., 0] if channels == 1 else padded, _PIL_MODE[channels])
-    out = src.resize((out_w, out_h), Image.BILINEAR, box=(pad, pad, pad + in_w, pad + in_h))
+    out = src.resize((out_w, out_h), Image.BILINEAR, box=(pad + x0, pad + y0, pad + x1, pad + y1))
     return np.asarray(out).reshape(out_h, out_w, channels)
 
 
@@ -124,11 +136,11 @@ def _saturate(values: np.ndarray, dtype) -> np.ndarray:
 @cpu_kernel("resize")
 def resize(inputs, args, ctx):
     image = _hwc(np.asarray(inputs[0]), "resize")
-    out_h, out_w = resize_output_size(image.shape[0], image.shape[1], args)
+    out_h, out_w, region = resize_plan(image.shape[0], image.shape[1], args)
     dtype = image.dtype if args.get("dtype") is None else numpy_dtype(args["dtype"])
     if dtype.kind == "f" and image.dtype.kind != "f":
         image = image.astype(np.float32)  # a float output is not rounded to the input's levels
-    out = resample(image, out_h, out_w, int(args["interp_type"]), args["antialias"])
+    out = resample(image, out_h, out_w, int(args["interp_type"]), args["antialias"], region)
     return out if out.dtype == dtype else saturate_cast(out, dtype)
 
 

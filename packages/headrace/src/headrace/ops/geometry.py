@@ -59,7 +59,9 @@ register(OpSchema(
         *INTERP_ARGS,
         Arg("dtype", "dtype", None, "Output element type; default the input's.",
             choices=(DALIDataType.UINT8, DALIDataType.FLOAT)),
-        Arg("subpixel_scale", "bool", True, _DALI_HINT),
+        Arg("subpixel_scale", "bool", True, "When the size asked is fractional, keep its exact scale (sample a "
+            "source region about the centre, scaled by rounded / asked) instead of stretching the image onto the "
+            "rounded size."),
         Arg("minibatch_size", "int", 32, _DALI_HINT),
         Arg("temp_buffer_hint", "int", 0, _DALI_HINT),
         Arg("save_attrs", "bool", False, _DALI_HINT),
