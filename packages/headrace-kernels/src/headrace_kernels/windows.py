@@ -59,9 +59,10 @@ def crop_size(args: dict[str, Any], height: int, width: int) -> tuple[int, int]:
 
 def _requested_size(height: int, width: int, args: dict[str, Any]) -> tuple[np.float32, np.float32]:
     """The (h, w) that `resize` asks for an input of (height, width), before rounding, by DALI's rules and in its
-    float32 arithmetic (so that sizes on a .5 boundary round the same way): resize_shorter is 'not_smaller' with the same
-    extent on both axes, resize_longer 'not_larger'; in 'default' mode a missing extent takes the given one's
-    scale, in 'stretch' mode it stays; max_size clamps each extent (default/stretch) or bounds the common scale."""
+    float32 arithmetic (so that sizes on a .5 boundary round the same way): resize_shorter is 'not_smaller' with
+    the same extent on both axes, resize_longer 'not_larger'; in 'default' mode a missing extent takes the given
+    one's scale, in 'stretch' mode it stays; max_size clamps each extent (default/stretch) or bounds the common
+    scale."""
     f32 = np.float32
     shorter, longer = args.get("resize_shorter") or 0, args.get("resize_longer") or 0
     if shorter or longer:
