@@ -88,7 +88,8 @@ class Arg:
     def coerce(self, value: Any) -> Any:
         """Validate `value` for this argument, returning its canonical form; raise TypeError/ValueError otherwise."""
         if self.list_of:
-            if isinstance(value, str | bytes) or not isinstance(value, Sequence | tuple) and not hasattr(value, "tolist"):
+            is_list = isinstance(value, Sequence) or hasattr(value, "tolist")
+            if isinstance(value, str | bytes) or not is_list:
                 value = [value]
             values = [_coerce_scalar(self.kind, v) for v in (value.tolist() if hasattr(value, "tolist") else value)]
             if self.list_len and not self.list_len[0] <= len(values) <= self.list_len[1]:
