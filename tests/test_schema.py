@@ -141,3 +141,12 @@ def test_schema_drives_signature_docs():
             op = getattr(op, part)
         for arg in schema.all_args:
             assert f"    {arg} (" in op.__doc__, (name, arg)
+
+
+def test_numpy_values_are_accepted_for_list_and_scalar_arguments():
+    pipe = define(lambda x: fn.crop_mirror_normalize(x, mean=np.float32(5), std=np.array([1.0, 2.0, 3.0]),
+                                                     crop=np.array([4, 4]), crop_pos_x=np.float64(0.25),
+                                                     dtype=types.FLOAT))
+    node = next(n for n in pipe.graph.nodes if n.schema.name == "crop_mirror_normalize")
+    assert node.args["mean"] == [5.0] and node.args["std"] == [1.0, 2.0, 3.0] and node.args["crop"] == [4.0, 4.0]
+    assert node.args["crop_pos_x"] == 0.25 and type(node.args["crop_pos_x"]) is float

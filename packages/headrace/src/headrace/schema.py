@@ -88,10 +88,11 @@ class Arg:
     def coerce(self, value: Any) -> Any:
         """Validate `value` for this argument, returning its canonical form; raise TypeError/ValueError otherwise."""
         if self.list_of:
-            is_list = isinstance(value, Sequence) or hasattr(value, "tolist")
-            if isinstance(value, str | bytes) or not is_list:
+            if hasattr(value, "tolist"):  # numpy arrays and scalars
+                value = value.tolist()
+            if isinstance(value, str | bytes) or not isinstance(value, Sequence):
                 value = [value]
-            values = [_coerce_scalar(self.kind, v) for v in (value.tolist() if hasattr(value, "tolist") else value)]
+            values = [_coerce_scalar(self.kind, v) for v in value]
             if self.list_len and not self.list_len[0] <= len(values) <= self.list_len[1]:
                 lo, hi = self.list_len
                 want = f"{lo}" if lo == hi else f"{lo} to {hi}"
