@@ -233,6 +233,17 @@ def test_constant_types_and_shapes():
     assert rounded[0].dtype == np.int16 and rounded[0].tolist() == [1, 3]
 
 
+@pytest.mark.parametrize("value, dtype, shape", [
+    (np.uint8(3), np.uint8, ()), (np.array([1, 2], np.int16), np.int16, (2,)), (np.float64(2.5), np.float32, ()),
+    (3, np.int32, ()), (2.5, np.float32, ()), ([1, 2], np.int32, (2,)), (True, np.bool_, ()),
+    (np.array([1.5], np.float16), np.float16, (1,)),
+])
+def test_constant_default_types_follow_dali(value, dtype, shape):
+    got = np.asarray(run_headrace(lambda x: types.Constant(value), [np.zeros(1)])[0][0])
+    assert got.dtype == dtype and got.shape == shape
+    np.testing.assert_array_equal(got, np.asarray(value).astype(dtype))
+
+
 def test_constant_in_arithmetic_promotes_like_a_tensor():
     x = np.array([1, 2, 3], np.uint8)
     got = run_headrace(lambda n: n * types.Constant(2, dtype=types.UINT8) + types.Constant(1.0), [x])[0][0]
