@@ -6,11 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from ops_support import needs_dali
 
 from headrace import Pipeline, fn, pipeline_def, types
 from headrace.errors import PipelineFileError, SampleError, SchemaError
-
-from ops_support import needs_dali
 
 BATCH = 8
 VALUES = [np.array(v, dtype=np.int32) for v in range(BATCH)]
@@ -373,7 +372,7 @@ def test_python_values_differing_per_branch_fail_only_when_used():
         if x > 0:
             mode, y = "up", x + 1
         else:
-            mode, y = "down", x - 1
+            mode, y = "down", x - 1  # noqa: F841 - unused on purpose
         return y
 
     @pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_conditionals=True)

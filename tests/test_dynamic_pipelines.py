@@ -6,11 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from ops_support import needs_dali
 
 from headrace import Pipeline, fn, pipeline_def, types
 from headrace.errors import SampleError
-
-from ops_support import needs_dali
 
 H, W, P = 24, 32, 6
 

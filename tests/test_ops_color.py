@@ -7,11 +7,10 @@ import math
 
 import numpy as np
 import pytest
+from ops_support import max_abs_diff, needs_dali, run_dali, run_headrace
 
 from headrace import types
 from headrace.errors import SampleError
-
-from ops_support import max_abs_diff, needs_dali, run_dali, run_headrace
 
 RNG = np.random.default_rng(5)
 IMAGES = [RNG.integers(0, 256, (9, 11, 3), dtype=np.uint8), RNG.integers(0, 256, (4, 6, 3), dtype=np.uint8)]

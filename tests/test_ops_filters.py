@@ -5,10 +5,9 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+from ops_support import max_abs_diff, needs_dali, run_dali, run_headrace
 
 from headrace.errors import SampleError
-
-from ops_support import max_abs_diff, needs_dali, run_dali, run_headrace
 
 RNG = np.random.default_rng(0)
 IMAGES_U8 = [RNG.integers(0, 256, (17, 23, 3), dtype=np.uint8), RNG.integers(0, 256, (12, 9, 3), dtype=np.uint8)]

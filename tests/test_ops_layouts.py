@@ -6,11 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from ops_support import needs_dali
 
 from headrace import Pipeline, fn, pipeline_def
 from headrace.errors import SchemaError
-
-from ops_support import needs_dali
 
 RNG = np.random.default_rng(10)
 IMAGES = [RNG.integers(1, 256, (10, 14, 3), dtype=np.uint8) for _ in range(2)]

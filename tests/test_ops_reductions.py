@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ops_support import needs_dali, run_dali, run_headrace
 
 from headrace import types
 from headrace.errors import SampleError
-
-from ops_support import needs_dali, run_dali, run_headrace
 
 RNG = np.random.default_rng(1)
 IMAGES = [RNG.integers(0, 256, (17, 23, 3), dtype=np.uint8), RNG.integers(0, 256, (12, 9, 3), dtype=np.uint8)]

@@ -6,10 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from ops_support import needs_dali, run_dali, run_headrace
 
 from headrace.errors import SampleError
-
-from ops_support import needs_dali, run_dali, run_headrace
 
 RNG = np.random.default_rng(4)
 IMAGES = [RNG.integers(1, 256, (17, 23, 3), dtype=np.uint8), RNG.integers(1, 256, (12, 9, 3), dtype=np.uint8)]

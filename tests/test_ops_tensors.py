@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ops_support import needs_dali, run_dali, run_headrace
 
 from headrace import fn, pipeline_def, types
 from headrace.errors import SampleError
-
-from ops_support import needs_dali, run_dali, run_headrace
 
 RNG = np.random.default_rng(2)
 A = [RNG.integers(0, 100, (3, 4), dtype=np.int32), RNG.integers(0, 100, (2, 5), dtype=np.int32)]

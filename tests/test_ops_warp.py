@@ -6,11 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from ops_support import max_abs_diff, needs_dali, run_dali, run_headrace
 
 from headrace import types
 from headrace.errors import SampleError
-
-from ops_support import max_abs_diff, needs_dali, run_dali, run_headrace
 
 RNG = np.random.default_rng(6)
 IMAGES = [RNG.integers(0, 256, (17, 23, 3), dtype=np.uint8), RNG.integers(0, 256, (12, 9, 3), dtype=np.uint8)]

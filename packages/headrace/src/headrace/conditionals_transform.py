@@ -49,12 +49,12 @@ class _Placeholders(ast.NodeTransformer):
     def __init__(self, statements: dict[str, list[ast.stmt]], expressions: dict[str, ast.expr]):
         self.statements, self.expressions = statements, expressions
 
-    def visit_Expr(self, node: ast.Expr):  # noqa: N802 - ast.NodeTransformer protocol
+    def visit_Expr(self, node: ast.Expr):
         if isinstance(node.value, ast.Name) and node.value.id in self.statements:
             return self.statements[node.value.id]
         return self.generic_visit(node)
 
-    def visit_Name(self, node: ast.Name):  # noqa: N802
+    def visit_Name(self, node: ast.Name):
         return self.expressions.get(node.id, node)
 
 
@@ -128,7 +128,7 @@ class _Rewriter(ast.NodeTransformer):
         function = ast.Attribute(value=ast.Name(id=RUNTIME, ctx=ast.Load()), attr=name, ctx=ast.Load())
         return ast.Call(func=function, args=list(args), keywords=[])
 
-    def visit_If(self, node: ast.If):  # noqa: N802
+    def visit_If(self, node: ast.If):
         names = _assigned_names(node.body + node.orelse, self.excluded)
         self.generic_visit(node)
         body, orelse = node.body, node.orelse or [ast.Pass()]
@@ -145,20 +145,20 @@ class _Rewriter(ast.NodeTransformer):
                                {"_hr_test_": node.test}).visit(ast.Module(body=template, type_ignores=[]))
         return filled.body
 
-    def visit_BoolOp(self, node: ast.BoolOp):  # noqa: N802
+    def visit_BoolOp(self, node: ast.BoolOp):
         self.generic_visit(node)
         if any(isinstance(n, ast.NamedExpr) for value in node.values for n in ast.walk(value)):
             return node  # a walrus would bind inside the thunk: leave such expressions to plain Python
         name = "and_" if isinstance(node.op, ast.And) else "or_"
         return ast.copy_location(self._call(name, *(self._thunk(v) for v in node.values)), node)
 
-    def visit_UnaryOp(self, node: ast.UnaryOp):  # noqa: N802
+    def visit_UnaryOp(self, node: ast.UnaryOp):
         self.generic_visit(node)
         if isinstance(node.op, ast.Not):
             return ast.copy_location(self._call("not_", node.operand), node)
         return node
 
-    def visit_IfExp(self, node: ast.IfExp):  # noqa: N802
+    def visit_IfExp(self, node: ast.IfExp):
         self.generic_visit(node)
         if any(isinstance(n, ast.NamedExpr) for part in (node.body, node.orelse) for n in ast.walk(part)):
             return node
@@ -166,7 +166,7 @@ class _Rewriter(ast.NodeTransformer):
                           ast.Constant(node.lineno))
         return ast.copy_location(call, node)
 
-    def visit_While(self, node: ast.While):  # noqa: N802
+    def visit_While(self, node: ast.While):
         self.generic_visit(node)
         node.test = ast.copy_location(self._call("loop_test", node.test, ast.Constant(node.lineno)), node.test)
         return node
@@ -206,7 +206,7 @@ def rewrite(func: Callable, runtime: ModuleType) -> Callable:
     ast.fix_missing_locations(module)
     code = compile(module, inspect.getsourcefile(target) or "<pipeline>", "exec")
     namespace: dict = {}
-    exec(code, target.__globals__, namespace)  # noqa: S102 - the user's own function, rewritten
+    exec(code, target.__globals__, namespace)
     cells = dict(zip(target.__code__.co_freevars, target.__closure__ or (), strict=True))
     values = []
     for name in free:

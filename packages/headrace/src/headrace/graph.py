@@ -6,6 +6,9 @@ import dataclasses
 import threading
 from typing import Any
 
+import numpy as np
+
+from headrace import types
 from headrace.errors import SchemaError
 from headrace.schema import OpSchema, get_schema
 
@@ -113,12 +116,24 @@ def _binary_node(left: Any, right: Any, op: str) -> DataNode:
     if isinstance(left, DataNode) and isinstance(right, DataNode):
         return fn.math.binary(left, right, op=op, device=_common_device(left, right))
     node, scalar, on_left = (right, left, True) if isinstance(right, DataNode) else (left, right, False)
-    if isinstance(scalar, bool) or not isinstance(scalar, int | float) and not hasattr(scalar, "dtype"):
-        raise SchemaError(f"operator '{op}' between a DataNode and {type(scalar).__name__} is not supported; "
-                          "use a number or types.Constant")
-    is_int = isinstance(scalar, int) or (hasattr(scalar, "dtype") and scalar.dtype.kind in "iu")
-    return fn.math.binary(node, op=op, scalar=float(scalar), scalar_is_int=is_int, scalar_on_left=on_left,
+    dtype = _scalar_dtype(scalar, op)
+    return fn.math.binary(node, op=op, scalar=float(scalar), scalar_dtype=dtype, scalar_on_left=on_left,
                           device=node.device)
+
+
+def _scalar_dtype(scalar: Any, op: str) -> types.DALIDataType:
+    """DALI's type of a constant operand: Python int INT32 (INT64 beyond its range), Python float FLOAT, a numpy
+    scalar its own type."""
+    if isinstance(scalar, bool | np.bool_):
+        return types.DALIDataType.BOOL
+    if isinstance(scalar, np.generic) or (hasattr(scalar, "dtype") and getattr(scalar, "ndim", 1) == 0):
+        return types.from_numpy_dtype(scalar.dtype)
+    if isinstance(scalar, int):
+        return types.DALIDataType.INT32 if -2**31 <= scalar < 2**31 else types.DALIDataType.INT64
+    if isinstance(scalar, float):
+        return types.DALIDataType.FLOAT
+    raise SchemaError(f"operator '{op}' between a DataNode and {type(scalar).__name__} is not supported; "
+                      "use a number or types.Constant")
 
 
 def _unary_node(node: DataNode, op: str) -> DataNode:
@@ -247,6 +262,7 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
                               f"pass `{value.name}.cpu()`")
     literal = {k: v for k, v in kwargs.items() if k not in arg_inputs}
     args = schema.validate_args(node_name, literal, per_sample=arg_inputs)
+    schema.check_rule(node_name, set(args) | set(arg_inputs))
     device = _device_of(schema, args.pop("device", None), list(inputs))
     args.pop("name", None)
     layouts.resolve(schema.name, node_name, args, list(inputs), schema.all_args)

@@ -93,9 +93,10 @@ class Pipeline:
     def feed_input(self, name: str, data) -> None:
         """Queue a batch for the external source `name`."""
         self.build()
-        if name not in self._executor.batch_ops:
+        if name not in self.fed_inputs:
             raise SchemaError(f"no external_source named '{name}' (fed inputs: {', '.join(self.fed_inputs)})")
-        self._executor.batch_ops[name].feed(data)
+        if name in self._executor.batch_ops:  # an input no output depends on is pruned: its data is not needed
+            self._executor.batch_ops[name].feed(data)
 
     def run(self, **inputs) -> tuple[TensorListCPU, ...]:
         """The next batch of every output. Keyword arguments feed external sources by name for this batch."""

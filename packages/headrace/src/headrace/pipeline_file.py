@@ -74,6 +74,8 @@ def parse(text: str) -> tuple[dict[str, Any], Graph, list[DataNode]]:
         expected = PIPELINE_PARAMS[key]
         if not isinstance(value, expected) or (isinstance(value, bool) and expected is int):
             raise _fail(f"pipeline parameter '{key}' has the wrong type ({type(value).__name__})")
+        if key in ("batch_size", "prefetch_queue_depth") and value < 1 or key == "num_threads" and value < -1:
+            raise _fail(f"pipeline parameter '{key}' must be positive, got {value}")
     raw_nodes = content.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         raise _fail("'nodes' must be a non-empty list")
@@ -137,7 +139,7 @@ def _topological_order(entries: dict[str, dict]) -> list[str]:
             return
         if name in visiting:
             cycle = visiting[visiting.index(name):] + [name]
-            raise _fail(f"the graph has a cycle: {' -> '.join(cycle)}")
+            raise _fail(f"node '{name}' is part of a cycle: {' -> '.join(repr(n) for n in cycle)}")
         visiting.append(name)
         for dep in sorted(deps[name]):
             visit(dep)
@@ -169,6 +171,7 @@ def _build_node(entry: dict, graph: Graph) -> OpNode:
             raise _fail(f"node '{name}' ({op}): '{key}' belongs to the node, not to 'args'")
     try:
         canonical = schema.validate_args(name, args, per_sample=entry.get("arg_inputs", {}))
+        schema.check_rule(name, set(canonical) | set(entry.get("arg_inputs", {})))
     except SchemaError as exc:
         raise _fail(str(exc)) from None
     inputs = [_output_of(graph[s], i, f"node '{name}' input") for s, i in entry.get("inputs", [])]
@@ -177,10 +180,12 @@ def _build_node(entry: dict, graph: Graph) -> OpNode:
     if not schema.min_inputs <= len(inputs) <= schema.max_inputs:
         raise _fail(f"node '{name}' ({op}) takes {schema.min_inputs} to {schema.max_inputs} inputs, "
                     f"has {len(inputs)}")
-    for key, source in arg_inputs.items():
+    for key in arg_inputs:
         arg = schema.all_args.get(key)
         if arg is None or not arg.tensor_input:
             raise _fail(f"node '{name}' ({op}): argument '{key}' cannot be a per-sample input")
+        if key in args:
+            raise _fail(f"node '{name}' ({op}): argument '{key}' is given both in 'args' and in 'arg_inputs'")
     guard = _output_of(graph[entry["guard"][0]], entry["guard"][1], f"node '{name}' guard") \
         if "guard" in entry else None
     if guard is not None and guard.op.schema.name != SPLIT_OP:

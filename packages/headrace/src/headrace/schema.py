@@ -88,9 +88,11 @@ class Arg:
     def coerce(self, value: Any) -> Any:
         """Validate `value` for this argument, returning its canonical form; raise TypeError/ValueError otherwise."""
         if self.list_of:
-            if isinstance(value, str | bytes) or not isinstance(value, Sequence | tuple) and not hasattr(value, "tolist"):
+            if hasattr(value, "tolist"):  # numpy arrays and scalars
+                value = value.tolist()
+            if isinstance(value, str | bytes) or not isinstance(value, Sequence):
                 value = [value]
-            values = [_coerce_scalar(self.kind, v) for v in (value.tolist() if hasattr(value, "tolist") else value)]
+            values = [_coerce_scalar(self.kind, v) for v in value]
             if self.list_len and not self.list_len[0] <= len(values) <= self.list_len[1]:
                 lo, hi = self.list_len
                 want = f"{lo}" if lo == hi else f"{lo} to {hi}"
@@ -139,6 +141,9 @@ class OpSchema:
     """The kernel sees all samples of a batch at once (e.g. pad to the largest); it is not a reader."""
     state: str = "none"
     """What a checkpoint saves for this op: 'none', 'rng' (derived from the iteration counter) or 'reader'."""
+    rule: Callable[[frozenset[str]], str | None] | None = None
+    """A rule across arguments (e.g. mutually exclusive ones): given the names of the arguments given, literal or
+    per-sample, it returns what is wrong, or None."""
 
     def __post_init__(self) -> None:
         if self.state not in ("none", "rng", "reader", "source"):
@@ -177,6 +182,12 @@ class OpSchema:
             if arg.default is REQUIRED and arg.name not in out and arg.name not in per_sample:
                 raise SchemaError(f"{self.name} (node '{node}'): missing required argument '{arg.name}'")
         return out
+
+    def check_rule(self, node: str, given: set[str] | frozenset[str]) -> None:
+        """Apply the schema's cross-argument rule to the names of the given arguments; SchemaError if broken."""
+        problem = self.rule(frozenset(given)) if self.rule is not None else None
+        if problem:
+            raise SchemaError(f"{self.name} (node '{node}'): {problem}")
 
     def arg(self, args: dict, name: str) -> Any:
         """The value of argument `name`: the given one or its default."""

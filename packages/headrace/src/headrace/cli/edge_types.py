@@ -100,19 +100,14 @@ def _unary(node, inputs):
 
 @rule("math.binary")
 def _binary(node, inputs):
-    from headrace_kernels.cpu.math_ops import result_type, scalar_type
+    from headrace_kernels.cpu.math_ops import operand_types, result_type
 
     layout = next((i.layout for i in inputs if i.layout), None)
     if any(i.dtype is None for i in inputs):
         return [EdgeType(None, layout)]
-    op = node.arg("op")
-    if len(inputs) == 2:
-        left, right = np.dtype(inputs[0].dtype), np.dtype(inputs[1].dtype)
-    else:
-        tensor = np.dtype(inputs[0].dtype)
-        scalar = scalar_type(node.arg("scalar"), node.arg("scalar_is_int"), tensor)
-        left, right = (scalar, tensor) if node.arg("scalar_on_left") else (tensor, scalar)
-    return [EdgeType(result_type(op, left, right).name, layout)]
+    args = {name: node.arg(name) for name in ("scalar_dtype", "scalar_on_left")}
+    left, right = operand_types(args, [np.dtype(i.dtype) for i in inputs])
+    return [EdgeType(result_type(node.arg("op"), left, right).name, layout)]
 
 
 def infer(nodes: list[OpNode]) -> dict[Key, EdgeType]:

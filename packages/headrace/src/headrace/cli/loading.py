@@ -253,7 +253,7 @@ def gpu_count() -> tuple[int, str]:
         return 0, "CuPy is not installed (pip install 'headrace-kernels[cuda13]' or '[cuda12]' on a GPU machine)"
     try:
         count = int(cupy.cuda.runtime.getDeviceCount())
-    except Exception as exc:  # CUDA's own errors: no driver, no device
+    except Exception as exc:  # noqa: BLE001 - CUDA's own errors: no driver, no device
         return 0, f"CUDA reports no usable device ({' '.join(str(exc).split())})"
     return count, "" if count else "CUDA reports 0 devices"
 
