@@ -32,22 +32,27 @@ def run_op(build, samples: list[np.ndarray], num_threads: int = 1) -> list[np.nd
 
 # The triangle resampler ------------------------------------------------------------------------------------------
 
-def triangle_matrix(in_size: int, out_size: int, antialias: bool) -> np.ndarray:
-    """(out, in) float64 weights: centres aligned, half-width max(1, in/out) with antialias, edge replicated."""
-    scale = in_size / out_size
+def triangle_matrix(in_size: int, out_size: int, antialias: bool, lo: float = 0.0, hi: float | None = None
+                    ) -> np.ndarray:
+    """(out, in) float64 weights mapping the source span [lo, hi) onto out_size pixels: centres aligned,
+    half-width max(1, scale) with antialias, edge replicated."""
+    hi = in_size if hi is None else hi
+    scale = (hi - lo) / out_size
     stretch = max(1.0, scale) if antialias else 1.0
     matrix = np.zeros((out_size, in_size))
     for o in range(out_size):
-        centre = (o + 0.5) * scale - 0.5
+        centre = lo + (o + 0.5) * scale - 0.5
         taps = np.arange(int(np.floor(centre - stretch)) - 1, int(np.ceil(centre + stretch)) + 2)
         weights = np.maximum(0.0, 1.0 - np.abs(taps - centre) / stretch)
         np.add.at(matrix[o], np.clip(taps, 0, in_size - 1), weights / weights.sum())
     return matrix
 
 
-def reference_resample(image: np.ndarray, out_h: int, out_w: int, antialias: bool = True) -> np.ndarray:
-    rows = triangle_matrix(image.shape[0], out_h, antialias)
-    cols = triangle_matrix(image.shape[1], out_w, antialias)
+def reference_resample(image: np.ndarray, out_h: int, out_w: int, antialias: bool = True,
+                       region: tuple[float, float, float, float] | None = None) -> np.ndarray:
+    y0, x0, y1, x1 = region or (0.0, 0.0, image.shape[0], image.shape[1])
+    rows = triangle_matrix(image.shape[0], out_h, antialias, y0, y1)
+    cols = triangle_matrix(image.shape[1], out_w, antialias, x0, x1)
     return np.einsum("oh,hwc,pw->opc", rows, image.astype(np.float64), cols)
 
 
@@ -88,11 +93,19 @@ def test_resampler_without_antialias_is_linear_interpolation(photo):
 
 
 def test_taps_are_normalized_and_clamped():
-    index, weight = triangle_taps(10, 3, True)
+    index, weight = triangle_taps(10, 3, True, 0.0, 10.0)
     np.testing.assert_allclose(weight.sum(axis=1), 1.0, atol=1e-6)
     assert index.min() >= 0 and index.max() <= 9
-    index, weight = triangle_taps(3, 10, True)  # growing: a 2-tap linear interpolation
+    index, weight = triangle_taps(3, 10, True, 0.0, 3.0)  # growing: a 2-tap linear interpolation
     assert (np.count_nonzero(weight, axis=1) <= 2).all()
+
+
+@pytest.mark.parametrize("region", [(2.5, 3.25, 70.5, 91.75), (-4.0, -2.5, 79.0, 102.5), (10.0, 0.0, 20.0, 100.0)])
+def test_resampler_maps_a_source_region(photo, region):
+    """A fractional source region (resize's subpixel_scale), also one reaching past the border."""
+    out = resample_linear(photo, 30, 41, region=region)
+    ref = reference_resample(photo, 30, 41, region=region)
+    assert np.abs(out.astype(int) - np.clip(np.rint(ref), 0, 255)).max() <= 1
 
 
 def test_resampler_agrees_with_pillow_away_from_the_border(photo):

@@ -20,17 +20,19 @@ _CV_TRANSPOSE_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 
 @numba.njit(nogil=True, cache=True)
-def triangle_taps(in_size: int, out_size: int, antialias: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(source index, weight) of every output pixel's taps, shape (out_size, taps). Pixel centres are aligned
-    ((o + 0.5) * in / out - 0.5); the triangle's half-width is the scale when shrinking with antialias, else 1;
-    weights are normalized and taps beyond the border read the edge pixel. Unused taps have weight 0."""
-    scale = in_size / out_size
+def triangle_taps(in_size: int, out_size: int, antialias: bool, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """(source index, weight) of every output pixel's taps, shape (out_size, taps), resampling the source span
+    [lo, hi) onto out_size pixels. Pixel centres are aligned (lo + (o + 0.5) * (hi - lo) / out - 0.5); the
+    triangle's half-width is the scale when shrinking with antialias, else 1; weights are normalized (in float64,
+    then rounded to float32) and taps beyond the border read the edge pixel. Unused taps have weight 0."""
+    scale = (hi - lo) / out_size
     stretch = max(1.0, scale) if antialias else 1.0
     taps = int(math.ceil(2 * stretch)) + 1
     index = np.zeros((out_size, taps), np.int32)
     weight = np.zeros((out_size, taps), np.float32)
+    raw = np.empty(taps, np.float64)
     for o in range(out_size):
-        centre = (o + 0.5) * scale - 0.5
+        centre = lo + (o + 0.5) * scale - 0.5
         first = int(math.floor(centre - stretch)) + 1
         last = int(math.ceil(centre + stretch)) - 1
         total = 0.0
@@ -38,12 +40,12 @@ def triangle_taps(in_size: int, out_size: int, antialias: bool) -> tuple[np.ndar
         for t in range(first, last + 1):
             w = 1.0 - abs(t - centre) / stretch
             if w > 0.0:
-                weight[o, n] = w
+                raw[n] = w
                 index[o, n] = min(max(t, 0), in_size - 1)
                 total += w
                 n += 1
         for k in range(n):
-            weight[o, k] = weight[o, k] / total
+            weight[o, k] = raw[k] / total
         for k in range(n, taps):
             index[o, k] = index[o, n - 1]
     return index, weight
@@ -88,19 +90,22 @@ def _transpose(image: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 
 def resample_linear(image: np.ndarray, out_h: int, out_w: int, antialias: bool = True,
+                    region: tuple[float, float, float, float] | None = None,
                     out: np.ndarray | None = None) -> np.ndarray:
-    """Resize an (H, W, C) uint8 or float32 image to (out_h, out_w, C), same dtype, with the triangle filter
-    (see `triangle_taps`). `out`, when given, must be a C-contiguous (out_h, out_w, C) array of that dtype.
-    The temporaries come from this thread's scratch arrays: nothing but the result is allocated."""
+    """Resize the source `region` (y0, x0, y1, x1; default the whole image) of an (H, W, C) uint8 or float32
+    image to (out_h, out_w, C), same dtype, with the triangle filter (see `triangle_taps`). `out`, when given,
+    must be a C-contiguous (out_h, out_w, C) array of that dtype. The temporaries come from this thread's scratch
+    arrays: nothing but the result is allocated."""
     in_h, in_w, channels = image.shape
+    y0, x0, y1, x1 = (0.0, 0.0, float(in_h), float(in_w)) if region is None else (float(v) for v in region)
     if image.dtype not in (np.uint8, np.float32):
         raise TypeError(f"resample_linear takes uint8 or float32 images, got {image.dtype}")
     if not image.flags.c_contiguous:
         source = scratch("resample.source", image.shape, image.dtype)
         source[...] = image
         image = source
-    rows, row_weights = triangle_taps(in_h, out_h, antialias)
-    cols, col_weights = triangle_taps(in_w, out_w, antialias)
+    rows, row_weights = triangle_taps(in_h, out_h, antialias, y0, y1)
+    cols, col_weights = triangle_taps(in_w, out_w, antialias, x0, x1)
     vertical = scratch("resample.vertical", (out_h, in_w * channels), np.float32)
     combine_rows(image.reshape(in_h, in_w * channels), rows, row_weights, vertical, False)
     turned = _transpose(vertical.reshape(out_h, in_w, channels),
