@@ -26,6 +26,7 @@ class Runner:
     """One library's loader: `epoch()` yields the sizes of one epoch's batches."""
 
     name: str
+    partial_warmup = True  # whether a warm-up may stop an epoch part way
 
     def epoch(self) -> Iterator[int]:
         raise NotImplementedError
@@ -84,6 +85,8 @@ class DaliRunner(Runner):
 
 class TorchvisionRunner(Runner):
     name = "torchvision"
+    # leaving a DataLoader epoch part way makes the next epoch's start wait for the abandoned batches
+    partial_warmup = False
 
     def __init__(self, data: Path, batch_size: int, threads: int, seed: int):
         import torch
@@ -110,14 +113,16 @@ RUNNERS: dict[str, Callable[..., Runner]] = {"headrace": HeadraceRunner, "dali":
                                             "torchvision": TorchvisionRunner}
 
 
-def timed_epoch(runner: Runner, label: str) -> tuple[int, float]:
-    """(images, seconds) of one whole epoch, with a progress bar."""
+def timed_epoch(runner: Runner, label: str, batches: int | None = None) -> tuple[int, float]:
+    """(images, seconds) of one whole epoch (or of its first `batches`), with a progress bar."""
     images = 0
     start = time.perf_counter()
     with tqdm(desc=label, unit="img", leave=False) as bar:
-        for size in runner.epoch():
+        for done, size in enumerate(runner.epoch(), 1):
             images += size
             bar.update(size)
+            if done == batches:
+                break
     return images, time.perf_counter() - start
 
 
@@ -128,9 +133,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workdir", type=Path, default=Path("build/bench"), help="where generated data goes")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2, help="headrace/DALI threads, torchvision workers")
-    parser.add_argument("--warmup-epochs", type=int, default=1)
-    parser.add_argument("--epochs", type=int, default=2, help="timed epochs per library per round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds; each runs every library, order rotated")
+    parser.add_argument("--warmup-batches", type=int, default=4,
+                        help="untimed batches before each timed stretch (torchvision: one whole epoch)")
+    parser.add_argument("--epochs", type=int, default=1, help="timed epochs per library per round")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds; each runs every library, order rotated")
     parser.add_argument("--only", nargs="+", choices=LIBRARIES, default=list(LIBRARIES))
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
@@ -144,7 +150,8 @@ def main(argv: list[str] | None = None) -> None:
             make_image_folder(data, num_images=args.images, progress=True)
     num_files = sum(1 for _ in data.rglob("*.jpg"))
     print(f"data: {num_files} JPEGs in {data}; batch {args.batch_size}, {args.threads} threads/workers, "
-          f"{os.cpu_count()} CPUs; {args.warmup_epochs} warm-up + {args.epochs} timed epochs x {args.rounds} rounds")
+          f"{os.cpu_count()} CPUs; {args.rounds} rounds of: per library {args.warmup_batches} warm-up batches, "
+          f"{args.epochs} timed epoch(s)")
 
     # torchvision first: its workers fork before any other library has threads
     order = sorted(args.only, key=lambda n: n != "torchvision")
@@ -158,11 +165,12 @@ def main(argv: list[str] | None = None) -> None:
             # Warm-up right before the timed epochs: the batches a prefetching loader has ready when timing starts
             # were made in its own time, and what it makes ahead after the last timed epoch overlaps the next
             # library's warm-up, not its timed epochs.
-            for epoch in range(args.warmup_epochs):
-                timed_epoch(runners[name], f"round {round_} {name} warm-up {epoch}")
+            runner = runners[name]
+            warmup = args.warmup_batches if runner.partial_warmup else None
+            timed_epoch(runner, f"round {round_} {name} warm-up", warmup)
             images, seconds = 0, 0.0
             for epoch in range(args.epochs):
-                n, s = timed_epoch(runners[name], f"round {round_} {name} epoch {epoch}")
+                n, s = timed_epoch(runner, f"round {round_} {name} epoch {epoch}")
                 images, seconds = images + n, seconds + s
             totals[name][0] += images
             totals[name][1] += seconds
