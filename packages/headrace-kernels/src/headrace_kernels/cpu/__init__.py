@@ -1,1 +1,1 @@
-"""Per-sample CPU kernels; each releases the GIL in its heavy part (nvImageCodec, OpenCV, Pillow, numpy)."""
+"""Per-sample CPU kernels; each releases the GIL in its heavy part (nvImageCodec, OpenCV, numba, numpy)."""

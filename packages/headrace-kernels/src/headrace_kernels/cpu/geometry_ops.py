@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-from PIL import Image
 
 from headrace_kernels.cpu.convert import numpy_dtype, saturate_cast
 from headrace_kernels.cpu.scratch import scratch
@@ -12,7 +11,6 @@ from headrace_kernels.registry import cpu_kernel
 from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_plan
 
 INTERP_NN, INTERP_LINEAR, INTERP_CUBIC, INTERP_LANCZOS3, INTERP_TRIANGULAR, INTERP_GAUSSIAN = range(6)
-_PIL_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
 _CV_RESIZE_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.int16, np.float32, np.float64))
 _FLOAT_OUTPUTS = (np.float16, np.float32, np.float64)
 
@@ -98,8 +96,8 @@ def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: 
              region: tuple[float, float, float, float] | None = None) -> np.ndarray:
     """Resize the source `region` (y0, x0, y1, x1; default the whole HWC image) with DALI's filters: NN at pixel
     centres; LINEAR sampling when growing (OpenCV), a triangle widened by the scale when shrinking with antialias
-    (Pillow, border replicated as DALI does); CUBIC (Catmull-Rom) and LANCZOS3 through exact separable weights;
-    TRIANGULAR is LINEAR."""
+    (`resampling.resample_linear`, numba; border replicated as DALI does); CUBIC (Catmull-Rom) and LANCZOS3
+    through exact separable weights; TRIANGULAR is LINEAR."""
     in_h, in_w, channels = image.shape
     whole = (0.0, 0.0, float(in_h), float(in_w))
     region = whole if region is None else tuple(float(v) for v in region)
