@@ -87,6 +87,13 @@ def test_resampler_writes_into_out_and_takes_views(photo):
     np.testing.assert_array_equal(out, resample_linear(np.ascontiguousarray(view), 40, 50))
 
 
+def test_resampler_rejects_empty_images_and_other_types(photo):
+    with pytest.raises(ValueError, match="cannot resample"):
+        resample_linear(photo[:0], 10, 10)
+    with pytest.raises(TypeError, match="uint8 or float32"):
+        resample_linear(photo.astype(np.int16), 10, 10)
+
+
 def test_resampler_without_antialias_is_linear_interpolation(photo):
     out = resample_linear(photo, 30, 40, antialias=False)
     assert np.abs(out.astype(int) - np.clip(np.rint(reference_resample(photo, 30, 40, False)), 0, 255)).max() <= 1

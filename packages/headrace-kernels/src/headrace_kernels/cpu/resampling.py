@@ -100,6 +100,8 @@ def resample_linear(image: np.ndarray, out_h: int, out_w: int, antialias: bool =
     y0, x0, y1, x1 = (0.0, 0.0, float(in_h), float(in_w)) if region is None else (float(v) for v in region)
     if image.dtype not in (np.uint8, np.float32):
         raise TypeError(f"resample_linear takes uint8 or float32 images, got {image.dtype}")
+    if image.size == 0 or out_h < 1 or out_w < 1:
+        raise ValueError(f"cannot resample a {image.shape} image to {out_h}x{out_w}")
     if not image.flags.c_contiguous:
         source = scratch("resample.source", image.shape, image.dtype)
         source[...] = image
