@@ -8,12 +8,13 @@ import numpy as np
 from headrace import Pipeline, fn
 
 
-def run_graph(batch: list[np.ndarray], graph: Callable, device: str, seed: int = 3) -> list[np.ndarray]:
-    """graph(data, device) on one external batch; returns the output samples as numpy arrays."""
+def run_graph(batch: list[np.ndarray], graph: Callable, device: str, seed: int = 3, upload: bool = True) -> list:
+    """graph(data, device) on one external batch (uploaded first for the GPU unless `upload` is False); returns the
+    output samples as numpy arrays."""
     pipe = Pipeline(batch_size=len(batch), num_threads=2, device_id=0, seed=seed)
     with pipe:
         data = fn.external_source(source=lambda: batch, name="data")
-        out = graph(data.gpu() if device == "gpu" else data, device)
+        out = graph(data.gpu() if device == "gpu" and upload else data, device)
         pipe.set_outputs(out)
     (result,) = pipe.run()
     if result.device == "gpu":
@@ -23,8 +24,8 @@ def run_graph(batch: list[np.ndarray], graph: Callable, device: str, seed: int =
     return samples
 
 
-def cpu_and_gpu(batch: list[np.ndarray], graph: Callable, seed: int = 3) -> tuple[list, list]:
-    return run_graph(batch, graph, "cpu", seed), run_graph(batch, graph, "gpu", seed)
+def cpu_and_gpu(batch: list[np.ndarray], graph: Callable, seed: int = 3, upload: bool = True) -> tuple[list, list]:
+    return run_graph(batch, graph, "cpu", seed), run_graph(batch, graph, "gpu", seed, upload)
 
 
 def max_level_difference(a: list[np.ndarray], b: list[np.ndarray]) -> float:

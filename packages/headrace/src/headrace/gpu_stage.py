@@ -137,10 +137,16 @@ class _Decode(_Step):
                                     random_crop=node.schema.name == "decoders.image_random_crop")
 
     def prepare(self, values: dict, info: _BatchInfo):
-        return self.decoder.prepare(list(values[self.inputs[0]]), info.rngs(self.seed))
+        encoded = values[self.inputs[0]]
+        if isinstance(encoded, TensorListGPU):
+            encoded = encoded.as_cpu()
+        return self.decoder.prepare(list(encoded), info.rngs(self.seed))
 
     def run(self, values: dict, info: _BatchInfo):
-        return self.outputs(self.decoder.run(values[(_PREPARED, self.node.name)], self.stage.ctx.stream))
+        prepared = values.get((_PREPARED, self.node.name))
+        if prepared is None:  # its input came out of the GPU stage itself (e.g. after a .cpu())
+            prepared = self.prepare(values, info)
+        return self.outputs(self.decoder.run(prepared, self.stage.ctx.stream))
 
 
 class _Image(_Step):
@@ -314,7 +320,7 @@ class GpuStage:
         values, sources, collectors, size = self.executor.run_cpu_stage(iteration)
         info = _BatchInfo(iteration, iteration * self.executor.batch_size, size, sources)
         for kind, step in self.steps:
-            if kind == "gpu" and step.prepares:
+            if kind == "gpu" and step.prepares and all(ref in values for ref in step.inputs):
                 try:
                     values[(_PREPARED, step.node.name)] = step.prepare(values, info)
                 except Exception as exc:  # noqa: BLE001 - becomes a SampleError naming the file and op

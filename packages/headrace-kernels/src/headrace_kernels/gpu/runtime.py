@@ -75,7 +75,7 @@ def module(name: str, name_expressions: tuple[str, ...] = ()):
     with _module_lock:
         mod = _modules.get(key)
         if mod is None:
-            mod = cp.RawModule(code=kernel_source(name), options=("--std=c++17", "--fmad=false"),
+            mod = cp.RawModule(code=kernel_source(name), options=("--fmad=false",),
                                name_expressions=name_expressions or None)
             _modules[key] = mod
     return mod
