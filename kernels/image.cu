@@ -18,6 +18,7 @@
 #define PIL_BILINEAR 1
 #define PIL_BICUBIC 2
 #define PIL_LANCZOS 3
+#define PIL_VERTICAL_FIRST 16  // flag in Sample.filter: Pillow runs the vertical pass first for this shape
 #define PRECISION_BITS (32 - 8 - 2)
 
 struct Sample {
@@ -146,22 +147,30 @@ __device__ __forceinline__ unsigned char clip8(int v) {
   return (unsigned char)(v >> PRECISION_BITS);
 }
 
-// Horizontal pass of MODE_PIL samples: tmp[row][x][c] for every row of the window. FIXED: 8-bit fixed point as
-// Pillow does for uint8 L/RGB/RGBA images (tmp uint8); otherwise float64 sums stored as float32 (Pillow's "F").
+// First pass of MODE_PIL samples into tmp (uint8 when FIXED: 8-bit fixed point as Pillow does for uint8 L/RGB/RGBA
+// images; otherwise float64 sums stored as float32, Pillow's "F"). Horizontal first: tmp[row][x] for every row of
+// the window (win_h x rs_w). Vertical first (PIL_VERTICAL_FIRST): tmp[y][col] for every column (rs_h x win_w).
 template <typename InT, bool FIXED>
-__device__ void pil_horizontal(const Sample& s, int channels) {
+__device__ void pil_first_pass(const Sample& s, int channels) {
   int x = blockIdx.x * blockDim.x + threadIdx.x;
-  int row = blockIdx.y * blockDim.y + threadIdx.y;
-  if (s.mode != MODE_PIL || x >= s.rs_w || row >= s.win_h) return;
-  const InT* in = (const InT*)s.in + (size_t)(s.win_y + row) * s.in_pitch + (size_t)s.win_x * channels;
-  PilSpan span = pil_span(x, s.win_w, s.rs_w, s.filter);
-  size_t o = ((size_t)row * s.rs_w + x) * channels;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (s.mode != MODE_PIL) return;
+  int filter = s.filter & 15;
+  bool vertical = (s.filter & PIL_VERTICAL_FIRST) != 0;
+  int width = vertical ? s.win_w : s.rs_w, height = vertical ? s.rs_h : s.win_h;
+  if (x >= width || y >= height) return;
+  const InT* base = (const InT*)s.in + (size_t)s.win_y * s.in_pitch + (size_t)s.win_x * channels;
+  PilSpan span = vertical ? pil_span(y, s.win_h, s.rs_h, filter) : pil_span(x, s.win_w, s.rs_w, filter);
+  size_t step = vertical ? (size_t)s.in_pitch : (size_t)channels;
+  const InT* first = vertical ? base + (size_t)span.first * s.in_pitch + (size_t)x * channels
+                              : base + (size_t)y * s.in_pitch + (size_t)span.first * channels;
+  size_t o = ((size_t)y * width + x) * channels;
   if (FIXED) {
     int acc[MAXC];
     for (int c = 0; c < channels; c++) acc[c] = 1 << (PRECISION_BITS - 1);
     for (int j = 0; j < span.count; j++) {
-      int k = pil_fixed(pil_weight(span, s.filter, j));
-      const InT* p = in + (size_t)(span.first + j) * channels;
+      int k = pil_fixed(pil_weight(span, filter, j));
+      const InT* p = first + j * step;
       for (int c = 0; c < channels; c++) acc[c] += (int)p[c] * k;
     }
     unsigned char* tmp = (unsigned char*)s.tmp;
@@ -170,8 +179,8 @@ __device__ void pil_horizontal(const Sample& s, int channels) {
     double acc[MAXC];
     for (int c = 0; c < channels; c++) acc[c] = 0.0;
     for (int j = 0; j < span.count; j++) {
-      double k = pil_weight(span, s.filter, j);
-      const InT* p = in + (size_t)(span.first + j) * channels;
+      double k = pil_weight(span, filter, j);
+      const InT* p = first + j * step;
       for (int c = 0; c < channels; c++) acc[c] += (double)(float)p[c] * k;
     }
     float* tmp = (float*)s.tmp;
@@ -181,30 +190,36 @@ __device__ void pil_horizontal(const Sample& s, int channels) {
 
 template <typename InT, bool FIXED>
 __global__ void resize_horizontal(const Sample* samples, int channels) {
-  pil_horizontal<InT, FIXED>(samples[blockIdx.z], channels);
+  pil_first_pass<InT, FIXED>(samples[blockIdx.z], channels);
 }
 
-// Vertical pass of MODE_PIL: the value of every channel at (ry, rx) of the resampled image.
+// Second pass of MODE_PIL: the value of every channel at (ry, rx) of the resampled image, from tmp.
 template <bool FIXED>
-__device__ void pil_vertical(const Sample& s, int channels, int ry, int rx, float* v) {
-  PilSpan span = pil_span(ry, s.win_h, s.rs_h, s.filter);
+__device__ void pil_second_pass(const Sample& s, int channels, int ry, int rx, float* v) {
+  int filter = s.filter & 15;
+  bool vertical_first = (s.filter & PIL_VERTICAL_FIRST) != 0;
+  // vertical first: tmp is rs_h x win_w and this pass is horizontal; else tmp is win_h x rs_w and this is vertical
+  PilSpan span = vertical_first ? pil_span(rx, s.win_w, s.rs_w, filter) : pil_span(ry, s.win_h, s.rs_h, filter);
+  size_t start = vertical_first ? ((size_t)ry * s.win_w + span.first) * channels
+                                : ((size_t)span.first * s.rs_w + rx) * channels;
+  size_t step = vertical_first ? (size_t)channels : (size_t)s.rs_w * channels;
   if (FIXED) {
-    const unsigned char* tmp = (const unsigned char*)s.tmp;
+    const unsigned char* tmp = (const unsigned char*)s.tmp + start;
     int acc[MAXC];
     for (int c = 0; c < channels; c++) acc[c] = 1 << (PRECISION_BITS - 1);
     for (int j = 0; j < span.count; j++) {
-      int k = pil_fixed(pil_weight(span, s.filter, j));
-      const unsigned char* p = tmp + ((size_t)(span.first + j) * s.rs_w + rx) * channels;
+      int k = pil_fixed(pil_weight(span, filter, j));
+      const unsigned char* p = tmp + j * step;
       for (int c = 0; c < channels; c++) acc[c] += (int)p[c] * k;
     }
     for (int c = 0; c < channels; c++) v[c] = (float)clip8(acc[c]);
   } else {
-    const float* tmp = (const float*)s.tmp;
+    const float* tmp = (const float*)s.tmp + start;
     double acc[MAXC];
     for (int c = 0; c < channels; c++) acc[c] = 0.0;
     for (int j = 0; j < span.count; j++) {
-      double k = pil_weight(span, s.filter, j);
-      const float* p = tmp + ((size_t)(span.first + j) * s.rs_w + rx) * channels;
+      double k = pil_weight(span, filter, j);
+      const float* p = tmp + j * step;
       for (int c = 0; c < channels; c++) acc[c] += (double)p[c] * k;
     }
     for (int c = 0; c < channels; c++) v[c] = (float)acc[c];
@@ -266,12 +281,13 @@ template <typename InT>
 __device__ void cv_sample(const Sample& s, int channels, int ry, int rx, float* v) {
   const InT* in = (const InT*)s.in;
   if (s.mode == MODE_NN) {
-    long long ifx = (((long long)s.win_w << 16) + s.rs_w / 2) / s.rs_w;
-    long long ify = (((long long)s.win_h << 16) + s.rs_h / 2) / s.rs_h;
-    long long x = (ifx / 2 - s.win_w % 2 + rx * ifx) >> 16;
-    long long y = (ify / 2 - s.win_h % 2 + ry * ify) >> 16;
-    int sx = (int)(x < s.win_w - 1 ? x : s.win_w - 1), sy = (int)(y < s.win_h - 1 ? y : s.win_h - 1);
-    sx = sx < 0 ? 0 : sx; sy = sy < 0 ? 0 : sy;
+    // Pillow's NEAREST (and OpenCV 5's INTER_NEAREST_EXACT): pixel centres stepped by a float64 scale, summed
+    // one step at a time as Pillow's affine scaler does, so ties round the same way.
+    double scale_x = (double)s.win_w / s.rs_w, scale_y = (double)s.win_h / s.rs_h;
+    double xo = scale_x * 0.5, yo = scale_y * 0.5;
+    for (int k = 0; k < rx; k++) xo += scale_x;
+    for (int k = 0; k < ry; k++) yo += scale_y;
+    int sx = min((int)xo, s.win_w - 1), sy = min((int)yo, s.win_h - 1);
     const InT* p = in + (size_t)(s.win_y + sy) * s.in_pitch + (size_t)(s.win_x + sx) * channels;
     for (int c = 0; c < channels; c++) v[c] = (float)p[c];
     return;
@@ -331,8 +347,8 @@ __global__ void image_store(const Sample* samples, int channels, int out_channel
     const InT* p = (const InT*)s.in + (size_t)(s.win_y + ry) * s.in_pitch + (size_t)(s.win_x + rx) * channels;
     for (int c = 0; c < channels; c++) v[c] = (float)p[c];
   } else if (s.mode == MODE_PIL) {
-    if (sizeof(InT) == 1 && (channels == 1 || channels == 3 || channels == 4)) pil_vertical<true>(s, channels, ry, rx, v);
-    else pil_vertical<false>(s, channels, ry, rx, v);
+    if (sizeof(InT) == 1 && (channels == 1 || channels == 3 || channels == 4)) pil_second_pass<true>(s, channels, ry, rx, v);
+    else pil_second_pass<false>(s, channels, ry, rx, v);
   } else {
     cv_sample<InT>(s, channels, ry, rx, v);
   }

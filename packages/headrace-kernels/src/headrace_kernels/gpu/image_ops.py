@@ -25,6 +25,7 @@ from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window,
 
 MODE_COPY, MODE_PIL, MODE_LINEAR, MODE_CUBIC, MODE_LANCZOS, MODE_NN = range(6)
 PIL_BILINEAR, PIL_BICUBIC, PIL_LANCZOS = 1, 2, 3
+PIL_VERTICAL_FIRST = 16
 _PIL_OF = {INTERP_LINEAR: PIL_BILINEAR, INTERP_TRIANGULAR: PIL_BILINEAR, INTERP_CUBIC: PIL_BICUBIC,
            INTERP_LANCZOS3: PIL_LANCZOS}
 _CV_OF = {INTERP_LINEAR: MODE_LINEAR, INTERP_TRIANGULAR: MODE_LINEAR, INTERP_CUBIC: MODE_CUBIC,
@@ -89,7 +90,11 @@ def resample_mode(interp: int, antialias: bool, in_hw: tuple[int, int], out_hw: 
         return MODE_NN, 0
     shrinking = out_hw[0] < in_hw[0] or out_hw[1] < in_hw[1]
     if interp == INTERP_TRIANGULAR or (antialias and shrinking):
-        return MODE_PIL, _PIL_OF[interp]
+        # Pillow (13 here) runs the vertical pass first when it shrinks rows while widening columns; the order
+        # matters through the rounded 8-bit intermediate. Some shrink-both shapes also go vertical-first in recent
+        # Pillow by a rule not reproduced here: there bicubic/Lanczos may differ by a few levels.
+        vertical_first = out_hw[0] < in_hw[0] and out_hw[1] > in_hw[1]
+        return MODE_PIL, _PIL_OF[interp] | (PIL_VERTICAL_FIRST if vertical_first else 0)
     return _CV_OF[interp], 0
 
 
@@ -138,7 +143,10 @@ def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norm
     fixed = batch.in_dtype == "uint8" and channels in (1, 3, 4)
     if pil.any():
         tmp_item = 1 if fixed else 4
-        tmp_sizes = np.where(pil, rec["win_h"].astype(np.int64) * rec["rs_w"] * channels * tmp_item, 0)
+        vertical = (rec["filter"] & PIL_VERTICAL_FIRST) != 0
+        pass_w = np.where(vertical, rec["win_w"], rec["rs_w"]).astype(np.int64)
+        pass_h = np.where(vertical, rec["rs_h"], rec["win_h"]).astype(np.int64)
+        tmp_sizes = np.where(pil, pass_h * pass_w * channels * tmp_item, 0)
         tmp_offsets = np.concatenate([[0], np.cumsum(tmp_sizes)])
         tmp = cp.empty(int(tmp_offsets[-1]), dtype=cp.uint8)
         rec["tmp"] = np.where(pil, tmp.data.ptr + tmp_offsets[:-1], 0).astype(np.uint64)
@@ -147,7 +155,7 @@ def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norm
     in_type = CTYPES[batch.in_dtype]
     if tmp is not None:
         name = f"resize_horizontal<{in_type}, {'true' if fixed else 'false'}>"
-        grid = (int(-(-rec["rs_w"][pil].max() // 32)), int(-(-rec["win_h"][pil].max() // 8)), n)
+        grid = (int(-(-pass_w[pil].max() // 32)), int(-(-pass_h[pil].max() // 8)), n)
         kernels.get_function(name)(grid, (32, 8, 1), (records, np.int32(channels)))
     if n and sizes.max() > 0:
         name = f"image_store<{in_type}, {CTYPES[out_dtype.name]}>"
