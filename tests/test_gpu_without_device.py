@@ -47,3 +47,34 @@ def test_gpu_device_without_gpu_raises_device_error(device):
     message = str(info.value)
     assert "node '" in message and f"device '{device}'" in message
     assert "GPU" in message or "CuPy" in message
+
+
+def test_gpu_crop_windows_follow_the_cpu_rule():
+    """The GPU records' crop windows (computed for a whole batch at once) equal the CPU kernel's per sample."""
+    from headrace_kernels.cpu.geometry_ops import _window
+    from headrace_kernels.gpu.image_ops import SAMPLE, Batch, SampleFailureError, _set_crops
+
+    rng = np.random.default_rng(2)
+    for _ in range(40):
+        n = 6
+        heights, widths = rng.integers(1, 50, n), rng.integers(1, 50, n)
+        args = {"crop": [float(rng.integers(1, 60)), float(rng.integers(1, 60))] if rng.random() < 0.5 else None,
+                "crop_h": float(rng.integers(0, 40)), "crop_w": float(rng.integers(0, 40)),
+                "crop_pos_x": float(rng.random()), "crop_pos_y": float(rng.random()),
+                "out_of_bounds_policy": str(rng.choice(["error", "pad", "trim_to_shape"])), "fill_values": [0.0]}
+        batch = Batch.__new__(Batch)
+        batch.rec, batch.channels = np.zeros(n, SAMPLE), 3
+        expected, error = [], None
+        for i in range(n):
+            try:
+                view, top, left, out_h, out_w = _window(np.zeros((heights[i], widths[i], 3)), args, "crop")
+                expected.append((out_h, out_w))
+            except ValueError:
+                error = i if error is None else error
+        try:
+            _set_crops(batch, [args] * n, heights.astype(np.int64), widths.astype(np.int64))
+        except SampleFailureError as exc:
+            assert exc.index == error
+            continue
+        assert error is None
+        assert list(zip(batch.rec["out_h"].tolist(), batch.rec["out_w"].tolist(), strict=True)) == expected

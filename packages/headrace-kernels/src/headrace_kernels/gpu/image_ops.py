@@ -21,7 +21,7 @@ from headrace_kernels.cpu.geometry_ops import (
     normalize_coefficients,
 )
 from headrace_kernels.gpu.runtime import CTYPES, cupy, module
-from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_output_size
+from headrace_kernels.windows import crop_size, random_crop_window, resize_output_size, round_half_up
 
 MODE_COPY, MODE_PIL, MODE_LINEAR, MODE_CUBIC, MODE_LANCZOS, MODE_NN = range(6)
 PIL_BILINEAR, PIL_BICUBIC, PIL_LANCZOS = 1, 2, 3
@@ -78,35 +78,14 @@ def as_hwc(image, index: int, op: str):
     return image
 
 
-def resample_mode(interp: int, antialias: bool, in_hw: tuple[int, int], out_hw: tuple[int, int], dtype: np.dtype,
-                  channels: int) -> tuple[int, int]:
-    """(mode, Pillow filter) exactly as the CPU's `resample` chooses its library: Pillow's support-scaled filters
-    when shrinking with antialias (or TRIANGULAR), OpenCV's sampling otherwise; a same-size resize copies."""
-    if tuple(in_hw) == tuple(out_hw):
-        return MODE_COPY, 0
-    if interp == INTERP_GAUSSIAN:
-        raise ValueError("INTERP_GAUSSIAN is not supported")
-    if interp == INTERP_NN:
-        return MODE_NN, 0
-    shrinking = out_hw[0] < in_hw[0] or out_hw[1] < in_hw[1]
-    if interp == INTERP_TRIANGULAR or (antialias and shrinking):
-        # Pillow (13 here) runs the vertical pass first when it shrinks rows while widening columns; the order
-        # matters through the rounded 8-bit intermediate. Some shrink-both shapes also go vertical-first in recent
-        # Pillow by a rule not reproduced here: there bicubic/Lanczos may differ by a few levels.
-        vertical_first = out_hw[0] < in_hw[0] and out_hw[1] > in_hw[1]
-        return MODE_PIL, _PIL_OF[interp] | (PIL_VERTICAL_FIRST if vertical_first else 0)
-    return _CV_OF[interp], 0
-
-
 class Batch:
     """The Sample records of one launch and the device memory they point into."""
 
     def __init__(self, inputs: list, channels: int, in_dtype: str):
         self.inputs, self.channels, self.in_dtype = inputs, channels, in_dtype
         self.rec = np.zeros(len(inputs), SAMPLE)
-        for i, image in enumerate(inputs):
-            self.rec["in"][i] = image.data.ptr
-            self.rec["in_pitch"][i] = image.strides[0] // image.itemsize
+        self.rec["in"] = [image.data.ptr for image in inputs]
+        self.rec["in_pitch"] = [image.strides[0] // image.itemsize for image in inputs]
         self.rec["in_h"] = [image.shape[0] for image in inputs]
         self.rec["in_w"] = [image.shape[1] for image in inputs]
         self.rec["mul"] = 1.0
@@ -178,23 +157,81 @@ def _fill(args: dict, channels: int) -> np.ndarray:
     return fill if fill.size == channels else np.full(channels, fill[0], dtype=np.float32)
 
 
-def _set_crop(batch: Batch, i: int, args: dict, height: int, width: int, op: str) -> None:
-    """The crop window of sample i in an image of (height, width) (the CPU kernels' `_window` rule)."""
-    rec = batch.rec
-    crop_h, crop_w = crop_size(args, height, width)
-    y = crop_anchor(height, crop_h, args["crop_pos_y"])
-    x = crop_anchor(width, crop_w, args["crop_pos_x"])
-    if not (0 <= y and 0 <= x and y + crop_h <= height and x + crop_w <= width):
-        policy = args["out_of_bounds_policy"]
-        if policy == "error":
-            raise SampleFailureError(i, f"crop window {crop_h}x{crop_w} at ({y}, {x}) does not fit in the "
-                                        f"{height}x{width} image (set out_of_bounds_policy='pad' or 'trim_to_shape')")
-        if policy == "trim_to_shape":
-            y0, x0 = max(y, 0), max(x, 0)
-            crop_h, crop_w = min(y + crop_h, height) - y0, min(x + crop_w, width) - x0
-            y, x = y0, x0
-    rec["crop_y"][i], rec["crop_x"][i], rec["out_h"][i], rec["out_w"][i] = y, x, crop_h, crop_w
-    rec["fill"][i, :batch.channels] = _fill(args, batch.channels)
+_CROP_KEYS = ("crop", "crop_h", "crop_w", "crop_pos_x", "crop_pos_y", "out_of_bounds_policy", "fill_values")
+
+
+def _set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths: np.ndarray) -> None:
+    """The crop windows of every sample in images of (heights, widths): the CPU kernels' `_window` rule
+    (crop_size, crop_anchor, out_of_bounds_policy), computed for the whole batch at once."""
+    rec, n = batch.rec, len(args_list)
+    uniform = all(a is args_list[0] or all(a[k] == args_list[0][k] for k in _CROP_KEYS) for a in args_list)
+    if uniform:
+        args = args_list[0]
+        crop = args.get("crop")
+        want_h, want_w = (crop[0], crop[1]) if crop else (args.get("crop_h") or 0, args.get("crop_w") or 0)
+        crop_h = np.full(n, round_half_up(want_h), np.int64) if want_h else heights.astype(np.int64)
+        crop_w = np.full(n, round_half_up(want_w), np.int64) if want_w else widths.astype(np.int64)
+        pos_y, pos_x = np.full(n, float(args["crop_pos_y"])), np.full(n, float(args["crop_pos_x"]))
+    else:
+        sizes = np.array([crop_size(a, int(h), int(w)) for a, h, w in zip(args_list, heights, widths, strict=True)],
+                         dtype=np.int64).reshape(n, 2)
+        crop_h, crop_w = sizes[:, 0], sizes[:, 1]
+        pos_y = np.array([float(a["crop_pos_y"]) for a in args_list])
+        pos_x = np.array([float(a["crop_pos_x"]) for a in args_list])
+    y = np.floor(pos_y * (heights - crop_h) + 0.5).astype(np.int64)  # crop_anchor, vectorized
+    x = np.floor(pos_x * (widths - crop_w) + 0.5).astype(np.int64)
+    inside = (y >= 0) & (x >= 0) & (y + crop_h <= heights) & (x + crop_w <= widths)
+    if not inside.all():
+        policies = np.array([a["out_of_bounds_policy"] for a in args_list])
+        bad = np.nonzero(~inside & (policies == "error"))[0]
+        if bad.size:
+            i = int(bad[0])
+            raise SampleFailureError(i, f"crop window {crop_h[i]}x{crop_w[i]} at ({y[i]}, {x[i]}) does not fit in the "
+                                        f"{heights[i]}x{widths[i]} image (set out_of_bounds_policy='pad' or "
+                                        "'trim_to_shape')")
+        trim = ~inside & (policies == "trim_to_shape")
+        if trim.any():
+            y0, x0 = np.maximum(y, 0), np.maximum(x, 0)
+            crop_h = np.where(trim, np.minimum(y + crop_h, heights) - y0, crop_h)
+            crop_w = np.where(trim, np.minimum(x + crop_w, widths) - x0, crop_w)
+            y, x = np.where(trim, y0, y), np.where(trim, x0, x)
+    rec["crop_y"], rec["crop_x"], rec["out_h"], rec["out_w"] = y, x, crop_h, crop_w
+    if uniform:
+        rec["fill"][:, :batch.channels] = _fill(args_list[0], batch.channels)
+    else:
+        for i, args in enumerate(args_list):
+            rec["fill"][i, :batch.channels] = _fill(args, batch.channels)
+
+
+def _set_resizes(batch: Batch, args_list: list[dict], windows: np.ndarray | None = None,
+                 out_sizes: np.ndarray | None = None) -> None:
+    """Resize every sample: `windows` (n, 4) of (y, x, h, w) in the input (default: the whole image) to
+    `out_sizes` (n, 2) (default: resize_output_size of each window), choosing the mode as the CPU does."""
+    rec, n = batch.rec, len(args_list)
+    if windows is None:
+        windows = np.zeros((n, 4), np.int64)
+        windows[:, 2], windows[:, 3] = rec["in_h"], rec["in_w"]
+    if out_sizes is None:
+        same = all(a is args_list[0] for a in args_list)
+        out_sizes = np.array([resize_output_size(int(h), int(w), args_list[0] if same else args_list[i])
+                              for i, (h, w) in enumerate(windows[:, 2:].tolist())], dtype=np.int64).reshape(n, 2)
+    rec["win_y"], rec["win_x"], rec["win_h"], rec["win_w"] = windows.T
+    rec["rs_h"], rec["rs_w"] = out_sizes.T
+    interp, antialias = int(args_list[0]["interp_type"]), bool(args_list[0]["antialias"])
+    if interp == INTERP_GAUSSIAN:
+        raise SampleFailureError(0, "INTERP_GAUSSIAN is not supported")
+    in_h, in_w, out_h, out_w = windows[:, 2], windows[:, 3], out_sizes[:, 0], out_sizes[:, 1]
+    shrinking = (out_h < in_h) | (out_w < in_w)
+    if interp == INTERP_NN:
+        mode, flt = np.full(n, MODE_NN), np.zeros(n, np.int64)
+    else:
+        pil = np.full(n, True) if interp == INTERP_TRIANGULAR else (shrinking if antialias else np.full(n, False))
+        vertical_first = (out_h < in_h) & (out_w > in_w)  # see resample_mode
+        mode = np.where(pil, MODE_PIL, _CV_OF[interp])
+        flt = np.where(pil, _PIL_OF[interp] | np.where(vertical_first, PIL_VERTICAL_FIRST, 0), 0)
+    same_size = (out_h == in_h) & (out_w == in_w)
+    rec["mode"] = np.where(same_size, MODE_COPY, mode)
+    rec["filter"] = np.where(same_size, 0, flt)
 
 
 def _set_normalize(batch: Batch, args_list: list[dict], per_sample: bool) -> None:
@@ -208,16 +245,6 @@ def _set_normalize(batch: Batch, args_list: list[dict], per_sample: bool) -> Non
         rec["mean"][i, :channels], rec["mul"][i, :channels], rec["shift"][i] = mean, mul, shift
 
 
-def _set_resize(batch: Batch, i: int, args: dict, win: tuple[int, int, int, int], out_hw: tuple[int, int]) -> None:
-    rec = batch.rec
-    y, x, h, w = win
-    mode, flt = resample_mode(int(args["interp_type"]), args["antialias"], (h, w), out_hw,
-                              np.dtype(batch.in_dtype), batch.channels)
-    rec["win_y"][i], rec["win_x"][i], rec["win_h"][i], rec["win_w"][i] = y, x, h, w
-    rec["rs_h"][i], rec["rs_w"][i] = out_hw
-    rec["mode"][i], rec["filter"][i] = mode, flt
-
-
 def _full_window(batch: Batch) -> None:
     rec = batch.rec
     rec["win_h"], rec["win_w"] = rec["in_h"], rec["in_w"]
@@ -227,10 +254,7 @@ def _full_window(batch: Batch) -> None:
 
 def resize(images, args_list: list[dict]):
     batch = gather(images, "resize")
-    for i, args in enumerate(args_list):
-        h, w = int(batch.rec["in_h"][i]), int(batch.rec["in_w"][i])
-        out_hw = resize_output_size(h, w, args)
-        _set_resize(batch, i, args, (0, 0, h, w), out_hw)
+    _set_resizes(batch, args_list)
     batch.rec["out_h"], batch.rec["out_w"] = batch.rec["rs_h"], batch.rec["rs_w"]
     dtype = args_list[0].get("dtype")
     out_dtype = np.dtype(batch.in_dtype) if dtype is None else np.dtype(np.float32 if int(dtype) == 9 else np.uint8)
@@ -243,12 +267,10 @@ def crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: bool, 
     rec = batch.rec
     if resize_args is None:
         _full_window(batch)
-    for i, args in enumerate(args_list):
-        if resize_args is not None:
-            h, w = int(rec["in_h"][i]), int(rec["in_w"][i])
-            _set_resize(batch, i, resize_args[i], (0, 0, h, w), resize_output_size(h, w, resize_args[i]))
-        _set_crop(batch, i, args, int(rec["rs_h"][i]), int(rec["rs_w"][i]), "crop_mirror_normalize")
-        rec["mirror_x"][i] = 1 if int(args["mirror"]) else 0
+    else:
+        _set_resizes(batch, resize_args)
+    _set_crops(batch, args_list, rec["rs_h"].astype(np.int64), rec["rs_w"].astype(np.int64))
+    rec["mirror_x"] = [1 if int(a["mirror"]) else 0 for a in args_list]
     _set_normalize(batch, args_list, per_sample_norm)
     args = args_list[0]
     out_channels = batch.channels + (1 if args["pad_output"] else 0)
@@ -260,8 +282,7 @@ def crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: bool, 
 def crop(images, args_list: list[dict]):
     batch = gather(images, "crop")
     _full_window(batch)
-    for i, args in enumerate(args_list):
-        _set_crop(batch, i, args, int(batch.rec["in_h"][i]), int(batch.rec["in_w"][i]), "crop")
+    _set_crops(batch, args_list, batch.rec["in_h"].astype(np.int64), batch.rec["in_w"].astype(np.int64))
     dtype = args_list[0].get("dtype")
     out_dtype = np.dtype(batch.in_dtype) if dtype is None else _numpy_dtype(dtype)
     return launch(batch, out_dtype, batch.channels, False, False, False)
@@ -278,12 +299,15 @@ def flip(images, args_list: list[dict]):
 def random_resized_crop(images, args_list: list[dict], rngs):
     """`rngs(i)`: sample i's random stream (the CPU kernel's), asked for right before its window is drawn."""
     batch = gather(images, "random_resized_crop")
+    n = len(args_list)
+    windows = np.zeros((n, 4), np.int64)
+    sizes = np.zeros((n, 2), np.int64)
     for i, args in enumerate(args_list):
         h, w = int(batch.rec["in_h"][i]), int(batch.rec["in_w"][i])
-        window = random_crop_window(h, w, args["random_area"], args["random_aspect_ratio"], args["num_attempts"],
-                                    rngs(i))
-        out_hw = tuple(int(round(v)) for v in args["size"])
-        _set_resize(batch, i, args, window, out_hw)
+        windows[i] = random_crop_window(h, w, args["random_area"], args["random_aspect_ratio"], args["num_attempts"],
+                                        rngs(i))
+        sizes[i] = [int(round(v)) for v in args["size"]]
+    _set_resizes(batch, args_list, windows, sizes)
     batch.rec["out_h"], batch.rec["out_w"] = batch.rec["rs_h"], batch.rec["rs_w"]
     return launch(batch, np.dtype(batch.in_dtype), batch.channels, False, False, False)
 
