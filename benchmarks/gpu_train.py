@@ -74,7 +74,8 @@ def time_headrace(make, data: str, images: int, batch: int, epochs: int, threads
             out, _ = pipe.run()
         out.synchronize()
         stage = pipe._executor.gpu
-        extra = {"rss_1": rss_1, "rss_20": rss_mib(), "pool_mib": stage.ctx.held_bytes / 2**20,
+        batches = 20 * per_epoch
+        extra = {"timings": {k: v / batches * 1e3 for k, v in stage.timings.items()}, "rss_1": rss_1, "rss_20": rss_mib(), "pool_mib": stage.ctx.held_bytes / 2**20,
                  "device_mib": device_used_mib(), "fallbacks": sum(
                      getattr(s, "decoder", None).fallbacks for k, s in stage.steps if hasattr(s, "decoder"))}
     pipe.close()
@@ -209,6 +210,9 @@ def main(argv: list[str] | None = None) -> None:
           f"{memory['device_mib']:.0f} MiB (this process, torch and nvImageCodec included)")
     print(f"host RSS: {memory['rss_1']:.0f} MiB after 1 epoch, {memory['rss_20']:.0f} MiB after 20 epochs")
     print(f"per-image CPU fallbacks in the mixed decoder: {memory['fallbacks']}")
+    print("host time per batch (ms, demo pipeline, GPU work is asynchronous except the decode):")
+    for name, ms in sorted(memory["timings"].items()):
+        print(f"  {name:45s} {ms:7.2f}")
     if tmp is not None:
         tmp.cleanup()
 

@@ -7,8 +7,10 @@ A resize whose only reader is a crop_mirror_normalize is fused into it: one pass
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -295,6 +297,7 @@ class GpuStage:
         self._pending: tuple[int, Future] | None = None
         self._previous = None
         self._lock = threading.Lock()
+        self.timings: collections.Counter = collections.Counter()  # seconds spent per part (host side)
 
     @staticmethod
     def _fusions(nodes: list[OpNode], outputs: list) -> dict:
@@ -317,7 +320,9 @@ class GpuStage:
 
     # The CPU stage (possibly one batch ahead, on the look-ahead thread)
     def _cpu_stage(self, iteration: int):
+        start = time.perf_counter()
         values, sources, collectors, size = self.executor.run_cpu_stage(iteration)
+        self.timings["cpu stage"] += time.perf_counter() - start
         info = _BatchInfo(iteration, iteration * self.executor.batch_size, size, sources)
         for kind, step in self.steps:
             if kind == "gpu" and step.prepares and all(ref in values for ref in step.inputs):
@@ -325,6 +330,7 @@ class GpuStage:
                     values[(_PREPARED, step.node.name)] = step.prepare(values, info)
                 except Exception as exc:  # noqa: BLE001 - becomes a SampleError naming the file and op
                     raise self._error(step.node, exc, info) from exc
+        self.timings["cpu stage + host half of decoders"] += time.perf_counter() - start
         return values, sources, collectors, info
 
     def _next_cpu_stage(self, iteration: int):
@@ -341,7 +347,9 @@ class GpuStage:
     def run(self, iteration: int):
         """Batch `iteration`: its CPU stage (computed ahead when possible), then the GPU steps on the stream."""
         with self._lock:
+            wait = time.perf_counter()
             values, sources, collectors, info = self._next_cpu_stage(iteration)
+            self.timings["gpu stage waiting for cpu stage"] += time.perf_counter() - wait
             if self.lookahead:
                 self._pending = (iteration + 1, self._thread.submit(self._cpu_stage, iteration + 1))
             with self.ctx.active():
@@ -356,7 +364,9 @@ class GpuStage:
                         self._run_cpu_op(step, values, collectors, info)
                         continue
                     try:
+                        start = time.perf_counter()
                         result = step.run(values, info)
+                        self.timings[f"gpu step {step.node.schema.name}"] += time.perf_counter() - start
                     except SampleError:
                         raise
                     except Exception as exc:  # noqa: BLE001 - named after the op and sample
