@@ -75,9 +75,9 @@ def time_headrace(make, data: str, images: int, batch: int, epochs: int, threads
         out.synchronize()
         stage = pipe._executor.gpu
         batches = 20 * per_epoch
-        extra = {"timings": {k: v / batches * 1e3 for k, v in stage.timings.items()}, "rss_1": rss_1, "rss_20": rss_mib(), "pool_mib": stage.ctx.held_bytes / 2**20,
-                 "device_mib": device_used_mib(), "fallbacks": sum(
-                     getattr(s, "decoder", None).fallbacks for k, s in stage.steps if hasattr(s, "decoder"))}
+        extra = {"timings": {k: v / batches * 1e3 for k, v in stage.timings.items()}, "rss_1": rss_1,
+                 "rss_20": rss_mib(), "pool_mib": stage.ctx.held_bytes / 2**20, "device_mib": device_used_mib(),
+                 "fallbacks": sum(s.decoder.fallbacks for _, s in stage.steps if hasattr(s, "decoder"))}
     pipe.close()
     return rate, first, extra
 
