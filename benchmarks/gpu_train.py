@@ -156,6 +156,41 @@ def time_nvimgcodec(files: list[Path], batch: int, epochs: int, roi: bool) -> fl
     return count / (time.perf_counter() - begin)
 
 
+def time_mixed_decoder(files: list[Path], batch: int, epochs: int, hw_load: float) -> tuple[float, float, float]:
+    """headrace's mixed random-crop decoder alone, one thread: (img/s, host half ms/batch, decode ms/batch)."""
+    import cupy as cp
+    from headrace.schema import get_schema
+    from headrace_kernels.gpu.decode import MixedDecoder
+    from headrace_kernels.rng import sample_rng
+
+    schema = get_schema("decoders.image_random_crop")
+    args = {name: schema.arg({}, name) for name in schema.all_args}
+    args["hw_decoder_load"] = hw_load
+    decoder = MixedDecoder(args, 0, 8, random_crop=True)
+    data = [np.fromfile(f, np.uint8) for f in files]
+    stream = cp.cuda.Stream(non_blocking=True)
+    chunks = [data[s:s + batch] for s in range(0, len(data), batch)]
+    with stream:
+        decoder.run(decoder.prepare(chunks[0], lambda i: sample_rng(1, i)), stream)
+    stream.synchronize()
+    host = decode = 0.0
+    count = 0
+    begin = time.perf_counter()
+    for epoch in range(epochs):
+        for k, chunk in enumerate(chunks):
+            t0 = time.perf_counter()
+            prepared = decoder.prepare(chunk, lambda i, k=k, e=epoch: sample_rng(e, k * batch + i))
+            t1 = time.perf_counter()
+            with stream:
+                decoder.run(prepared, stream)
+            decode += time.perf_counter() - t1
+            host += t1 - t0
+            count += len(chunk)
+    stream.synchronize()
+    batches = epochs * len(chunks)
+    return count / (time.perf_counter() - begin), host / batches * 1e3, decode / batches * 1e3
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=2048)
@@ -193,6 +228,11 @@ def main(argv: list[str] | None = None) -> None:
                                                                                            args.epochs)))
     decode_full = time_nvimgcodec(files, args.batch_size, args.epochs, roi=False)
     decode_roi = time_nvimgcodec(files, args.batch_size, args.epochs, roi=True)
+    for load in (0.65, 1.0):
+        rate, host_ms, decode_ms = time_mixed_decoder(files, args.batch_size, args.epochs, load)
+        rows.append((f"headrace mixed decoder alone (hw_decoder_load={load})", rate))
+        print(f"mixed decoder alone, hw_decoder_load={load}: host half {host_ms:.2f} ms/batch, "
+              f"decode {decode_ms:.2f} ms/batch")
     rows.append(("nvImageCodec hardware decode only, full images", decode_full))
     rows.append(("nvImageCodec hardware decode only, random-crop ROI", decode_roi))
 

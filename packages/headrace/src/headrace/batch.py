@@ -100,7 +100,14 @@ class TensorListGPU:
 
     def at(self, index: int):
         """Sample `index` as a CuPy array (a view of the batch)."""
-        return self._dense[index] if self._dense is not None else self._samples[index]
+        if self._dense is not None:
+            return self._dense[index]
+        sample = self._samples[index]
+        if not hasattr(sample, "get"):  # a decoder's DeviceImage: view it as a CuPy array
+            import cupy
+
+            sample = self._samples[index] = cupy.asarray(sample)
+        return sample
 
     __getitem__ = at
 
@@ -111,7 +118,7 @@ class TensorListGPU:
         if self._dense is not None:
             return True
         first = self._samples[0] if self._samples else None
-        return all(s.shape == first.shape and s.dtype == first.dtype for s in self._samples)
+        return all(tuple(s.shape) == tuple(first.shape) and s.dtype == first.dtype for s in self._samples)
 
     def as_array(self):
         """The batch as one dense (N, ...) CuPy array; samples of different shapes raise ValueError."""
@@ -122,7 +129,7 @@ class TensorListGPU:
             import cupy
 
             with cupy.cuda.Device(self.device_id), self._stream_context():
-                self._dense = cupy.stack(self._samples)
+                self._dense = cupy.stack([self.at(i) for i in range(len(self))])
             self._samples = None
         return self._dense
 
@@ -145,7 +152,7 @@ class TensorListGPU:
         self.synchronize()
         if self._dense is not None:
             return TensorListCPU(self._dense.get(), self._layout, self._source_info)
-        return TensorListCPU([s.get() for s in self._samples], self._layout, self._source_info)
+        return TensorListCPU([self.at(i).get() for i in range(len(self))], self._layout, self._source_info)
 
     def _wait_on(self, consumer_stream) -> None:
         """Make the consumer's stream (a CUDA stream handle; None or the default streams: the host) wait for us."""

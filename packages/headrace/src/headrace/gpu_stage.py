@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import os
+import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -62,8 +63,12 @@ class _BatchInfo:
         return lambda i: sample_rng(seed, first + i)
 
 
-def _samples(value) -> list:
+def _samples(value, raw: bool = False) -> list:
+    """The samples of a batch; `raw` keeps decoded images as DeviceImage records (the image kernels read those
+    directly), otherwise every sample is a CuPy array."""
     if isinstance(value, TensorListGPU):
+        if raw and value._samples is not None:
+            return list(value._samples)
         return [value.at(i) for i in range(len(value))]
     return list(value)
 
@@ -157,7 +162,7 @@ class _Image(_Step):
     def run(self, values: dict, info: _BatchInfo):
         from headrace_kernels.gpu import image_ops
 
-        images = _samples(self.input_value(values))
+        images = _samples(self.input_value(values), raw=True)
         args = self.sample_args(values, len(images))
         name = self.node.schema.name
         if name == "resize":
@@ -185,7 +190,7 @@ class _FusedResizeNormalize(_Step):
     def run(self, values: dict, info: _BatchInfo):
         from headrace_kernels.gpu import image_ops
 
-        images = _samples(self.input_value(values))
+        images = _samples(self.input_value(values), raw=True)
         args = self.sample_args(values, len(images))
         resize_args = self.sample_args(values, len(images), self.resize, self.resize_args, self.resize_arg_inputs)
         per_sample = any(n in ("mean", "std") for n, _ in self.arg_inputs)
@@ -265,6 +270,11 @@ class GpuStage:
         from headrace_kernels.gpu.runtime import GpuContext
 
         check_device(device_id, nodes)
+        # Two Python threads share the GIL here (the CPU stage of the next batch and this GPU stage); with the
+        # default 5 ms switch interval every short GIL release (a file read, a CUDA call) can cost a thread 5 ms.
+        interval = float(os.environ.get("HEADRACE_SWITCH_INTERVAL", "0.0002"))
+        if 0 < interval < sys.getswitchinterval():
+            sys.setswitchinterval(interval)
         self.executor = executor
         limit = int(os.environ.get("HEADRACE_GPU_POOL_LIMIT", "0") or 0)
         self.ctx = GpuContext(device_id, limit_bytes=limit)

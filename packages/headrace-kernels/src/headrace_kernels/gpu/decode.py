@@ -18,6 +18,38 @@ from headrace_kernels.windows import random_crop_window
 RGB, BGR, GRAY, YCBCR = cpu_decode.RGB, cpu_decode.BGR, cpu_decode.GRAY, cpu_decode.YCBCR
 
 
+class DeviceImage:
+    """A decoded image in device memory owned by nvImageCodec. Its pointer, shape and strides are read once from
+    the CUDA array interface: no CUDA call per image (each would hand the GIL to the other pipeline thread).
+    CuPy views it through `__cuda_array_interface__` when asked."""
+
+    __slots__ = ("owner", "ptr", "shape", "strides", "dtype", "itemsize", "ndim")
+
+    def __init__(self, owner):
+        interface = owner.__cuda_array_interface__
+        self.owner = owner
+        self.ptr = interface["data"][0]
+        self.shape = tuple(interface["shape"])
+        self.dtype = np.dtype(interface["typestr"])
+        self.itemsize = self.dtype.itemsize
+        self.ndim = len(self.shape)
+        strides = interface.get("strides")
+        if strides is None:
+            strides, step = [], self.itemsize
+            for extent in reversed(self.shape):
+                strides.insert(0, step)
+                step *= extent
+        self.strides = tuple(strides)
+
+    @property
+    def data(self):  # as cupy's ndarray.data: something with .ptr
+        return self
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return self.owner.__cuda_array_interface__
+
+
 @dataclasses.dataclass
 class Prepared:
     """One batch's parsed code streams (the host half of the decode, done in the CPU stage)."""
@@ -112,6 +144,10 @@ class MixedDecoder:
                 out.append(self._cpu_decode(prepared, i))
                 continue
             if image.buffer_kind == nv.ImageBufferKind.STRIDED_DEVICE:
+                array = DeviceImage(image)
+                if array.ndim == 3 and array.shape[2] == (1 if gray else 3) and self.output_type != BGR:
+                    out.append(array)  # the common case: used as it is
+                    continue
                 array = cp.asarray(image)
             else:
                 array = cp.asarray(np.asarray(image.cpu()))
