@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -78,6 +79,8 @@ def time_headrace(make, data: str, images: int, batch: int, epochs: int, threads
         extra = {"timings": {k: v / batches * 1e3 for k, v in stage.timings.items()}, "rss_1": rss_1,
                  "rss_20": rss_mib(), "pool_mib": stage.ctx.held_bytes / 2**20, "device_mib": device_used_mib(),
                  "fallbacks": sum(s.decoder.fallbacks for _, s in stage.steps if hasattr(s, "decoder"))}
+        extra["timings"]["inside nvImageCodec decode()"] = sum(
+            s.decoder.decode_seconds for _, s in stage.steps if hasattr(s, "decoder")) / batches * 1e3
     pipe.close()
     return rate, first, extra
 
@@ -236,7 +239,24 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("nvImageCodec hardware decode only, full images", decode_full))
     rows.append(("nvImageCodec hardware decode only, random-crop ROI", decode_roi))
 
+    variants = []  # where the time goes: threads, look-ahead, GIL switch interval
+    for threads, env in ((2, {}), (4, {}), (16, {}), (args.threads, {"HEADRACE_GPU_LOOKAHEAD": "0"}),
+                         (args.threads, {"HEADRACE_SWITCH_INTERVAL": "0"})):
+        os.environ.update(env)
+        saved_interval = sys.getswitchinterval()
+        if env.get("HEADRACE_SWITCH_INTERVAL") == "0":
+            sys.setswitchinterval(0.005)  # Python's default, which headrace otherwise lowers
+        rate, _, _ = time_headrace(
+            lambda d, b, t: resnet50_train(data_dir=str(d), device="gpu", batch_size=b, num_threads=t, device_id=0),
+            data, len(files), args.batch_size, 2, threads, report_memory=False)
+        for key in env:
+            os.environ.pop(key)
+        sys.setswitchinterval(saved_interval)
+        variants.append((f"demo pipeline, {threads} threads {env or ''}", rate))
     best = max(demo, hw)
+    print("variants:")
+    for name, rate in variants:
+        print(f"  {name:56s} {rate:9,.0f} img/s")
     print()
     print(f"{'pipeline':58s} {'img/s':>9s} {'headrace best / this':>22s}")
     for name, rate in rows:

@@ -302,7 +302,8 @@ class GpuStage:
             self.steps.append(("gpu", step))
         self.fused = [name for name in fused if isinstance(name, str)]
         self.wanted = {(o.op.name, o.index) for o in outputs}
-        self.lookahead = not any(n.schema.name == "external_source" and n.arg("source") is None for n in nodes)
+        self.lookahead = not any(n.schema.name == "external_source" and n.arg("source") is None for n in nodes) \
+            and os.environ.get("HEADRACE_GPU_LOOKAHEAD", "1") != "0"
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
         self._pending: tuple[int, Future] | None = None
         self._previous = None

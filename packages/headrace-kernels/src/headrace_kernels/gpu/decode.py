@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
 import numpy as np
 
@@ -70,6 +71,7 @@ class MixedDecoder:
         self._lock = threading.Lock()
         self.backend_names: list[str] = []
         self.fallbacks = 0
+        self.decode_seconds = 0.0  # inside nvImageCodec's decode call
 
     def _make_decoder(self):
         nv = cpu_decode._codec()
@@ -134,10 +136,12 @@ class MixedDecoder:
             return [self._cpu_decode(prepared, i) for i in range(len(prepared.streams))]
         params = nv.DecodeParams(color_spec=nv.ColorSpec.GRAY if gray else nv.ColorSpec.SRGB,
                                  apply_exif_orientation=self.args["adjust_orientation"])
+        start = time.perf_counter()
         try:
             images = self.decoder.decode(prepared.streams, params=params, cuda_stream=stream.ptr)
         except Exception:  # noqa: BLE001 - a failing batch call: decode one by one below
             images = [None] * len(prepared.streams)
+        self.decode_seconds += time.perf_counter() - start
         out = []
         for i, image in enumerate(images):
             if image is None:
