@@ -156,7 +156,9 @@ def time_nvimgcodec(files: list[Path], batch: int, epochs: int, roi: bool) -> fl
             assert all(i is not None for i in images)
             count += len(chunk)
     stream.synchronize()
-    return count / (time.perf_counter() - begin)
+    rate = count / (time.perf_counter() - begin)
+    del images, decoder  # before the stream they were made on
+    return rate
 
 
 def time_mixed_decoder(files: list[Path], batch: int, epochs: int, hw_load: float) -> tuple[float, float, float]:
@@ -191,7 +193,9 @@ def time_mixed_decoder(files: list[Path], batch: int, epochs: int, hw_load: floa
             count += len(chunk)
     stream.synchronize()
     batches = epochs * len(chunks)
-    return count / (time.perf_counter() - begin), host / batches * 1e3, decode / batches * 1e3
+    rate = count / (time.perf_counter() - begin)
+    decoder.release()  # before the stream it decoded on
+    return rate, host / batches * 1e3, decode / batches * 1e3
 
 
 def main(argv: list[str] | None = None) -> None:

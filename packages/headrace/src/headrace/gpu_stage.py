@@ -427,4 +427,12 @@ class GpuStage:
             except BaseException:  # noqa: BLE001 - closing
                 pass
         self._thread.shutdown(wait=False, cancel_futures=True)
-        self._previous = None
+        # Tear down in order, not at the garbage collector's whim: nvImageCodec's images and decoders were made on
+        # this stream and use it when they go, so they go first, while it still exists.
+        with self._lock:
+            self.ctx.stream.synchronize()
+            self._previous = None
+            for kind, step in self.steps:
+                if kind == "gpu" and isinstance(step, _Decode):
+                    step.decoder.release()
+            self.steps = []

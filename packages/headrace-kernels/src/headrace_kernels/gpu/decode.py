@@ -24,11 +24,12 @@ class DeviceImage:
     the CUDA array interface: no CUDA call per image (each would hand the GIL to the other pipeline thread).
     CuPy views it through `__cuda_array_interface__` when asked."""
 
-    __slots__ = ("owner", "ptr", "shape", "strides", "dtype", "itemsize", "ndim")
+    __slots__ = ("owner", "stream", "ptr", "shape", "strides", "dtype", "itemsize", "ndim")
 
-    def __init__(self, owner):
+    def __init__(self, owner, stream=None):
         interface = owner.__cuda_array_interface__
         self.owner = owner
+        self.stream = stream  # the image was decoded on it and is freed on it: it must outlive the image
         self.ptr = interface["data"][0]
         self.shape = tuple(interface["shape"])
         self.dtype = np.dtype(interface["typestr"])
@@ -148,7 +149,7 @@ class MixedDecoder:
                 out.append(self._cpu_decode(prepared, i))
                 continue
             if image.buffer_kind == nv.ImageBufferKind.STRIDED_DEVICE:
-                array = DeviceImage(image)
+                array = DeviceImage(image, stream)
                 if array.ndim == 3 and array.shape[2] == (1 if gray else 3) and self.output_type != BGR:
                     out.append(array)  # the common case: used as it is
                     continue
