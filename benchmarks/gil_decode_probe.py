@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from headrace.data.synthetic import make_image_folder
 
 
@@ -41,7 +40,7 @@ def main() -> None:
                                                      nv.Backend(nv.BackendKind.CPU_ONLY)])):
         decoder = nv.Decoder(device_id=0, max_num_cpu_threads=8, backends=backends)
 
-        def timed(n=8):
+        def timed(decoder, n=8):
             decoder.decode(streams, cuda_stream=stream.ptr)
             stream.synchronize()
             start = time.perf_counter()
@@ -50,20 +49,20 @@ def main() -> None:
             stream.synchronize()
             return (time.perf_counter() - start) / n * 1e3
 
-        alone = timed()
+        alone = timed(decoder)
         stop = threading.Event()
 
-        def spin():
+        def spin(stop):
             x = 0
             while not stop.is_set():
                 x += 1
 
-        spinner = threading.Thread(target=spin)
+        spinner = threading.Thread(target=spin, args=(stop,))
         spinner.start()
-        beside = timed()
+        beside = timed(decoder)
         old = sys.getswitchinterval()
         sys.setswitchinterval(1e-5)
-        beside_fast = timed()
+        beside_fast = timed(decoder)
         sys.setswitchinterval(old)
         stop.set()
         spinner.join()
