@@ -270,9 +270,10 @@ class GpuStage:
         from headrace_kernels.gpu.runtime import GpuContext
 
         check_device(device_id, nodes)
-        # Two Python threads share the GIL here (the CPU stage of the next batch and this GPU stage); with the
-        # default 5 ms switch interval every short GIL release (a file read, a CUDA call) can cost a thread 5 ms.
-        interval = float(os.environ.get("HEADRACE_SWITCH_INTERVAL", "0.0002"))
+        # nvImageCodec's decode takes the GIL once per image from its worker threads; while the CPU stage of the
+        # next batch runs Python, each take waits out the interpreter's switch interval (5 ms by default: 1.3 s for
+        # 256 images, against 8 ms alone; benchmarks/gil_decode_probe.py). A 10 us interval keeps that to ~24 ms.
+        interval = float(os.environ.get("HEADRACE_SWITCH_INTERVAL", "0.00001"))
         if 0 < interval < sys.getswitchinterval():
             sys.setswitchinterval(interval)
         self.executor = executor
