@@ -244,8 +244,9 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("nvImageCodec hardware decode only, random-crop ROI", decode_roi))
 
     variants = []  # where the time goes: threads, look-ahead, the GIL switch interval (None: headrace's 10 us)
-    for threads, lookahead, interval in ((2, True, None), (4, True, None), (16, True, None), (args.threads, False, None),
-                                         (args.threads, True, 0.0002), (args.threads, True, 0.005)):
+    configs = ((2, True, None), (4, True, None), (16, True, None), (args.threads, False, None),
+               (args.threads, True, 0.0002), (args.threads, True, 0.005))
+    for threads, lookahead, interval in configs:
         saved = sys.getswitchinterval()
         os.environ["HEADRACE_GPU_LOOKAHEAD"] = "1" if lookahead else "0"
         if interval is not None:
