@@ -271,9 +271,11 @@ class GpuStage:
 
         check_device(device_id, nodes)
         # nvImageCodec's decode takes the GIL once per image from its worker threads; while the CPU stage of the
-        # next batch runs Python, each take waits out the interpreter's switch interval (5 ms by default: 1.3 s for
-        # 256 images, against 8 ms alone; benchmarks/gil_decode_probe.py). A 10 us interval keeps that to ~24 ms.
-        interval = float(os.environ.get("HEADRACE_SWITCH_INTERVAL", "0.00001"))
+        # next batch runs Python, each take waits out the interpreter's switch interval (benchmarks/
+        # gil_decode_probe.py: 256 images 8 ms alone, 1.3 s beside a busy Python thread at the default 5 ms, 24 ms
+        # at 10 us). In the whole pipeline no interval helped (benchmarks/gpu_train.py's variants), so the
+        # interpreter's setting is left alone unless HEADRACE_SWITCH_INTERVAL (seconds) asks for a smaller one.
+        interval = float(os.environ.get("HEADRACE_SWITCH_INTERVAL", "0"))
         if 0 < interval < sys.getswitchinterval():
             sys.setswitchinterval(interval)
         self.executor = executor
