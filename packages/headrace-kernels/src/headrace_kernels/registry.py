@@ -19,6 +19,7 @@ class SampleContext(Protocol):
 SampleKernel = Callable[[list[Any], dict[str, Any], SampleContext], Any]
 
 _CPU: dict[str, SampleKernel] = {}
+_LOADED: list[bool] = []
 _CPU_MODULES = ("decode", "geometry_ops", "random_ops", "math_ops", "conditional_ops", "filter_ops",
                 "reduction_ops", "tensor_ops", "region_ops", "color_ops", "warp_ops")
 
@@ -36,7 +37,8 @@ def cpu_kernel(op_name: str) -> Callable[[SampleKernel], SampleKernel]:
 
 def get_cpu_kernel(op_name: str) -> SampleKernel | None:
     """The CPU kernel of `op_name`, importing the kernel modules on first use."""
-    if not _CPU:
+    if not _LOADED:  # not `if not _CPU`: importing one kernel module (as the GPU decoder does) fills _CPU partly
         for module in _CPU_MODULES:
             importlib.import_module(f"headrace_kernels.cpu.{module}")
+        _LOADED.append(True)
     return _CPU.get(op_name)

@@ -79,6 +79,131 @@ class TensorListCPU:
         return f"TensorListCPU(len={len(self)}, dtype={self.dtype}, layout={self._layout!r})"
 
 
+class TensorListGPU:
+    """A batch in GPU memory, as DALI's TensorListGPU: `at(i)` (CuPy arrays), `as_tensor()`, `as_cpu()`, and zero-copy
+    `__dlpack__` / `__cuda_array_interface__` for torch and CuPy. The data is produced on the pipeline's CUDA stream;
+    both protocols make the consumer wait for it."""
+
+    device = "gpu"
+
+    def __init__(self, samples, layout: str = "", source_info: Sequence[str] | None = None, stream=None,
+                 device_id: int = 0):
+        self._dense = None if isinstance(samples, list | tuple) else samples
+        self._samples = list(samples) if self._dense is None else None
+        self._layout = layout
+        self._source_info = list(source_info) if source_info is not None else None
+        self.stream = stream
+        self.device_id = device_id
+
+    def __len__(self) -> int:
+        return len(self._dense) if self._dense is not None else len(self._samples)
+
+    def at(self, index: int):
+        """Sample `index` as a CuPy array (a view of the batch)."""
+        if self._dense is not None:
+            return self._dense[index]
+        sample = self._samples[index]
+        if not hasattr(sample, "get"):  # a decoder's DeviceImage: view it as a CuPy array
+            import cupy
+
+            sample = self._samples[index] = cupy.asarray(sample)
+        return sample
+
+    __getitem__ = at
+
+    def __iter__(self):
+        return (self.at(i) for i in range(len(self)))
+
+    def is_dense_tensor(self) -> bool:
+        if self._dense is not None:
+            return True
+        first = self._samples[0] if self._samples else None
+        return all(tuple(s.shape) == tuple(first.shape) and s.dtype == first.dtype for s in self._samples)
+
+    def as_array(self):
+        """The batch as one dense (N, ...) CuPy array; samples of different shapes raise ValueError."""
+        if self._dense is None:
+            if not self.is_dense_tensor():
+                shapes = sorted({tuple(s.shape) for s in self._samples})
+                raise ValueError(f"the samples have different shapes ({shapes[:4]}...): use at(i) or a padding op")
+            import cupy
+
+            with cupy.cuda.Device(self.device_id), self._stream_context():
+                self._dense = cupy.stack([self.at(i) for i in range(len(self))])
+            self._samples = None
+        return self._dense
+
+    def as_tensor(self) -> TensorListGPU:
+        self.as_array()
+        return self
+
+    def _stream_context(self):
+        import contextlib
+
+        return self.stream if self.stream is not None else contextlib.nullcontext()
+
+    def synchronize(self) -> None:
+        """Wait on the host until the batch is computed."""
+        if self.stream is not None:
+            self.stream.synchronize()
+
+    def as_cpu(self) -> TensorListCPU:
+        """A host copy of the batch."""
+        self.synchronize()
+        if self._dense is not None:
+            return TensorListCPU(self._dense.get(), self._layout, self._source_info)
+        return TensorListCPU([self.at(i).get() for i in range(len(self))], self._layout, self._source_info)
+
+    def _wait_on(self, consumer_stream) -> None:
+        """Make the consumer's stream (a CUDA stream handle; None or the default streams: the host) wait for us."""
+        if self.stream is None or consumer_stream == -1:
+            return
+        if consumer_stream is None or consumer_stream in (1, 2):
+            self.stream.synchronize()
+            return
+        import cupy
+
+        with cupy.cuda.Device(self.device_id):
+            cupy.cuda.ExternalStream(consumer_stream).wait_event(self.stream.record())
+
+    def __dlpack__(self, stream=None, **kwargs):
+        array = self.as_array()
+        self._wait_on(stream)
+        try:
+            return array.__dlpack__(stream=-1, **kwargs)  # the array API's "no synchronization": done above
+        except Exception:  # noqa: BLE001 - an older CuPy without stream=-1
+            return array.toDlpack()
+
+    def __dlpack_device__(self):
+        return (2, self.device_id)  # kDLCUDA
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        interface = dict(self.as_array().__cuda_array_interface__)
+        interface["version"] = 3
+        interface["stream"] = self.stream.ptr if self.stream is not None and self.stream.ptr else None
+        if interface["stream"] is None:
+            self.synchronize()
+            interface.pop("stream")
+        return interface
+
+    def shape(self) -> list[tuple[int, ...]]:
+        return [tuple(self.at(i).shape) for i in range(len(self))]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.at(0).dtype)
+
+    def layout(self) -> str:
+        return self._layout
+
+    def source_info(self, index: int) -> str:
+        return self._source_info[index] if self._source_info else ""
+
+    def __repr__(self) -> str:
+        return f"TensorListGPU(len={len(self)}, dtype={self.dtype}, layout={self._layout!r})"
+
+
 class BufferPool:
     """Reusable batch buffers: a buffer is handed out again only when nothing outside the pool references it
     (no batch, view or DLPack capsule), so reuse never overwrites data a user still holds."""

@@ -9,13 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from headrace_kernels.rng import sample_rng
 
-from headrace.batch import BufferPool, TensorListCPU
-from headrace.errors import DeviceError, SampleError, SchemaError
+from headrace.batch import BufferPool, TensorListCPU, TensorListGPU
+from headrace.errors import SampleError, SchemaError
 from headrace.graph import DataNode, OpNode
 from headrace.readers import BATCH_OPS
 from headrace.schema import Arg
-from headrace_kernels.rng import sample_rng
 
 
 def node_seed(pipeline_seed: int, node: OpNode) -> int:
@@ -107,10 +107,15 @@ class Executor:
         self.buffers = BufferPool(per_key=prefetch_queue_depth + 2)
         self.batch_ops: dict[str, Any] = {}
         self.steps: list[tuple[str, Any]] = []  # ("batch", node) or ("samples", [_SampleOp, ...])
+        self.gpu = None  # the GPU stage (headrace.gpu_stage): GPU ops and whatever reads their outputs
+        gpu_nodes = _gpu_stage_nodes(self.nodes)
+        if gpu_nodes or any(n.device != "cpu" for n in self.nodes):
+            from headrace.gpu_stage import GpuStage
+
+            self.gpu = GpuStage(self, self.nodes, gpu_nodes, outputs, device_id)
         for node in self.nodes:
-            if node.device != "cpu":
-                raise DeviceError(f"{node.schema.name} (node '{node.name}') runs on device '{node.device}', but "
-                                  "this build of headrace runs CPU ops only")
+            if node.name in gpu_nodes:
+                continue
             if node.schema.batch_op:
                 reader_cls = BATCH_OPS[node.schema.name]
                 self.batch_ops[node.name] = reader_cls(node.name, dict(node.args, **{
@@ -129,6 +134,14 @@ class Executor:
 
     def run(self, iteration: int) -> tuple[list[TensorListCPU], list[str]]:
         """Compute batch `iteration`: the outputs, and the source of every sample (for error messages)."""
+        if self.gpu is not None:
+            values, sources, collectors = self.gpu.run(iteration)
+        else:
+            values, sources, collectors, _ = self.run_cpu_stage(iteration)
+        return self._gather(values, sources, collectors)
+
+    def run_cpu_stage(self, iteration: int):
+        """Readers and CPU ops of batch `iteration`: (values, sources, collectors, batch size)."""
         values: dict[tuple[str, int], list] = {}
         sources: list[str] = []
         collectors: dict[tuple[str, int], _Collector] = {}
@@ -148,12 +161,18 @@ class Executor:
                     if (op.node.name, index) in wanted:
                         collectors[(op.node.name, index)] = _Collector(self.buffers, size)
             self._run_samples(step, values, collectors, iteration, size, sources)
+        return values, sources, collectors, size
+
+    def _gather(self, values, sources, collectors) -> tuple[list, list[str]]:
         batches = []
         for out in self.outputs:
             key = (out.op.name, out.index)
             collector = collectors.get(key)
             layout = out.op.arg("output_layout") or "" if "output_layout" in out.op.schema.all_args else ""
-            if collector is not None and not collector.ragged and collector.buffer is not None:
+            if isinstance(values.get(key), TensorListGPU):
+                values[key]._layout, values[key]._source_info = layout, list(sources)
+                batches.append(values[key])
+            elif collector is not None and not collector.ragged and collector.buffer is not None:
                 batches.append(TensorListCPU(collector.buffer, layout, sources))
             else:
                 batches.append(TensorListCPU(values[key], layout, sources))
@@ -213,9 +232,23 @@ class Executor:
             raise SchemaError(f"no reader named '{name}' (readers: {', '.join(readers) or 'none'})")
         return readers[name]
 
+    def release_memory(self) -> None:
+        """Drop pooled host buffers and free the GPU stage's unused device memory."""
+        self.buffers.release()
+        if self.gpu is not None:
+            self.gpu.release_memory()
+
     def close(self) -> None:
+        if self.gpu is not None:
+            self.gpu.close()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.buffers.release()
+
+
+def _gpu_stage_nodes(nodes: list[OpNode]) -> set[str]:
+    from headrace.gpu_stage import gpu_stage_nodes
+
+    return gpu_stage_nodes(nodes)
 
 
 def _needed(nodes: list[OpNode], outputs: list[DataNode]) -> list[OpNode]:

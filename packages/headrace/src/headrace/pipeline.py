@@ -130,9 +130,9 @@ class Pipeline:
         self._stop_prefetch()
 
     def release_memory(self) -> None:
-        """Drop pooled batch buffers."""
+        """Drop pooled batch buffers and return the GPU stage's unused device memory to the device."""
         if self._executor is not None:
-            self._executor.buffers.release()
+            self._executor.release_memory()
 
     def _stop_prefetch(self) -> None:
         if self._prefetcher is not None:

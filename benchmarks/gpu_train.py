@@ -1,0 +1,289 @@
+"""GPU training input pipelines side by side, in one process, on the same generated JPEGs.
+
+headrace's ResNet-50 training pipeline on the GPU (mixed decode with random crop -> resize 224 -> mirror ->
+normalize to FP16 NCHW), torchvision's GPU path (decode_jpeg(device="cuda") + resized_crop + flip + normalize) and
+nvImageCodec's hardware decoder alone (full images and random-crop regions), with rates and ratios; also headrace's
+time to build + first batch, steady-state GPU memory, and host RSS after 1 and after 20 epochs.
+
+    python benchmarks/gpu_train.py [--images 2048] [--batch-size 256] [--epochs 5] [--threads 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from headrace import fn, pipeline_def, types
+from headrace.data.synthetic import make_image_folder
+from headrace.demo import IMAGENET_MEAN, IMAGENET_STD, resnet50_train
+
+
+@pipeline_def(batch_size=256, num_threads=8, device_id=0, seed=42)
+def train_hw_only(data_dir: str):
+    """The demo's training pipeline with every image sent to the hardware decoder (hw_decoder_load=1)."""
+    jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True, name="Reader")
+    images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=1.0,
+                                           random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 1.333])
+    images = fn.resize(images, resize_x=224, resize_y=224)
+    images = fn.crop_mirror_normalize(images, dtype=types.FLOAT16, output_layout="CHW", mean=IMAGENET_MEAN,
+                                      std=IMAGENET_STD, mirror=fn.random.coin_flip(probability=0.5))
+    return images, labels
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def device_used_mib() -> float:
+    import cupy as cp
+
+    free, total = cp.cuda.runtime.memGetInfo()
+    return (total - free) / 2**20
+
+
+def time_headrace(make, data: str, images: int, batch: int, epochs: int, threads: int, report_memory: bool):
+    start = time.perf_counter()
+    pipe = make(data, batch, threads)
+    pipe.build()
+    out, _ = pipe.run()
+    out.synchronize()
+    first = time.perf_counter() - start
+    per_epoch = -(-images // batch)
+    for _ in range(per_epoch - 1):  # finish the first epoch (warm-up: NVRTC cache, decoder buffers)
+        out, _ = pipe.run()
+    out.synchronize()
+    rss_1 = rss_mib()
+    begin = time.perf_counter()
+    count = 0
+    for _ in range(epochs * per_epoch):
+        out, _ = pipe.run()
+        count += len(out)
+    out.synchronize()
+    rate = count / (time.perf_counter() - begin)
+    extra = {}
+    if report_memory:
+        for _ in range((20 - 1 - epochs) * per_epoch):
+            out, _ = pipe.run()
+        out.synchronize()
+        stage = pipe._executor.gpu
+        batches = 20 * per_epoch
+        extra = {"timings": {k: v / batches * 1e3 for k, v in stage.timings.items()}, "rss_1": rss_1,
+                 "rss_20": rss_mib(), "pool_mib": stage.ctx.held_bytes / 2**20, "device_mib": device_used_mib(),
+                 "fallbacks": sum(s.decoder.fallbacks for _, s in stage.steps if hasattr(s, "decoder"))}
+        extra["timings"]["inside nvImageCodec decode()"] = sum(
+            s.decoder.decode_seconds for _, s in stage.steps if hasattr(s, "decoder")) / batches * 1e3
+    pipe.close()
+    return rate, first, extra
+
+
+def time_torchvision(files: list[Path], batch: int, epochs: int) -> float:
+    import torch
+    import torchvision
+    from torchvision.transforms import RandomResizedCrop
+    from torchvision.transforms.v2 import functional as F  # noqa: N812
+
+    encoded = [torchvision.io.read_file(str(f)) for f in files]
+    mean = torch.tensor(IMAGENET_MEAN, device="cuda").view(3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device="cuda").view(3, 1, 1)
+    rng = torch.Generator().manual_seed(0)
+
+    def one_batch(chunk):
+        decoded = torchvision.io.decode_jpeg(chunk, device="cuda")
+        out = torch.empty((len(chunk), 3, 224, 224), dtype=torch.float16, device="cuda")
+        for i, image in enumerate(decoded):
+            top, left, h, w = RandomResizedCrop.get_params(image, scale=(0.08, 1.0), ratio=(0.75, 1.333))
+            crop = F.resized_crop(image, top, left, h, w, [224, 224], antialias=True)
+            if torch.rand(1, generator=rng).item() < 0.5:
+                crop = crop.flip(-1)
+            out[i] = ((crop.float() - mean) / std).half()
+        return out
+
+    order = list(range(len(encoded)))
+    one_batch([encoded[i] for i in order[:batch]])  # warm-up
+    torch.cuda.synchronize()
+    begin = time.perf_counter()
+    count = 0
+    for _ in range(epochs):
+        np.random.default_rng(count).shuffle(order)
+        for s in range(0, len(order), batch):
+            chunk = [encoded[i] for i in order[s:s + batch]]
+            one_batch(chunk)
+            count += len(chunk)
+    torch.cuda.synchronize()
+    return count / (time.perf_counter() - begin)
+
+
+def time_nvimgcodec(files: list[Path], batch: int, epochs: int, roi: bool) -> float:
+    import cupy as cp
+    from nvidia import nvimgcodec as nv
+
+    decoder = nv.Decoder(device_id=0, backends=[nv.Backend(nv.BackendKind.HW_GPU_ONLY)])
+    data = [f.read_bytes() for f in files]
+    rng = np.random.default_rng(0)
+    stream = cp.cuda.Stream(non_blocking=True)
+
+    def streams(chunk):
+        out = []
+        for d in chunk:
+            s = nv.CodeStream(d)
+            if roi:
+                h, w = s.height, s.width
+                area = h * w * rng.uniform(0.08, 1.0)
+                ratio = math.exp(rng.uniform(math.log(0.75), math.log(1.333)))
+                cw, ch = min(w, max(1, round(math.sqrt(area * ratio)))), min(h, max(1, round(math.sqrt(area / ratio))))
+                y, x = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+                s = s.get_sub_code_stream(region=nv.Region(start=(y, x), end=(y + ch, x + cw)))
+            out.append(s)
+        return out
+
+    prepared = [streams(data[s:s + batch]) for s in range(0, len(data), batch)]  # parsing is not timed
+    decoder.decode(prepared[0], cuda_stream=stream.ptr)
+    stream.synchronize()
+    begin = time.perf_counter()
+    count = 0
+    for _ in range(epochs):
+        for chunk in prepared:
+            images = decoder.decode(chunk, cuda_stream=stream.ptr)
+            assert all(i is not None for i in images)
+            count += len(chunk)
+    stream.synchronize()
+    rate = count / (time.perf_counter() - begin)
+    del images, decoder  # before the stream they were made on
+    return rate
+
+
+def time_mixed_decoder(files: list[Path], batch: int, epochs: int, hw_load: float) -> tuple[float, float, float]:
+    """headrace's mixed random-crop decoder alone, one thread: (img/s, host half ms/batch, decode ms/batch)."""
+    import cupy as cp
+    from headrace.schema import get_schema
+    from headrace_kernels.gpu.decode import MixedDecoder
+    from headrace_kernels.rng import sample_rng
+
+    schema = get_schema("decoders.image_random_crop")
+    args = {name: schema.arg({}, name) for name in schema.all_args}
+    args["hw_decoder_load"] = hw_load
+    decoder = MixedDecoder(args, 0, 8, random_crop=True)
+    data = [np.fromfile(f, np.uint8) for f in files]
+    stream = cp.cuda.Stream(non_blocking=True)
+    chunks = [data[s:s + batch] for s in range(0, len(data), batch)]
+    with stream:
+        decoder.run(decoder.prepare(chunks[0], lambda i: sample_rng(1, i)), stream)
+    stream.synchronize()
+    host = decode = 0.0
+    count = 0
+    begin = time.perf_counter()
+    for epoch in range(epochs):
+        for k, chunk in enumerate(chunks):
+            t0 = time.perf_counter()
+            prepared = decoder.prepare(chunk, lambda i, k=k, e=epoch: sample_rng(e, k * batch + i))
+            t1 = time.perf_counter()
+            with stream:
+                decoder.run(prepared, stream)
+            decode += time.perf_counter() - t1
+            host += t1 - t0
+            count += len(chunk)
+    stream.synchronize()
+    batches = epochs * len(chunks)
+    rate = count / (time.perf_counter() - begin)
+    decoder.release()  # before the stream it decoded on
+    return rate, host / batches * 1e3, decode / batches * 1e3
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=2048)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
+    parser.add_argument("--data", type=Path, help="reuse this folder instead of generating JPEGs")
+    parser.add_argument("--skip-torchvision", action="store_true")
+    args = parser.parse_args(argv)
+
+    import cupy as cp
+
+    print(f"GPU: {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {os.cpu_count()} CPU cores, "
+          f"{args.threads} pipeline threads")
+    tmp = None
+    data = args.data
+    if data is None:
+        tmp = tempfile.TemporaryDirectory(prefix="headrace-gpu-bench-")
+        data = Path(tmp.name) / "images"
+        make_image_folder(data, num_images=args.images, num_classes=16, size=(375, 500), quality=90, seed=0)
+    files = sorted(data.rglob("*.jpg"))
+    size_kb = np.mean([f.stat().st_size for f in files]) / 1024
+    print(f"{len(files)} JPEGs of ~500x375, q90, {size_kb:.0f} KB on average; batch {args.batch_size}")
+
+    rows = []
+    demo, first, memory = time_headrace(
+        lambda d, b, t: resnet50_train(data_dir=str(d), device="gpu", batch_size=b, num_threads=t, device_id=0),
+        data, len(files), args.batch_size, args.epochs, args.threads, report_memory=True)
+    rows.append(("headrace GPU (demo pipeline, hw_decoder_load=0.65)", demo))
+    hw, _, _ = time_headrace(lambda d, b, t: train_hw_only(data_dir=str(d), batch_size=b, num_threads=t),
+                             data, len(files), args.batch_size, args.epochs, args.threads, report_memory=False)
+    rows.append(("headrace GPU (hw_decoder_load=1.0)", hw))
+    if not args.skip_torchvision:
+        rows.append(("torchvision GPU (decode_jpeg cuda + resized_crop)", time_torchvision(files, args.batch_size,
+                                                                                           args.epochs)))
+    decode_full = time_nvimgcodec(files, args.batch_size, args.epochs, roi=False)
+    decode_roi = time_nvimgcodec(files, args.batch_size, args.epochs, roi=True)
+    for load in (0.65, 1.0):
+        rate, host_ms, decode_ms = time_mixed_decoder(files, args.batch_size, args.epochs, load)
+        rows.append((f"headrace mixed decoder alone (hw_decoder_load={load})", rate))
+        print(f"mixed decoder alone, hw_decoder_load={load}: host half {host_ms:.2f} ms/batch, "
+              f"decode {decode_ms:.2f} ms/batch")
+    rows.append(("nvImageCodec hardware decode only, full images", decode_full))
+    rows.append(("nvImageCodec hardware decode only, random-crop ROI", decode_roi))
+
+    variants = []  # where the time goes: threads, look-ahead, the GIL switch interval (None: Python's default)
+    configs = ((2, True, None), (4, True, None), (16, True, None), (args.threads, False, None),
+               (args.threads, True, 0.0002), (args.threads, True, 0.00001))
+    for threads, lookahead, interval in configs:
+        saved = sys.getswitchinterval()
+        os.environ["HEADRACE_GPU_LOOKAHEAD"] = "1" if lookahead else "0"
+        if interval is not None:
+            os.environ["HEADRACE_SWITCH_INTERVAL"] = "0"  # leave the interval set here alone
+            sys.setswitchinterval(interval)
+        rate, _, _ = time_headrace(
+            lambda d, b, t: resnet50_train(data_dir=str(d), device="gpu", batch_size=b, num_threads=t, device_id=0),
+            data, len(files), args.batch_size, 2, threads, report_memory=False)
+        os.environ.pop("HEADRACE_GPU_LOOKAHEAD")
+        os.environ.pop("HEADRACE_SWITCH_INTERVAL", None)
+        sys.setswitchinterval(saved)
+        label = f"{threads} threads, look-ahead {'on' if lookahead else 'off'}, switch interval " + (
+            "default" if interval is None else f"{interval * 1e6:.0f} us")
+        variants.append((label, rate))
+    best = max(demo, hw)
+    print("variants:")
+    for name, rate in variants:
+        print(f"  {name:56s} {rate:9,.0f} img/s")
+    print()
+    print(f"{'pipeline':58s} {'img/s':>9s} {'headrace best / this':>22s}")
+    for name, rate in rows:
+        print(f"{name:58s} {rate:9,.0f} {best / rate:21.2f}x")
+    print()
+    print(f"headrace best vs ROI decode alone: {best / decode_roi:.1%} of the decode-only rate "
+          f"({best / decode_full:.1%} of full-image decode)")
+    print(f"headrace vs DALI 2.4 on an H200 (15,744 img/s, measured elsewhere): {best / 15744:.2f}x")
+    print(f"build + first batch: {first:.2f} s")
+    print(f"steady-state GPU memory: headrace pool {memory['pool_mib']:.0f} MiB, device total in use "
+          f"{memory['device_mib']:.0f} MiB (this process, torch and nvImageCodec included)")
+    print(f"host RSS: {memory['rss_1']:.0f} MiB after 1 epoch, {memory['rss_20']:.0f} MiB after 20 epochs")
+    print(f"per-image CPU fallbacks in the mixed decoder: {memory['fallbacks']}")
+    print("host time per batch (ms, demo pipeline, GPU work is asynchronous except the decode):")
+    for name, ms in sorted(memory["timings"].items()):
+        print(f"  {name:45s} {ms:7.2f}")
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

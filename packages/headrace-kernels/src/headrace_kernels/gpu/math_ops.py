@@ -1,0 +1,66 @@
+"""GPU cast (kernels/cast.cu), DataNode arithmetic (CuPy's element-wise kernels, with the CPU kernel's type rules)
+and constant. A batch is a list of device arrays, or one dense (N, ...) array, processed in one launch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from headrace_kernels.cpu.geometry_ops import _numpy_dtype
+from headrace_kernels.cpu.math_ops import result_type, scalar_type
+from headrace_kernels.gpu.runtime import cupy, module
+
+_TYPE_CODE = {np.dtype(t): c for c, t in enumerate((np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16,
+                                                     np.int32, np.int64, np.float16, np.float32, np.float64,
+                                                     np.bool_))}
+_BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "floordiv": "floor_divide",
+           "pow": "power", "mod": "mod", "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+           "gt": "greater", "ge": "greater_equal", "bitand": "bitwise_and", "bitor": "bitwise_or",
+           "bitxor": "bitwise_xor"}
+_UNARY = {"neg": "negative", "pos": "positive", "invert": "invert", "abs": "abs"}
+
+
+def cast_array(array, dtype: np.dtype):
+    """`array` converted to `dtype` by kernels/cast.cu (float to integer: round half to even, saturate)."""
+    cp = cupy()
+    dtype = np.dtype(dtype)
+    source = cp.ascontiguousarray(array)
+    out = cp.empty(source.shape, dtype=dtype)
+    n = source.size
+    if n:
+        kernel = module("cast.cu").get_function("cast_any")
+        blocks = min(max(1, -(-n // 256)), 65535 * 4)
+        kernel((blocks,), (256,), (source, np.int32(_TYPE_CODE[source.dtype]), out, np.int32(_TYPE_CODE[dtype]),
+                                   np.uint64(n)))
+    return out
+
+
+def cast(batch: list | object, dense: bool, dtype_code: int):
+    dtype = _numpy_dtype(dtype_code)
+    if dense:
+        return cast_array(batch, dtype)
+    return [cast_array(sample, dtype) for sample in batch]
+
+
+def binary(left, right, args: dict):
+    """One sample (or a dense batch, with per-sample numpy broadcasting preserved by the caller)."""
+    cp = cupy()
+    op = args["op"]
+    if right is None:
+        scalar_dtype = scalar_type(args["scalar"], args["scalar_is_int"], np.dtype(left.dtype))
+        scalar = cp.asarray(np.asarray(args["scalar"], dtype=scalar_dtype))
+        left, right = (scalar, left) if args["scalar_on_left"] else (left, scalar)
+    out_type = result_type(op, np.dtype(left.dtype), np.dtype(right.dtype))
+    compute = out_type if out_type != np.bool_ else np.result_type(left.dtype, right.dtype)
+    if op in ("bitand", "bitor", "bitxor") and out_type.kind == "f":
+        raise ValueError(f"bitwise '{op}' needs integer or boolean operands, got {left.dtype} and {right.dtype}")
+    if op in ("floordiv", "mod") and out_type.kind in "iu" and bool(cp.any(right == 0)):
+        raise ValueError(f"integer '{op}' by zero")
+    result = getattr(cp, _BINARY[op])(left.astype(compute, copy=False), right.astype(compute, copy=False))
+    return result.astype(out_type, copy=False)
+
+
+def unary(value, args: dict):
+    cp = cupy()
+    if args["op"] == "invert" and value.dtype.kind == "f":
+        raise ValueError(f"'~' needs an integer or boolean tensor, got {value.dtype}")
+    return getattr(cp, _UNARY[args["op"]])(value)

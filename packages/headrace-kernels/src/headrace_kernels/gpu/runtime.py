@@ -1,0 +1,118 @@
+"""The GPU runtime: whether a GPU can be used, the CUDA sources, their NVRTC modules, and a pipeline's device context
+(its own CUDA stream and a bounded memory pool that `release()` really empties)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from importlib import resources
+from pathlib import Path
+
+_module_lock = threading.Lock()
+_modules: dict[tuple[str, int], object] = {}
+
+# The C++ element types of the image kernels, by numpy dtype name.
+CTYPES = {"uint8": "unsigned char", "int8": "signed char", "int16": "short", "int32": "int", "float32": "float",
+          "float16": "half_bits"}
+
+
+def cupy():
+    """The cupy module (imported on first use only, so that headrace imports without CUDA)."""
+    import cupy as cp
+
+    return cp
+
+
+@functools.lru_cache(maxsize=8)
+def gpu_unavailable_reason(device_id: int | None = 0) -> str | None:
+    """None when device `device_id` can run headrace's GPU ops, else why not (in words, for the error message)."""
+    try:
+        import cupy as cp
+    except ImportError as exc:
+        return (f"CuPy is not installed ({exc}); install headrace-kernels with the cuda12 or cuda13 extra, "
+                "e.g. pip install 'headrace-kernels[cuda13]'")
+    except Exception as exc:  # noqa: BLE001 - a broken CUDA installation raises anything
+        return f"CuPy could not be imported ({type(exc).__name__}: {exc})"
+    try:
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # noqa: BLE001 - no driver: CUDARuntimeError
+        return f"no usable NVIDIA GPU: the CUDA driver reports {type(exc).__name__}: {exc}"
+    if count == 0:
+        return "no NVIDIA GPU is visible (cudaGetDeviceCount returned 0)"
+    device = 0 if device_id is None else device_id
+    if not 0 <= device < count:
+        return f"device_id={device_id} but only {count} GPU(s) are visible"
+    return None
+
+
+def gpu_available(device_id: int | None = 0) -> bool:
+    return gpu_unavailable_reason(device_id) is None
+
+
+def kernel_source(name: str) -> str:
+    """The text of `kernels/<name>`: the copy shipped inside the package, else the repository's (editable installs
+    whose package data is not linked)."""
+    try:
+        shipped = resources.files("headrace_kernels").joinpath("cuda").joinpath(name)
+        if shipped.is_file():
+            return shipped.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "kernels" / name
+        if candidate.is_file():
+            return candidate.read_text()
+    raise FileNotFoundError(f"CUDA source kernels/{name} is neither in the headrace-kernels package nor in a "
+                            "repository checkout above it")
+
+
+def module(name: str, name_expressions: tuple[str, ...] = ()):
+    """The compiled `kernels/<name>` for the current device: built by NVRTC on first use, then from CuPy's disk
+    cache (~/.cupy/kernel_cache) in later processes. --fmad=false keeps float rounding identical to the CPU."""
+    cp = cupy()
+    key = (name, cp.cuda.Device().id)
+    with _module_lock:
+        mod = _modules.get(key)
+        if mod is None:
+            mod = cp.RawModule(code=kernel_source(name), options=("--fmad=false",),
+                               name_expressions=name_expressions or None)
+            _modules[key] = mod
+    return mod
+
+
+class GpuContext:
+    """One pipeline's GPU resources: its device, its own non-blocking CUDA stream, a memory pool for every array
+    the GPU stage makes (bounded by `limit_bytes` when given), and the pinned staging pool."""
+
+    def __init__(self, device_id: int | None, limit_bytes: int = 0):
+        cp = cupy()
+        self.device_id = 0 if device_id is None else device_id
+        with cp.cuda.Device(self.device_id):
+            self.stream = cp.cuda.Stream(non_blocking=True)
+            self.pool = cp.cuda.MemoryPool()
+            if limit_bytes:
+                self.pool.set_limit(size=limit_bytes)
+
+    @contextlib.contextmanager
+    def active(self):
+        """Make this context's device, stream and memory pool current for CuPy in this thread."""
+        cp = cupy()
+        with cp.cuda.Device(self.device_id), cp.cuda.using_allocator(self.pool.malloc), self.stream:
+            yield self
+
+    @property
+    def used_bytes(self) -> int:
+        return self.pool.used_bytes()
+
+    @property
+    def held_bytes(self) -> int:
+        return self.pool.total_bytes()
+
+    def release(self) -> None:
+        """Return every unused block of the pool to the device (arrays still referenced stay)."""
+        cp = cupy()
+        with cp.cuda.Device(self.device_id):
+            self.stream.synchronize()
+            self.pool.free_all_blocks()
+            cp.get_default_pinned_memory_pool().free_all_blocks()

@@ -1,0 +1,166 @@
+"""device='mixed' decoders against the CPU decoder, the GPU pipeline end to end, bad files, and GPU memory.
+
+Tolerances: the hardware / CUDA JPEG decoders and libjpeg-turbo differ in IDCT and chroma upsampling, so decoded
+pixels agree in shape exactly and in value on average within 3 levels (99th percentile within 16); PNG is lossless
+and decodes identically. Random-crop windows come from the same per-sample stream, so crop shapes are identical."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from headrace import Pipeline, fn, types
+from headrace.data.synthetic import make_image_folder, synthetic_image
+from headrace.demo import resnet50_train
+from headrace.errors import SampleError
+from PIL import Image
+
+from tests.gpu_helpers import cpu_and_gpu
+
+pytestmark = pytest.mark.gpu
+
+
+def _jpeg(image: np.ndarray, **save) -> np.ndarray:
+    buffer = io.BytesIO()
+    mode = "L" if image.ndim == 2 else "RGB"
+    pil = Image.fromarray(image, mode)
+    if save.pop("cmyk", False):
+        pil = pil.convert("CMYK")
+    pil.save(buffer, format=save.pop("format", "JPEG"), **save)
+    return np.frombuffer(buffer.getvalue(), dtype=np.uint8)
+
+
+def _exif_rotated(image: np.ndarray) -> np.ndarray:
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees clockwise to display
+    return _jpeg(image, quality=92, exif=exif.tobytes())
+
+
+def _encoded_set() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(12)
+    image = synthetic_image(rng, 75, 101)
+    return {
+        "baseline": _jpeg(image, quality=90),
+        "odd_1x1": _jpeg(synthetic_image(rng, 8, 8)[:1, :1].copy(), quality=90),
+        "tall_4097x3": _jpeg(np.ascontiguousarray(np.repeat(image[:1, :3], 4097, axis=0)), quality=90),
+        "gray": _jpeg(image[..., 1].copy(), quality=90),
+        "progressive": _jpeg(image, quality=90, progressive=True),
+        "cmyk": _jpeg(image, quality=90, cmyk=True),
+        "exif_rotated": _exif_rotated(image),
+        "png": _jpeg(image, format="PNG"),
+        "subsampled_444": _jpeg(image, quality=95, subsampling=0),
+    }
+
+
+def _close(cpu: np.ndarray, gpu: np.ndarray, lossless: bool) -> None:
+    assert cpu.shape == gpu.shape and cpu.dtype == gpu.dtype == np.uint8
+    diff = np.abs(cpu.astype(np.int16) - gpu.astype(np.int16))
+    if lossless:
+        assert diff.max() == 0
+    else:
+        assert diff.mean() <= 3.0 and np.percentile(diff, 99) <= 16, (diff.mean(), np.percentile(diff, 99))
+
+
+@pytest.mark.parametrize("output_type", [types.RGB, types.GRAY, types.BGR])
+def test_mixed_decode_matches_cpu(output_type):
+    encoded = _encoded_set()
+    batch = list(encoded.values())
+    cpu, gpu = cpu_and_gpu(batch, lambda d, dev: fn.decoders.image(
+        d, device="mixed" if dev == "gpu" else "cpu", output_type=output_type), upload=False)
+    for name, a, b in zip(encoded, cpu, gpu, strict=True):
+        _close(a, b, lossless=name == "png")
+    assert cpu[list(encoded).index("exif_rotated")].shape[:2] == (101, 75)  # orientation applied
+
+
+@pytest.mark.parametrize("hw_decoder_load", [0.0, 0.65, 1.0])
+def test_mixed_random_crop_windows_match_cpu(hw_decoder_load):
+    rng = np.random.default_rng(3)
+    # no EXIF-rotated file: the CPU decoder's ROI decode fails on those (a CPU-side limitation, see the report)
+    batch = [_jpeg(synthetic_image(rng, int(rng.integers(60, 300)), int(rng.integers(60, 300))), quality=90)
+             for _ in range(24)] + [v for k, v in _encoded_set().items() if k != "exif_rotated"]
+
+    def graph(d, dev):
+        return fn.decoders.image_random_crop(d, device="mixed" if dev == "gpu" else "cpu",
+                                             hw_decoder_load=hw_decoder_load, name="decode", seed=77)
+
+    cpu, gpu = cpu_and_gpu(batch, graph, upload=False)
+    for a, b in zip(cpu, gpu, strict=True):
+        _close(a, b, lossless=False)
+
+
+def test_training_pipeline_on_gpu_matches_cpu(image_folder):
+    cpu = resnet50_train(data_dir=str(image_folder), batch_size=8, seed=5)
+    gpu = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=5)
+    for _ in range(6):  # crosses the epoch boundary (37 images)
+        (ci, cl), (gi, gl) = cpu.run(), gpu.run()
+        assert gi.device == "gpu" and gi.layout() == "CHW"
+        np.testing.assert_array_equal(cl.as_array(), gl.as_array())
+        a, b = ci.as_array().astype(np.float32), gi.as_cpu().as_array().astype(np.float32)
+        assert a.shape == b.shape == (8, 3, 224, 224) and gi.dtype == np.float16
+        assert np.abs(a - b).mean() <= 0.06  # ~3 levels / std, from the JPEG decoders
+    cpu.close()
+    gpu.close()
+
+
+def test_pipeline_file_round_trip_keeps_devices(image_folder, tmp_path):
+    pipe = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=2)
+    path = tmp_path / "gpu.json"
+    pipe.serialize(path)
+    loaded = Pipeline.load(path)
+    a, b = pipe.run()[0].as_cpu().as_array(), loaded.run()[0].as_cpu().as_array()
+    np.testing.assert_array_equal(a, b)
+    pipe.close()
+    loaded.close()
+
+
+@pytest.mark.parametrize("bad", [b"", b"not an image at all" * 50])
+def test_corrupt_file_in_a_gpu_batch_names_file_and_op(tmp_path, bad):
+    root = make_image_folder(tmp_path / "data", num_images=12, num_classes=2, size=(60, 80), seed=3)
+    broken = root / "class_001" / "img_broken.jpg"
+    broken.write_bytes(bad)
+    pipe = resnet50_train(data_dir=str(root), device="gpu", batch_size=13, seed=1)
+    with pytest.raises(SampleError) as info:
+        pipe.run()
+    message = str(info.value)
+    assert "img_broken.jpg" in message and "decoders.image_random_crop" in message
+    assert info.value.op == "decoders.image_random_crop" and info.value.source.endswith("img_broken.jpg")
+    pipe.close()
+
+
+def test_gpu_memory_is_flat_over_epochs_and_released(image_folder):
+    import cupy as cp
+
+    pipe = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=16, seed=3)
+    epoch = -(-37 // 16)
+
+    def run_epochs(n):
+        for _ in range(n * epoch):
+            images, _ = pipe.run()
+            del images
+        stage = pipe._executor.gpu
+        stage.ctx.stream.synchronize()
+        return stage.ctx.held_bytes
+
+    after_two = run_epochs(2)
+    after_eight = run_epochs(6)
+    # the pool is reused, not grown: crop sizes vary per batch, so allow 10% + 16 MiB of fragmentation
+    assert after_eight <= after_two * 1.1 + (16 << 20), (after_two, after_eight)
+    stage = pipe._executor.gpu
+    free_before = cp.cuda.runtime.memGetInfo()[0]
+    pipe.release_memory()
+    assert stage.ctx.held_bytes <= stage.ctx.pool.used_bytes()  # only blocks still referenced remain
+    assert cp.cuda.runtime.memGetInfo()[0] >= free_before
+    images, _ = pipe.run()  # still runs after a release
+    assert images.as_cpu().as_array().shape == (16, 3, 224, 224)
+    pipe.close()
+
+
+def test_mixed_decoder_after_a_gpu_round_trip():
+    """A decoder whose input comes back from the GPU (`.gpu().cpu()`) still decodes (its host half runs late)."""
+    encoded = _encoded_set()
+    batch = [encoded["baseline"], encoded["gray"]]
+    cpu, gpu = cpu_and_gpu(batch, lambda d, dev: fn.decoders.image(d.cpu() if dev == "gpu" else d,
+                                                                    device="mixed" if dev == "gpu" else "cpu"))
+    for a, b in zip(cpu, gpu, strict=True):
+        _close(a, b, lossless=False)
