@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from headrace.data.synthetic import make_image_folder
 
 

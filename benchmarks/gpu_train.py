@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from headrace import fn, pipeline_def, types
 from headrace.data.synthetic import make_image_folder
 from headrace.demo import IMAGENET_MEAN, IMAGENET_STD, resnet50_train
@@ -164,6 +165,7 @@ def time_nvimgcodec(files: list[Path], batch: int, epochs: int, roi: bool) -> fl
 def time_mixed_decoder(files: list[Path], batch: int, epochs: int, hw_load: float) -> tuple[float, float, float]:
     """headrace's mixed random-crop decoder alone, one thread: (img/s, host half ms/batch, decode ms/batch)."""
     import cupy as cp
+
     from headrace.schema import get_schema
     from headrace_kernels.gpu.decode import MixedDecoder
     from headrace_kernels.rng import sample_rng

@@ -7,6 +7,7 @@ import shutil
 import cv2
 import numpy as np
 import pytest
+
 from headrace.data.synthetic import make_image_folder, synthetic_image
 
 

@@ -10,12 +10,12 @@ import io
 
 import numpy as np
 import pytest
+from PIL import Image
+
 from headrace import Pipeline, fn, types
 from headrace.data.synthetic import make_image_folder, synthetic_image
 from headrace.demo import resnet50_train
 from headrace.errors import SampleError
-from PIL import Image
-
 from tests.gpu_helpers import cpu_and_gpu
 
 pytestmark = pytest.mark.gpu

@@ -11,8 +11,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from headrace import fn, types
 
+from headrace import fn, types
 from tests.gpu_helpers import cpu_and_gpu, max_level_difference
 
 pytestmark = pytest.mark.gpu
@@ -160,6 +160,7 @@ def test_fused_resize_normalize_matches_cpu():
 def test_copy_round_trip_and_zero_copy_views():
     import cupy as cp
     import torch
+
     from headrace import Pipeline
 
     batch = _images([(32, 48)] * 4)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from headrace import Pipeline, fn
 from headrace.errors import DeviceError
-
 from tests.conftest import HAS_GPU
 
 

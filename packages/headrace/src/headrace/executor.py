@@ -9,13 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from headrace_kernels.rng import sample_rng
 
 from headrace.batch import BufferPool, TensorListCPU, TensorListGPU
 from headrace.errors import SampleError, SchemaError
 from headrace.graph import DataNode, OpNode
 from headrace.readers import BATCH_OPS
 from headrace.schema import Arg
+from headrace_kernels.rng import sample_rng
 
 
 def node_seed(pipeline_seed: int, node: OpNode) -> int:

@@ -230,6 +230,7 @@ class _Constant(_Step):
 
     def run(self, values: dict, info: _BatchInfo):
         import cupy as cp
+
         from headrace_kernels.registry import get_cpu_kernel
 
         dense = self._cache.get(info.size)
@@ -284,9 +285,8 @@ class GpuStage:
         self.gpu_sources = [n for n in nodes if n.schema.batch_op and n.device != "cpu"]
         self.steps: list[tuple[str, Any]] = []
         fused = self._fusions([n for n in nodes if n.name in stage], outputs)
-        from headrace_kernels.registry import get_cpu_kernel
-
         from headrace.executor import _SampleOp, node_seed
+        from headrace_kernels.registry import get_cpu_kernel
 
         for node in nodes:
             if node.name not in stage or node.name in fused:
@@ -342,7 +342,7 @@ class GpuStage:
             if kind == "gpu" and step.prepares and all(ref in values for ref in step.inputs):
                 try:
                     values[(_PREPARED, step.node.name)] = step.prepare(values, info)
-                except Exception as exc:  # noqa: BLE001 - becomes a SampleError naming the file and op
+                except Exception as exc:
                     raise self._error(step.node, exc, info) from exc
         self.timings["cpu stage + host half of decoders"] += time.perf_counter() - start
         return values, sources, collectors, info
@@ -383,7 +383,7 @@ class GpuStage:
                         self.timings[f"gpu step {step.node.schema.name}"] += time.perf_counter() - start
                     except SampleError:
                         raise
-                    except Exception as exc:  # noqa: BLE001 - named after the op and sample
+                    except Exception as exc:
                         raise self._error(step.node, exc, info) from exc
                     values[(step.node.name, 0)] = result
                 self._previous = (self.ctx.stream.record(), values)
