@@ -160,6 +160,7 @@ class GenericIterator:
             epoch.advance()
         if epoch.finished or epoch.size < 0:
             epoch.next_epoch()
+            self._ever_consumed = False  # iter() right after a reset starts this epoch, it does not reset again
             if epoch.size < 0:
                 for pipe in self._pipes:
                     pipe.reset()
