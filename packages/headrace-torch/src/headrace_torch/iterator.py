@@ -96,7 +96,7 @@ class GenericIterator:
 
     # Iteration
     def __iter__(self) -> GenericIterator:
-        if self._epoch.counter != 0 and self._ever_consumed:
+        if self._epoch.counter != 0 and (self._ever_consumed or self._epoch.finished):
             self.reset()
         return self
 

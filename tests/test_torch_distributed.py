@@ -1,0 +1,96 @@
+"""Two ranks on the gloo backend (loopback): readers sharded by `shard_args()` see every sample exactly once per
+epoch with PARTIAL (at most once, full batches only, with DROP), and both ranks take the same number of steps, so
+a collective per step never hangs."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+WORLD = 2
+SIZE = 23       # not divisible by batch x ranks
+BATCH = 4
+EPOCHS = 3
+TIMEOUT_S = 120
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(rank: int, port: int, root: str, policy: str, out: str) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from torch_harness import numbered_files
+
+    import headrace
+    from headrace import fn
+    from headrace_torch import GenericIterator, LastBatchPolicy, shard_args
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
+                            timeout=datetime.timedelta(seconds=60))
+    files = numbered_files(Path(root), SIZE)
+
+    @headrace.pipeline_def(batch_size=BATCH, num_threads=1, device_id=None, seed=100 + rank)
+    def numbers():
+        _, labels = fn.readers.file(files=files, labels=list(range(SIZE)), name="Reader", random_shuffle=True,
+                                    **shard_args())
+        return labels
+
+    loader = GenericIterator(numbers(), ["label"], reader_name="Reader",
+                             last_batch_policy=getattr(LastBatchPolicy, policy), auto_reset=True)
+    seen = []
+    for _ in range(EPOCHS):
+        epoch = []
+        for batch in loader:
+            labels = batch[0]["label"].reshape(-1)
+            step = torch.ones(1)
+            dist.all_reduce(step)  # a hang here would mean the ranks disagree on the epoch length
+            epoch.append(labels.tolist())
+        seen.append(epoch)
+    everyone = [None] * WORLD
+    dist.all_gather_object(everyone, seen)
+    if rank == 0:
+        Path(out).write_text(json.dumps(everyone))
+    dist.destroy_process_group()
+
+
+def _run_world(tmp_path, policy: str) -> list:
+    out = tmp_path / f"{policy}.json"
+    context = mp.start_processes(_rank_main, args=(_free_port(), str(tmp_path / "files"), policy, str(out)),
+                                 nprocs=WORLD, join=False, start_method="spawn")
+    deadline = datetime.datetime.now() + datetime.timedelta(seconds=TIMEOUT_S)
+    while not context.join(timeout=1):
+        if datetime.datetime.now() > deadline:
+            for process in context.processes:
+                process.kill()
+            pytest.fail(f"the {WORLD} ranks did not finish in {TIMEOUT_S} s")
+    return json.loads(out.read_text())
+
+
+def test_partial_every_sample_once_per_epoch_across_ranks(tmp_path):
+    ranks = _run_world(tmp_path, "PARTIAL")
+    assert len(ranks[0]) == len(ranks[1]) == EPOCHS
+    for epoch in range(EPOCHS):
+        assert len(ranks[0][epoch]) == len(ranks[1][epoch])
+        samples = [s for rank in ranks for batch in rank[epoch] for s in batch]
+        assert sorted(samples) == list(range(SIZE)), f"epoch {epoch}"
+    assert ranks[0][0] != ranks[0][1]  # shuffled anew each epoch
+
+
+def test_drop_full_batches_no_sample_twice_across_ranks(tmp_path):
+    ranks = _run_world(tmp_path, "DROP")
+    for epoch in range(EPOCHS):
+        batches = [batch for rank in ranks for batch in rank[epoch]]
+        samples = [s for batch in batches for s in batch]
+        assert all(len(b) == BATCH for b in batches)
+        assert len(samples) == len(set(samples)) == WORLD * (SIZE // WORLD // BATCH) * BATCH
