@@ -30,11 +30,10 @@ def _free_port() -> int:
 
 def _rank_main(rank: int, port: int, root: str, policy: str, out: str) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
-    from torch_harness import numbered_files
-
     import headrace
     from headrace import fn
     from headrace_torch import GenericIterator, LastBatchPolicy, shard_args
+    from torch_harness import numbered_files
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
                             timeout=datetime.timedelta(seconds=60))

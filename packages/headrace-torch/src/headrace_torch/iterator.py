@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from headrace_torch.epoch import EpochCounter, LastBatchPolicy
-from headrace_torch.tensors import to_torch
+from headrace_torch.tensors import check_dense, to_torch
 
 _log = logging.getLogger("headrace_torch")
 _AUTO_RESET = {False: False, None: False, "no": False, True: True, "yes": True}
@@ -206,6 +206,7 @@ class ClassificationIterator(GenericIterator):
 def _tensor(batch, dtype: torch.dtype | None) -> torch.Tensor:
     """A batch as a tensor on the batch's own device (a GPU batch under its device, so DLPack syncs the right
     stream)."""
+    batch = check_dense(batch)
     device = batch.__dlpack_device__() if hasattr(batch, "__dlpack_device__") else None
     if device is not None and device[0] == 2 and torch.cuda.is_available():  # kDLCUDA
         with torch.cuda.device(device[1]):

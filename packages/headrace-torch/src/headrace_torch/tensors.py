@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 
@@ -12,28 +11,25 @@ def to_torch(batch, dtype: torch.dtype | None = None) -> torch.Tensor:
     `batch` is a headrace TensorList (dense, or made dense by `as_tensor()`), or any object with `__dlpack__`.
     `dtype` converts afterwards (a copy only when the type differs), e.g. int64 labels for a loss function.
     """
-    if hasattr(batch, "as_tensor") and not _is_dense(batch):
-        shapes = batch.shape() if callable(getattr(batch, "shape", None)) else "?"
-        raise ValueError(f"the batch's samples have different shapes ({_few(shapes)}); a torch tensor needs one "
-                         "shape: resize or pad them in the pipeline, or set dynamic_shape only for varying batch "
-                         "shapes")
-    tensor = torch.from_dlpack(batch)
+    tensor = torch.from_dlpack(check_dense(batch))
     if dtype is not None and tensor.dtype != dtype:
         tensor = tensor.to(dtype)
     return tensor
 
 
-def _is_dense(batch) -> bool:
+def check_dense(batch):
+    """The batch as one dense tensor (a TensorList's `as_tensor()`), or a clear error when its samples differ in
+    shape: a torch tensor needs one shape."""
+    if not hasattr(batch, "as_tensor"):
+        return batch
     try:
-        return bool(batch.is_dense_tensor())
-    except AttributeError:
-        return True
+        return batch.as_tensor()
+    except ValueError:
+        shapes = batch.shape() if callable(getattr(batch, "shape", None)) else "?"
+        raise ValueError(f"the batch's samples have different shapes ({_few(shapes)}); a torch tensor needs one "
+                         "shape: resize, crop or pad them in the pipeline") from None
 
 
 def _few(shapes) -> str:
     shapes = list(dict.fromkeys(tuple(s) for s in shapes)) if not isinstance(shapes, str) else shapes
     return str(shapes[:4]) + ("..." if len(shapes) > 4 else "")
-
-
-def numpy_dtype_to_torch(dtype: np.dtype) -> torch.dtype:
-    return torch.from_numpy(np.empty(0, dtype)).dtype

@@ -1,0 +1,91 @@
+"""Iterator overhead: batches/s through headrace_torch.GenericIterator vs calling pipeline.run() directly, on the
+same pipeline configuration (the direct loop takes each output as one array, as any consumer does first). Goal: the iterator keeps >= 97% of the direct rate.
+
+    python benchmarks/iterator_overhead.py [--batches 200] [--batch-size 64] [--size 32] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from headrace import fn, pipeline_def, types
+from headrace.data.synthetic import make_image_folder
+from headrace_torch import GenericIterator, LastBatchPolicy
+
+
+@pipeline_def(num_threads=2, device_id=None, seed=1)
+def small_images(data_dir: str, size: int):
+    jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True, name="Reader")
+    images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+    images = fn.resize(images, resize_x=size, resize_y=size)
+    images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", mean=[128.0] * 3,
+                                      std=[64.0] * 3)
+    return images, labels
+
+
+@pipeline_def(num_threads=1, device_id=None, seed=1)
+def labels_only(data_dir: str, size: int):
+    """The worst case for the iterator: a pipeline that does almost nothing per batch."""
+    _, labels = fn.readers.file(file_root=data_dir, name="Reader")
+    return labels
+
+
+def direct_rate(make, batches: int) -> float:
+    pipe = make()
+    pipe.run()  # warm up: start the prefetcher, fill the buffer pool
+    start = time.perf_counter()
+    for _ in range(batches):
+        [out.as_array() for out in pipe.run()]  # what any consumer does first: the batch as one array
+    rate = batches / (time.perf_counter() - start)
+    pipe.close()
+    return rate
+
+
+def iterator_rate(make, batches: int) -> float:
+    pipe = make()
+    loader = GenericIterator(pipe, [f"output{i}" for i in range(len(pipe.outputs))], reader_name="Reader",
+                             last_batch_policy=LastBatchPolicy.FILL, auto_reset=True, prepare_first_batch=False)
+    next(loader)  # warm up as direct_rate does
+    done, start = 0, time.perf_counter()
+    while done < batches:
+        try:
+            next(loader)
+            done += 1
+        except StopIteration:  # auto_reset: the next epoch begins
+            continue
+    rate = batches / (time.perf_counter() - start)
+    pipe.close()
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--size", type=int, default=32)
+    parser.add_argument("--images", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        data = str(make_image_folder(Path(scratch) / "images", args.images, 5, size=(48, 64), seed=2))
+        for name, definition in (("decode + resize + normalize", small_images), ("labels only", labels_only)):
+            def make(definition=definition):
+                return definition(data, args.size, batch_size=args.batch_size)
+
+            direct, through = [], []
+            for _ in range(args.repeats):  # interleaved, so drifts in machine load hit both alike
+                direct.append(direct_rate(make, args.batches))
+                through.append(iterator_rate(make, args.batches))
+            best_direct, best_iter = max(direct), max(through)
+            print(f"[{name}] batch {args.batch_size}, best of {args.repeats} interleaved runs of {args.batches} "
+                  "batches")
+            print(f"  pipeline.run():  {best_direct:9.1f} batches/s")
+            print(f"  GenericIterator: {best_iter:9.1f} batches/s")
+            print(f"  ratio iterator / direct: {best_iter / best_direct:.1%} (goal >= 97%)")
+
+
+if __name__ == "__main__":
+    main()
