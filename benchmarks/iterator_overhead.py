@@ -1,5 +1,6 @@
 """Iterator overhead: batches/s through headrace_torch.GenericIterator vs calling pipeline.run() directly, on the
-same pipeline configuration (the direct loop takes each output as one array, as any consumer does first). Goal: the iterator keeps >= 97% of the direct rate.
+same pipeline configuration (the direct loop takes each output as one array, as any consumer does first).
+Goal: the iterator keeps >= 97% of the direct rate.
 
     python benchmarks/iterator_overhead.py [--batches 200] [--batch-size 64] [--size 32] [--repeats 3]
 """
