@@ -130,6 +130,12 @@ def test_reset_in_mid_epoch_is_ignored(seven, caplog):
     assert next(it)[0]["label"].ravel().tolist() == [2, 3]
 
 
+def test_epochs_of_a_for_loop_log_no_warning(seven, caplog):
+    with caplog.at_level(logging.WARNING, logger="headrace_torch"):
+        epochs(_iterator(seven, 2, FILL, auto_reset=True), 4)  # FILL carries samples into the next epochs
+    assert caplog.text == ""
+
+
 def test_drop_reset_after_len_batches_skips_the_dropped_batch(seven):
     """Looping `for _ in range(len(it))` then reset() must leave the reader where a full loop would."""
     looped = _iterator(seven, 2, DROP, auto_reset=True)

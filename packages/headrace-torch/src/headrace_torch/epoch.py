@@ -1,7 +1,8 @@
 """How many batches an epoch has and which samples of a batch count: DALI's iterator bookkeeping, no torch.
 
 The counters model every shard of the data set, not only the ones this process reads, so every rank computes the
-same epoch length without talking to the others. The rules (packages/headrace-torch/README.md has them with worked examples):
+same epoch length without talking to the others. The rules (packages/headrace-torch/README.md has them with
+worked examples):
 
 * With `reader_name`, the iterator reads the reader's metadata: N samples, S shards of sizes
   floor((s+1)N/S) - floor(sN/S), and whether the reader pads. The epoch ends once `counter`, the number of samples

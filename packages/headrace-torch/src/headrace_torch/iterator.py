@@ -83,11 +83,15 @@ class GenericIterator:
         metas = [p.reader_meta(reader_name) for p in self._pipes] if reader_name is not None else None
         self._epoch = EpochCounter(self.batch_size, len(self._pipes), last_batch_policy, size, last_batch_padded,
                                    metas)
-        self._ever_consumed = False
+        self._ever_consumed = self._consumed_since_reset = False
+        self._checkpointing = all(getattr(p, "enable_checkpointing", False) for p in self._pipes)
+        restored = [getattr(p, "restored_iterator_data", None) for p in self._pipes]
+        if all(data is not None for data in restored):  # pipelines built from checkpoints() of an iterator
+            self._epoch.load(restored[0])
         self._first_batch: list[dict[str, torch.Tensor]] | None = None
         self._state_before_first: dict | None = None
         if prepare_first_batch:
-            self._state_before_first = self._epoch.state()
+            self._state_before_first = self._current_state()
             try:
                 self._first_batch = self._next_batch()
             except StopIteration:
@@ -96,12 +100,14 @@ class GenericIterator:
 
     # Iteration
     def __iter__(self) -> GenericIterator:
-        if self._epoch.counter != 0 and (self._ever_consumed or self._epoch.finished):
-            self.reset()
+        if self._epoch.counter != 0 and self._ever_consumed:
+            if self._epoch.finished or self._consumed_since_reset:
+                self.reset()
+            # else: reset() would ignore the call; right after an (auto) reset that is no reason for a warning
         return self
 
     def __next__(self) -> list[dict[str, torch.Tensor]]:
-        self._ever_consumed = True
+        self._ever_consumed = self._consumed_since_reset = True
         if self._first_batch is not None:
             batch, self._first_batch, self._state_before_first = self._first_batch, None, None
             return batch
@@ -160,7 +166,7 @@ class GenericIterator:
             epoch.advance()
         if epoch.finished or epoch.size < 0:
             epoch.next_epoch()
-            self._ever_consumed = False  # iter() right after a reset starts this epoch, it does not reset again
+            self._consumed_since_reset = False
             if epoch.size < 0:
                 for pipe in self._pipes:
                     pipe.reset()
@@ -174,18 +180,42 @@ class GenericIterator:
     def __len__(self) -> int:
         return len(self._epoch)
 
-    # The iterator's own counters (a pipeline checkpoint adds the pipeline state, see headrace's checkpointing)
+    # Checkpoints: the iterator's counters, plus the pipelines' state when they were built with
+    # enable_checkpointing=True
     def state_dict(self) -> dict[str, Any]:
-        """The iterator's counters as plain Python data (what the user consumed; a prepared batch not yet
-        returned does not count)."""
-        return dict(self._state_before_first) if self._first_batch is not None else self._epoch.state()
+        """Where the iterator stands, as plain Python data: its counters and, for pipelines with checkpointing
+        on, their checkpoints under "pipelines". Counts what the user consumed: a batch prepared ahead (or
+        prefetched by the pipeline) but not yet returned is not in it."""
+        return dict(self._state_before_first) if self._first_batch is not None else self._current_state()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from `state_dict()`'s counters. The pipelines must be positioned to match (restored from a
-        checkpoint, or freshly built when the state is from the start)."""
+        """Continue from `state_dict()`: the next batch is the one that followed it. Restores the pipelines too
+        when the state holds their checkpoints; otherwise they must already stand where the state was taken."""
         self._epoch.load(state)
+        checkpoints = state.get("pipelines")
+        if checkpoints is not None:
+            if len(checkpoints) != len(self._pipes):
+                raise ValueError(f"the state holds {len(checkpoints)} pipeline checkpoints, the iterator has "
+                                 f"{len(self._pipes)} pipelines")
+            for pipe, checkpoint in zip(self._pipes, checkpoints, strict=True):
+                pipe.restore(checkpoint)
         self._first_batch, self._state_before_first = None, None
-        self._ever_consumed = True
+        self._ever_consumed, self._consumed_since_reset = True, False
+
+    def checkpoints(self) -> list[dict]:
+        """DALI's form: one checkpoint per pipeline with the iterator's counters inside; a pipeline built with
+        `checkpoint=` one of them makes a new iterator over it continue where this one stood."""
+        if not self._checkpointing:
+            raise ValueError("checkpoints need pipelines created with enable_checkpointing=True")
+        state = self.state_dict()
+        counters = {k: v for k, v in state.items() if k != "pipelines"}
+        return [dict(checkpoint, iterator=counters) for checkpoint in state["pipelines"]]
+
+    def _current_state(self) -> dict[str, Any]:
+        state = self._epoch.state()
+        if self._checkpointing:
+            state["pipelines"] = [pipe.checkpoint() for pipe in self._pipes]
+        return state
 
 
 class ClassificationIterator(GenericIterator):

@@ -94,6 +94,7 @@ class Executor:
         self.num_threads = max(1, num_threads)
         self.buffers = BufferPool(per_key=prefetch_queue_depth + 2)
         self.batch_ops: dict[str, Any] = {}
+        self.batch_op_kinds: dict[str, str] = {}
         self.steps: list[tuple[str, Any]] = []  # ("batch", node) or ("samples", [_SampleOp, ...])
         for node in self.nodes:
             if node.device != "cpu":
@@ -103,6 +104,7 @@ class Executor:
                 reader_cls = BATCH_OPS[node.schema.name]
                 self.batch_ops[node.name] = reader_cls(node.name, dict(node.args, **{
                     a: node.arg(a) for a in node.schema.all_args}), batch_size, node_seed(seed, node), self.pool)
+                self.batch_op_kinds[node.name] = node.schema.name
                 self.steps.append(("batch", node))
                 continue
             kernel = get_cpu_kernel(node.schema.name)
@@ -182,6 +184,14 @@ class Executor:
             return
         for future in [self.pool.submit(work, indices) for indices in chunks]:
             future.result()
+
+    def states(self) -> dict[str, tuple[str, dict]]:
+        """The state of every stateful batch op: node name -> (op, state)."""
+        return {name: (self.batch_op_kinds[name], op.get_state()) for name, op in self.batch_ops.items()}
+
+    def set_states(self, states: dict[str, dict]) -> None:
+        for name, op in self.batch_ops.items():
+            op.set_state(states[name])
 
     def reader(self, name: str | None):
         readers = {k: v for k, v in self.batch_ops.items() if hasattr(v, "meta")}

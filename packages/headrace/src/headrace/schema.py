@@ -113,6 +113,8 @@ class Arg:
         return f"list of {base}" if self.list_of else base
 
 
+CHECKPOINT_RULES = ("none", "rng", "reader", "source")
+
 COMMON_ARGS = (
     Arg("device", "str", None, "Where the op runs: 'cpu', 'gpu' or 'mixed' (CPU in, GPU out)."),
     Arg("name", "str", None, "A unique name for the node; readers are looked up by it (`epoch_size('Reader')`)."),
@@ -135,11 +137,13 @@ class OpSchema:
     random: bool = False
     stateful: bool = False
     batch_op: bool = False
-    state: str = "none"
-    """What a checkpoint saves for this op: 'none', 'rng' (derived from the iteration counter) or 'reader'."""
+    state: str | None = None
+    """The op's checkpoint rule, which every op must declare: 'none' (stateless), 'rng' (random streams keyed by
+    (node seed, sample number): restored by the iteration counter), 'reader' (a reader's position) or 'source'
+    (external_source counters). tests/test_checkpoint_rules.py fails for an op that declares none."""
 
     def __post_init__(self) -> None:
-        if self.state not in ("none", "rng", "reader", "source"):
+        if self.state not in (None, *CHECKPOINT_RULES):
             raise AssertionError(f"{self.name}: unknown checkpoint rule {self.state!r}")
         if self.random and self.state != "rng":
             raise AssertionError(f"{self.name}: a random op must declare state='rng'")

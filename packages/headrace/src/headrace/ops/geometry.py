@@ -50,6 +50,7 @@ register(OpSchema(
         Arg("save_attrs", "bool", False, _DALI_HINT),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -57,6 +58,7 @@ register(OpSchema(
     doc="Cuts a window out of each HWC image.",
     args=(*CROP_WINDOW_ARGS, Arg("dtype", "dtype", None, "Output element type; default the input's.")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -77,6 +79,7 @@ register(OpSchema(
         Arg("pad_output", "bool", False, "Append a fourth channel of zeros (fill value) to an RGB output."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -100,4 +103,5 @@ register(OpSchema(
     args=(Arg("horizontal", "int", 1, "1 flips left-right.", tensor_input=True),
           Arg("vertical", "int", 0, "1 flips top-bottom.", tensor_input=True)),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))

@@ -15,6 +15,7 @@ register(OpSchema(
           Arg("scalar_is_int", "bool", False, "Whether the scalar was a Python int (weak integer type)."),
           Arg("scalar_on_left", "bool", False, "Whether the scalar is the left operand.")),
     min_inputs=1, max_inputs=2, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -22,6 +23,7 @@ register(OpSchema(
     doc="An element-wise unary op.",
     args=(Arg("op", "str", REQUIRED, "The operation.", choices=UNARY_OPS),),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -29,4 +31,5 @@ register(OpSchema(
     doc="Converts the element type; float to integer rounds to nearest (ties to even) and saturates, like DALI.",
     args=(Arg("dtype", "dtype", REQUIRED, "The element type of the output."),),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))

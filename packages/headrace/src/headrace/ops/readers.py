@@ -77,4 +77,5 @@ register(OpSchema(
         Arg("layout", "str", "", "Layout name of the tensor."),
     ),
     devices=("cpu", "gpu"),
+    state="none",
 ))
