@@ -1,6 +1,6 @@
-"""Two ranks on the gloo backend (loopback): readers sharded by `shard_args()` see every sample exactly once per
-epoch with PARTIAL (at most once, full batches only, with DROP), and both ranks take the same number of steps, so
-a collective per step never hangs."""
+"""Two ranks on the gloo backend (loopback; and on NCCL with a GPU each, on a machine with 2 GPUs): readers sharded
+by `shard_args()` see every sample exactly once per epoch with PARTIAL (at most once, full batches only, with DROP),
+and both ranks take the same number of steps, so a collective per step never hangs."""
 
 from __future__ import annotations
 
@@ -28,14 +28,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(rank: int, port: int, root: str, policy: str, out: str) -> None:
+def _rank_main(rank: int, port: int, root: str, policy: str, out: str, backend: str) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     import headrace
     from headrace import fn
     from headrace_torch import GenericIterator, LastBatchPolicy, shard_args
     from torch_harness import numbered_files
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
+    device = torch.device("cpu")
+    if backend == "nccl":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
                             timeout=datetime.timedelta(seconds=60))
     files = numbered_files(Path(root), SIZE)
 
@@ -51,10 +55,11 @@ def _rank_main(rank: int, port: int, root: str, policy: str, out: str) -> None:
     for _ in range(EPOCHS):
         epoch = []
         for batch in loader:
-            labels = batch[0]["label"].reshape(-1)
-            step = torch.ones(1)
+            labels = batch[0]["label"].reshape(-1).to(device)
+            step = torch.ones(1, device=device)
             dist.all_reduce(step)  # a hang here would mean the ranks disagree on the epoch length
-            epoch.append(labels.tolist())
+            assert step.item() == WORLD
+            epoch.append(labels.cpu().tolist())
         seen.append(epoch)
     everyone = [None] * WORLD
     dist.all_gather_object(everyone, seen)
@@ -63,9 +68,9 @@ def _rank_main(rank: int, port: int, root: str, policy: str, out: str) -> None:
     dist.destroy_process_group()
 
 
-def _run_world(tmp_path, policy: str) -> list:
+def _run_world(tmp_path, policy: str, backend: str = "gloo") -> list:
     out = tmp_path / f"{policy}.json"
-    context = mp.start_processes(_rank_main, args=(_free_port(), str(tmp_path / "files"), policy, str(out)),
+    context = mp.start_processes(_rank_main, args=(_free_port(), str(tmp_path / "files"), policy, str(out), backend),
                                  nprocs=WORLD, join=False, start_method="spawn")
     deadline = datetime.datetime.now() + datetime.timedelta(seconds=TIMEOUT_S)
     while not context.join(timeout=1):
@@ -76,8 +81,14 @@ def _run_world(tmp_path, policy: str) -> list:
     return json.loads(out.read_text())
 
 
-def test_partial_every_sample_once_per_epoch_across_ranks(tmp_path):
-    ranks = _run_world(tmp_path, "PARTIAL")
+def _two_gpus() -> bool:
+    return torch.cuda.is_available() and torch.cuda.device_count() >= 2 and dist.is_nccl_available()
+
+
+@pytest.mark.parametrize("backend", ["gloo", pytest.param("nccl", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not _two_gpus(), reason="NCCL needs 2 GPUs")])])
+def test_partial_every_sample_once_per_epoch_across_ranks(tmp_path, backend):
+    ranks = _run_world(tmp_path, "PARTIAL", backend)
     assert len(ranks[0]) == len(ranks[1]) == EPOCHS
     for epoch in range(EPOCHS):
         assert len(ranks[0][epoch]) == len(ranks[1][epoch])
