@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from headrace_torch import to_torch
 from headrace_torch.iterator import _tensor
 
