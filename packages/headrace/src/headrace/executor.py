@@ -95,6 +95,9 @@ class Executor:
         self.buffers = BufferPool(per_key=prefetch_queue_depth + 2)
         self.batch_ops: dict[str, Any] = {}
         self.batch_op_kinds: dict[str, str] = {}
+        # checkpointing: the state of the stateful ops right after they made batch i, until batch i is consumed
+        self.record_states = False
+        self.states_after: dict[int, dict[str, tuple[str, dict]]] = {}
         self.steps: list[tuple[str, Any]] = []  # ("batch", node) or ("samples", [_SampleOp, ...])
         for node in self.nodes:
             if node.device != "cpu":
@@ -126,6 +129,9 @@ class Executor:
         for kind, step in self.steps:
             if kind == "batch":
                 outs, step_sources = self.batch_ops[step.name].next_batch(iteration)
+                if self.record_states:  # taken here, in whichever thread runs this batch's readers
+                    self.states_after.setdefault(iteration, {})[step.name] = (
+                        self.batch_op_kinds[step.name], self.batch_ops[step.name].get_state())
                 if not sources:
                     sources, size = step_sources, len(step_sources)
                 for index, samples in enumerate(outs):
@@ -188,6 +194,10 @@ class Executor:
     def states(self) -> dict[str, tuple[str, dict]]:
         """The state of every stateful batch op: node name -> (op, state)."""
         return {name: (self.batch_op_kinds[name], op.get_state()) for name, op in self.batch_ops.items()}
+
+    def take_states_after(self, iteration: int) -> dict[str, tuple[str, dict]]:
+        """The stateful ops' state right after they made batch `iteration` (recorded when record_states is on)."""
+        return self.states_after.pop(iteration, {})
 
     def set_states(self, states: dict[str, dict]) -> None:
         for name, op in self.batch_ops.items():

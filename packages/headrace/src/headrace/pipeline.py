@@ -54,6 +54,7 @@ class Pipeline:
         self._consumed_states: dict[str, tuple[str, dict]] | None = None
         self._fingerprint: str | None = None
         self.is_restored_from_checkpoint = False
+        self._ran = False
         self.restored_iterator_data: Any = None
 
     # Definition
@@ -93,6 +94,7 @@ class Pipeline:
                 self.seed = pending["seed"]
         self._executor = Executor(self.graph.nodes, self.outputs, self.batch_size, self.num_threads, self.seed,
                                   self.device_id, self.prefetch_queue_depth)
+        self._executor.record_states = self.enable_checkpointing
         self._consumed_states = self._executor.states()
         if pending is not None:
             self.restore(pending)
@@ -112,21 +114,22 @@ class Pipeline:
     def run(self, **inputs) -> tuple[TensorListCPU, ...]:
         """The next batch of every output. Keyword arguments feed external sources by name for this batch."""
         self.build()
+        self._ran = True
         for name, data in inputs.items():
             self.feed_input(name, data)
         if self.fed_inputs:
             outputs, _ = self._executor.run(self._iteration)
-            self._iteration += 1
             if self.enable_checkpointing:
-                self._consumed_states = self._executor.states()
+                self._consumed_states = {**self._consumed_states, **self._executor.take_states_after(self._iteration)}
+            self._iteration += 1
             return tuple(outputs)
         if self._prefetcher is None:
             self._prefetcher = _Prefetcher(self._executor, self._iteration, self.prefetch_queue_depth,
                                            self.enable_checkpointing)
         outputs, states = self._prefetcher.next()
         self._iteration += 1
-        if states is not None:
-            self._consumed_states = states
+        if states:
+            self._consumed_states = {**self._consumed_states, **states}
         return tuple(outputs)
 
     def schedule_run(self) -> None:
@@ -204,21 +207,23 @@ class Pipeline:
                 raise checkpoints.CheckpointError(
                     f"the checkpoint was made with seed {state['seed']}, this pipeline has seed {self.seed}: its "
                     f"random ops would differ. Create it with seed={state['seed']} or leave the seed unset.")
-            self.close()
             self.seed = state["seed"]
+            self.close()  # node seeds change: a new executor
+        if self._ran:  # a fresh executor: nothing computed ahead (prefetched batches, a look-ahead stage) survives
+            self.close()
         self.build()
         stateful = {name: kind for name, (kind, _) in self._executor.states().items()}
         checkpoints.check_matches(state, self._graph_fingerprint(), stateful)
         if set(state["nodes"]) != set(stateful):
             raise checkpoints.CheckpointError(f"the checkpoint holds the nodes {sorted(state['nodes'])}, this "
                                               f"pipeline's stateful nodes are {sorted(stateful)}")
-        self._stop_prefetch()
         try:
             self._executor.set_states({name: entry["state"] for name, entry in state["nodes"].items()})
         except (KeyError, TypeError, ValueError) as exc:
             raise checkpoints.CheckpointError(f"the checkpoint's node state is malformed: {exc!r}") from None
         self._iteration = state["iteration"]
         self._consumed_states = self._executor.states()
+        self._ran = False
         self.restored_iterator_data = state.get("iterator")
         self.is_restored_from_checkpoint = True
 
@@ -276,7 +281,7 @@ class _Prefetcher:
             try:
                 outputs = self.executor.run(iteration)[0]
                 # the stateful ops' state right after this batch: what a checkpoint saves once it is consumed
-                item: Any = (outputs, self.executor.states() if self.snapshots else None)
+                item: Any = (outputs, self.executor.take_states_after(iteration) if self.snapshots else None)
             except StopIteration:
                 item = self._END
             except BaseException as exc:
