@@ -28,7 +28,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(rank: int, port: int, root: str, policy: str, out: str, backend: str) -> None:
+def _rank_main(rank: int, port: int, root: str, out: str, backend: str) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     import headrace
     from headrace import fn
@@ -49,18 +49,20 @@ def _rank_main(rank: int, port: int, root: str, policy: str, out: str, backend: 
                                     **shard_args())
         return labels
 
-    loader = GenericIterator(numbers(), ["label"], reader_name="Reader",
-                             last_batch_policy=getattr(LastBatchPolicy, policy), auto_reset=True)
-    seen = []
-    for _ in range(EPOCHS):
-        epoch = []
-        for batch in loader:
-            labels = batch[0]["label"].reshape(-1).to(device)
-            step = torch.ones(1, device=device)
-            dist.all_reduce(step)  # a hang here would mean the ranks disagree on the epoch length
-            assert step.item() == WORLD
-            epoch.append(labels.cpu().tolist())
-        seen.append(epoch)
+    seen = {}
+    for policy in ("PARTIAL", "DROP"):
+        loader = GenericIterator(numbers(), ["label"], reader_name="Reader",
+                                 last_batch_policy=getattr(LastBatchPolicy, policy), auto_reset=True)
+        seen[policy] = []
+        for _ in range(EPOCHS):
+            epoch = []
+            for batch in loader:
+                labels = batch[0]["label"].reshape(-1).to(device)
+                step = torch.ones(1, device=device)
+                dist.all_reduce(step)  # a hang here would mean the ranks disagree on the epoch length
+                assert step.item() == WORLD
+                epoch.append(labels.cpu().tolist())
+            seen[policy].append(epoch)
     everyone = [None] * WORLD
     dist.all_gather_object(everyone, seen)
     if rank == 0:
@@ -68,9 +70,10 @@ def _rank_main(rank: int, port: int, root: str, policy: str, out: str, backend: 
     dist.destroy_process_group()
 
 
-def _run_world(tmp_path, policy: str, backend: str = "gloo") -> list:
-    out = tmp_path / f"{policy}.json"
-    context = mp.start_processes(_rank_main, args=(_free_port(), str(tmp_path / "files"), policy, str(out), backend),
+def _run_world(tmp_path, backend: str) -> list:
+    """Per rank: {policy: per epoch, per batch, the sample numbers}."""
+    out = tmp_path / "seen.json"
+    context = mp.start_processes(_rank_main, args=(_free_port(), str(tmp_path / "files"), str(out), backend),
                                  nprocs=WORLD, join=False, start_method="spawn")
     deadline = datetime.datetime.now() + datetime.timedelta(seconds=TIMEOUT_S)
     while not context.join(timeout=1):
@@ -87,20 +90,19 @@ def _two_gpus() -> bool:
 
 @pytest.mark.parametrize("backend", ["gloo", pytest.param("nccl", marks=[
     pytest.mark.gpu, pytest.mark.skipif(not _two_gpus(), reason="NCCL needs 2 GPUs")])])
-def test_partial_every_sample_once_per_epoch_across_ranks(tmp_path, backend):
-    ranks = _run_world(tmp_path, "PARTIAL", backend)
-    assert len(ranks[0]) == len(ranks[1]) == EPOCHS
+def test_every_sample_once_per_epoch_across_ranks(tmp_path, backend):
+    ranks = _run_world(tmp_path, backend)
+    # PARTIAL (with the padding shard_args turns on): every sample exactly once per epoch over the ranks
+    partial = [rank["PARTIAL"] for rank in ranks]
+    assert len(partial[0]) == len(partial[1]) == EPOCHS
     for epoch in range(EPOCHS):
-        assert len(ranks[0][epoch]) == len(ranks[1][epoch])
-        samples = [s for rank in ranks for batch in rank[epoch] for s in batch]
-        assert sorted(samples) == list(range(SIZE)), f"epoch {epoch}"
-    assert ranks[0][0] != ranks[0][1]  # shuffled anew each epoch
-
-
-def test_drop_full_batches_no_sample_twice_across_ranks(tmp_path):
-    ranks = _run_world(tmp_path, "DROP")
+        assert len(partial[0][epoch]) == len(partial[1][epoch])
+        samples = [s for rank in partial for batch in rank[epoch] for s in batch]
+        assert sorted(samples) == list(range(SIZE)), f"PARTIAL epoch {epoch}"
+    assert partial[0][0] != partial[0][1]  # shuffled anew each epoch
+    # DROP: full batches only, no sample twice
     for epoch in range(EPOCHS):
-        batches = [batch for rank in ranks for batch in rank[epoch]]
+        batches = [batch for rank in ranks for batch in rank["DROP"][epoch]]
         samples = [s for batch in batches for s in batch]
         assert all(len(b) == BATCH for b in batches)
-        assert len(samples) == len(set(samples)) == WORLD * (SIZE // WORLD // BATCH) * BATCH
+        assert len(samples) == len(set(samples)) == WORLD * (SIZE // WORLD // BATCH) * BATCH, f"DROP epoch {epoch}"
