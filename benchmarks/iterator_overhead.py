@@ -3,6 +3,7 @@ same pipeline configuration (the direct loop takes each output as one array, as 
 Goal: the iterator keeps >= 97% of the direct rate.
 
     python benchmarks/iterator_overhead.py [--batches 200] [--batch-size 64] [--size 32] [--repeats 3]
+                                           [--pipeline-device gpu]   # decode (mixed) and augment on GPU 0
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from headrace_torch import GenericIterator, LastBatchPolicy
 
 
 @pipeline_def(num_threads=2, device_id=None, seed=1)
-def small_images(data_dir: str, size: int):
+def small_images(data_dir: str, size: int, device: str = "cpu"):
     jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True, name="Reader")
-    images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+    images = fn.decoders.image(jpegs, device="mixed" if device == "gpu" else "cpu", output_type=types.RGB)
     images = fn.resize(images, resize_x=size, resize_y=size)
     images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", mean=[128.0] * 3,
                                       std=[64.0] * 3)
@@ -28,7 +29,7 @@ def small_images(data_dir: str, size: int):
 
 
 @pipeline_def(num_threads=1, device_id=None, seed=1)
-def labels_only(data_dir: str, size: int):
+def labels_only(data_dir: str, size: int, device: str = "cpu"):
     """The worst case for the iterator: a pipeline that does almost nothing per batch."""
     _, labels = fn.readers.file(file_root=data_dir, name="Reader")
     return labels
@@ -103,19 +104,22 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--images", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pipeline-device", choices=("cpu", "gpu"), default="cpu")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         data = str(make_image_folder(Path(scratch) / "images", args.images, 5, size=(48, 64), seed=2))
         for name, definition in (("decode + resize + normalize", small_images), ("labels only", labels_only)):
             def make(definition=definition):
-                return definition(data, args.size, batch_size=args.batch_size)
+                on_gpu = args.pipeline_device == "gpu"
+                return definition(data, args.size, args.pipeline_device, batch_size=args.batch_size,
+                                  device_id=0 if on_gpu else None)
 
             direct, through = [], []
             for _ in range(args.repeats):  # interleaved, so drifts in machine load hit both alike
                 direct.append(direct_rate(make, args.batches))
                 through.append(iterator_rate(make, args.batches))
             best_direct, best_iter = max(direct), max(through)
-            print(f"[{name}] batch {args.batch_size}, best of {args.repeats} interleaved runs of {args.batches} "
+            print(f"[{name}, pipeline on {args.pipeline_device}] batch {args.batch_size}, best of {args.repeats} interleaved runs of {args.batches} "
                   "batches")
             print(f"  pipeline.run():  {best_direct:9.1f} batches/s")
             print(f"  GenericIterator: {best_iter:9.1f} batches/s")
