@@ -119,8 +119,8 @@ def main() -> None:
                 direct.append(direct_rate(make, args.batches))
                 through.append(iterator_rate(make, args.batches))
             best_direct, best_iter = max(direct), max(through)
-            print(f"[{name}, pipeline on {args.pipeline_device}] batch {args.batch_size}, best of {args.repeats} interleaved runs of {args.batches} "
-                  "batches")
+            print(f"[{name}, pipeline on {args.pipeline_device}] batch {args.batch_size}, best of {args.repeats} "
+                  f"interleaved runs of {args.batches} batches")
             print(f"  pipeline.run():  {best_direct:9.1f} batches/s")
             print(f"  GenericIterator: {best_iter:9.1f} batches/s")
             print(f"  ratio iterator / direct: {best_iter / best_direct:.1%} (goal >= 97%)")
