@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e "packages/headrace-kernels[cpu]" -e packages/headrace
-.venv/bin/python -m headrace.demo "$@"
+.venv/bin/python -m pip install -q -e "packages/headrace-kernels[cpu]" -e "packages/headrace[cli]"
+.venv/bin/headrace demo "$@"

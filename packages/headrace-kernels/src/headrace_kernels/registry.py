@@ -19,11 +19,13 @@ class SampleContext(Protocol):
 SampleKernel = Callable[[list[Any], dict[str, Any], SampleContext], Any]
 
 _CPU: dict[str, SampleKernel] = {}
-_CPU_MODULES = ("decode", "geometry_ops", "random_ops", "math_ops")
+_CPU_MODULES = ("decode", "geometry_ops", "random_ops", "math_ops", "conditional_ops", "filter_ops",
+                "reduction_ops", "tensor_ops", "region_ops", "color_ops", "warp_ops")
 
 
 def cpu_kernel(op_name: str) -> Callable[[SampleKernel], SampleKernel]:
-    """Register the per-sample CPU implementation of `op_name`."""
+    """Register the per-sample CPU implementation of `op_name` (for a schema with whole_batch=True, the kernel
+    takes lists of inputs, arguments and contexts for the whole batch and returns one result per sample)."""
 
     def decorate(fn: SampleKernel) -> SampleKernel:
         _CPU[op_name] = fn

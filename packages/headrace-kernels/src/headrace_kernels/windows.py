@@ -41,8 +41,10 @@ def random_crop_window(height: int, width: int, area: list[float], aspect: list[
 
 
 def crop_anchor(extent: int, crop: int, pos: float) -> int:
-    """Top/left of a `crop`-long window placed at relative position `pos` in `extent` (DALI's rule)."""
-    return round_half_up(pos * (extent - crop))
+    """Top/left of a `crop`-long window placed at relative position `pos` in `extent`: DALI rounds half away from
+    zero, so a window larger than the image centres to the same side as DALI's."""
+    offset = pos * (extent - crop)
+    return round_half_up(offset) if offset >= 0 else -round_half_up(-offset)
 
 
 def crop_size(args: dict[str, Any], height: int, width: int) -> tuple[int, int]:
@@ -55,37 +57,70 @@ def crop_size(args: dict[str, Any], height: int, width: int) -> tuple[int, int]:
     return (round_half_up(h) if h else height), (round_half_up(w) if w else width)
 
 
-def resize_output_size(height: int, width: int, args: dict[str, Any]) -> tuple[int, int]:
-    """The (h, w) that `resize` produces for an input of (height, width), following DALI's arguments."""
-    mode = args.get("mode") or "default"
+def _requested_size(height: int, width: int, args: dict[str, Any]) -> tuple[np.float32, np.float32]:
+    """The (h, w) that `resize` asks for an input of (height, width), before rounding, by DALI's rules and in its
+    float32 arithmetic (so that sizes on a .5 boundary round the same way): resize_shorter is 'not_smaller' with
+    the same extent on both axes, resize_longer 'not_larger'; in 'default' mode a missing extent takes the given
+    one's scale, in 'stretch' mode it stays; max_size clamps each extent (default/stretch) or bounds the common
+    scale."""
+    f32 = np.float32
     shorter, longer = args.get("resize_shorter") or 0, args.get("resize_longer") or 0
     if shorter or longer:
-        if shorter:
-            scale = shorter / min(height, width)
-        else:
-            scale = longer / max(height, width)
-        out_h, out_w = height * scale, width * scale
+        mode = "not_smaller" if shorter else "not_larger"
+        wanted = [f32(shorter or longer)] * 2
     else:
+        mode = args.get("mode") or "default"
         size = args.get("size")
-        want_h, want_w = (size[0], size[1]) if size else (args.get("resize_y") or 0, args.get("resize_x") or 0)
-        if not want_h and not want_w:
-            raise ValueError("resize needs resize_x, resize_y, size, resize_shorter or resize_longer")
-        if want_h and want_w:
-            if mode == "not_larger":
-                scale = min(want_h / height, want_w / width)
-                out_h, out_w = height * scale, width * scale
-            elif mode == "not_smaller":
-                scale = max(want_h / height, want_w / width)
-                out_h, out_w = height * scale, width * scale
-            else:
-                out_h, out_w = want_h, want_w
-        elif want_h:
-            out_h, out_w = want_h, width * want_h / height
-        else:
-            out_h, out_w = height * want_w / width, want_w
+        wanted = [f32(v) for v in (size if size else (args.get("resize_y") or 0, args.get("resize_x") or 0))]
+    in_size = [f32(height), f32(width)]
+    given = [w != 0 and i != 0 for w, i in zip(wanted, in_size, strict=True)]
+    scale = [float(f32(w / i)) if i else 1.0 for w, i in zip(wanted, in_size, strict=True)]
+    out = list(wanted)
     max_size = args.get("max_size")
-    if max_size:
-        max_h, max_w = (max_size[0], max_size[-1])
-        scale = min(1.0, max_h / out_h if max_h else 1.0, max_w / out_w if max_w else 1.0)
-        out_h, out_w = out_h * scale, out_w * scale
-    return max(1, round_half_up(out_h)), max(1, round_half_up(out_w))
+    limits = [f32(max_size[0]), f32(max_size[-1])] if max_size else None
+    if not any(given):
+        out = list(in_size)
+    elif mode in ("default", "stretch"):
+        if mode == "default" and not all(given):
+            common = abs(next(s for s, g in zip(scale, given, strict=True) if g))
+            out = [o if g else f32(float(i) * common) for o, i, g in zip(out, in_size, given, strict=True)]
+        elif not all(given):
+            out = [o if g else i for o, i, g in zip(out, in_size, given, strict=True)]
+        if limits:
+            out = [lim if 0 < lim < abs(o) else o for o, lim in zip(out, limits, strict=True)]
+    else:
+        final = None
+        for s, g in zip(scale, given, strict=True):
+            if g:
+                s = float(f32(abs(s)))
+                if final is None or (s > final if mode == "not_smaller" else s < final):
+                    final = s
+        if limits:
+            final = min([final] + [float(lim) / float(i) for lim, i in zip(limits, in_size, strict=True) if lim > 0])
+        out = [o if g and abs(s) == final else f32(float(i) * final)
+               for o, s, i, g in zip(out, scale, in_size, given, strict=True)]
+    return tuple(out)
+
+
+def resize_output_size(height: int, width: int, args: dict[str, Any]) -> tuple[int, int]:
+    """The (h, w) that `resize` produces for an input of (height, width): the requested size rounded to nearest,
+    at least 1."""
+    return tuple(max(1, round_half_up(abs(float(o)))) for o in _requested_size(height, width, args))
+
+
+def resize_plan(height: int, width: int, args: dict[str, Any]) -> tuple[int, int, tuple[float, float, float, float]]:
+    """(out_h, out_w, source region (y0, x0, y1, x1)) of `resize`. With subpixel_scale (DALI's default) a
+    fractional requested size keeps its exact scale: the source region shrinks or grows about its centre by
+    rounded / requested, as DALI does; without it the whole image maps onto the rounded size."""
+    requested = _requested_size(height, width, args)
+    out_h, out_w = (max(1, round_half_up(abs(float(o)))) for o in requested)
+    region = [0.0, 0.0, float(height), float(width)]
+    if args.get("subpixel_scale", True):
+        for axis, (size, want) in enumerate(zip((out_h, out_w), requested, strict=True)):
+            want = abs(float(want))
+            if want and size != want:
+                adjustment = min(10.0, size / want)
+                extent = (height, width)[axis]
+                centre = extent / 2
+                region[axis], region[axis + 2] = centre - centre * adjustment, centre + centre * adjustment
+    return out_h, out_w, tuple(region)

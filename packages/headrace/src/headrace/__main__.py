@@ -1,3 +1,5 @@
-from headrace.demo import main
+"""`python -m headrace` is the `headrace` command."""
 
-main()
+from headrace.cli import entry_point
+
+entry_point()

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import time
-from pathlib import Path
-
 from headrace import fn, pipeline_def, types
 
 IMAGENET_MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
@@ -37,48 +33,12 @@ def resnet50_val(data_dir: str, device: str = "cpu"):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from tqdm import tqdm
+    """`python -m headrace.demo`, the same as `headrace demo`."""
+    import sys
 
-    from headrace.data.synthetic import make_image_folder
+    from headrace.cli import main as cli_main
 
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", type=Path, help="an image folder (one sub-folder per class); default: generate one")
-    parser.add_argument("--images", type=int, default=1000, help="how many JPEGs to generate without --data")
-    parser.add_argument("--workdir", type=Path, default=Path("build/demo"), help="where generated data goes")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("build/demo/resnet50_train.json"),
-                        help="where to write the pipeline file")
-    args = parser.parse_args(argv)
-
-    data = args.data
-    if data is None:
-        data = args.workdir / f"images_{args.images}"
-        if not data.is_dir():
-            make_image_folder(data, num_images=args.images, progress=True)
-    pipe = resnet50_train(data_dir=str(data), batch_size=args.batch_size, num_threads=args.threads)
-    start = time.perf_counter()
-    pipe.build()
-    size = pipe.epoch_size("Reader")
-    batches = -(-size // args.batch_size)
-    pipe.run()
-    first = time.perf_counter() - start
-    print(f"{size} images in {data}; build + first batch {first:.2f} s")
-    for epoch in range(args.epochs):
-        images = 0
-        begin = time.perf_counter()
-        with tqdm(total=batches * args.batch_size, desc=f"epoch {epoch}", unit="img") as bar:
-            for _ in range(batches):
-                out, _labels = pipe.run()
-                images += len(out)
-                bar.update(len(out))
-        rate = images / (time.perf_counter() - begin)
-        print(f"epoch {epoch}: {images} images, {rate:,.0f} images/s")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    pipe.serialize(args.out)
-    print(f"pipeline file written to {args.out}")
-    pipe.close()
+    sys.exit(cli_main(["demo", *(sys.argv[1:] if argv is None else argv)]))
 
 
 if __name__ == "__main__":

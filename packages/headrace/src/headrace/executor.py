@@ -13,6 +13,7 @@ from headrace.batch import BufferPool, TensorListCPU
 from headrace.errors import DeviceError, SampleError, SchemaError
 from headrace.graph import DataNode, OpNode
 from headrace.readers import BATCH_OPS
+from headrace.schema import Arg
 
 
 def node_seed(pipeline_seed: int, node: OpNode) -> int:
@@ -46,15 +47,24 @@ class _SampleOp:
         self.node, self.kernel, self.seed = node, kernel, seed
         self.static_args = {name: node.arg(name) for name in node.schema.all_args}
         self.inputs = [(i.op.name, i.index) for i in node.inputs]
-        self.arg_inputs = [(name, (d.op.name, d.index)) for name, d in node.arg_inputs.items()]
+        self.arg_inputs = [(node.schema.all_args[name], (d.op.name, d.index)) for name, d in node.arg_inputs.items()]
         self.num_outputs = len(node.outputs)
+        self.guard = (node.guard.op.name, node.guard.index) if node.guard is not None else None
 
 
-def _arg_value(array: np.ndarray, list_of: bool) -> Any:
+def _arg_value(array: np.ndarray, arg: Arg) -> Any:
+    """A per-sample argument from a DataNode's sample: a list for list arguments, else one value of the
+    argument's kind."""
     array = np.asarray(array)
-    if list_of:
-        return array.ravel().tolist()
-    return array.reshape(-1)[0].item() if array.size == 1 else array
+    try:
+        if arg.list_of:
+            return arg.coerce(array.ravel())
+        if array.size != 1:
+            raise ValueError("expected one value per sample")
+        return arg.coerce(array.reshape(-1)[0].item())
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"argument '{arg.name}' (from a DataNode, shape {array.shape}, {array.dtype}): {exc}") \
+            from None
 
 
 class _Collector:
@@ -114,7 +124,8 @@ class Executor:
             if kernel is None:
                 raise SchemaError(f"{node.schema.name} (node '{node.name}') has no CPU implementation")
             op = _SampleOp(node, kernel, node_seed(seed, node))
-            if self.steps and self.steps[-1][0] == "samples":
+            if (self.steps and self.steps[-1][0] == "samples" and not node.schema.whole_batch
+                    and not self.steps[-1][1][0].node.schema.whole_batch):  # a whole-batch op is a step alone
                 self.steps[-1][1].append(op)
             else:
                 self.steps.append(("samples", [op]))
@@ -157,17 +168,23 @@ class Executor:
     def _run_samples(self, ops: list[_SampleOp], values, collectors, iteration: int, size: int,
                      sources: list[str]) -> None:
         first_sample = iteration * self.batch_size
+        if ops[0].node.schema.whole_batch:
+            from headrace.whole_batch import run_whole_batch
+
+            return run_whole_batch(ops[0], values, collectors, first_sample, size, sources)
 
         def work(indices: range) -> None:
             for i in indices:
                 for op in ops:
+                    if op.guard is not None and values[op.guard][i] is None:
+                        continue  # inside a conditional branch this sample does not take
                     inputs = [values[ref][i] for ref in op.inputs]
                     args = op.static_args
-                    if op.arg_inputs:
-                        args = dict(args)
-                        for name, ref in op.arg_inputs:
-                            args[name] = _arg_value(values[ref][i], op.node.schema.all_args[name].list_of)
                     try:
+                        if op.arg_inputs:
+                            args = dict(args)
+                            for arg, ref in op.arg_inputs:
+                                args[arg.name] = _arg_value(values[ref][i], arg)
                         result = op.kernel(inputs, args, SampleContext(op.seed, first_sample + i))
                     except Exception as exc:
                         source = sources[i] if i < len(sources) else f"sample {i}"
@@ -179,7 +196,7 @@ class Executor:
                     for index, value in enumerate(results):
                         values[(op.node.name, index)][i] = value
                         collector = collectors.get((op.node.name, index))
-                        if collector is not None:
+                        if collector is not None and value is not None:
                             collector.put(i, value)
 
         chunk = max(1, size // (self.num_threads * 4))

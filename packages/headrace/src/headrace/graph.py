@@ -6,6 +6,9 @@ import dataclasses
 import threading
 from typing import Any
 
+import numpy as np
+
+from headrace import types
 from headrace.errors import SchemaError
 from headrace.schema import OpSchema, get_schema
 
@@ -21,13 +24,16 @@ class OpNode:
     inputs: list[DataNode]
     arg_inputs: dict[str, DataNode]
     outputs: list[DataNode] = dataclasses.field(default_factory=list)
+    guard: DataNode | None = None
+    """Inside a conditional branch: the branch token; the node runs only for samples where it has a value."""
 
     def arg(self, name: str) -> Any:
         return self.schema.arg(self.args, name)
 
     @property
     def upstream(self) -> list[DataNode]:
-        return [*self.inputs, *self.arg_inputs.values()]
+        guard = [self.guard] if self.guard is not None else []
+        return [*self.inputs, *self.arg_inputs.values(), *guard]
 
 
 class DataNode:
@@ -35,8 +41,9 @@ class DataNode:
 
     __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
 
-    def __init__(self, op: OpNode, index: int, device: str):
+    def __init__(self, op: OpNode, index: int, device: str, layout: str | None = None):
         self.op, self.index, self.device = op, index, device
+        self.layout = layout  # known while building (layouts.py); None when unknown
 
     @property
     def name(self) -> str:
@@ -60,7 +67,8 @@ class DataNode:
     def __bool__(self) -> bool:
         raise SchemaError(
             f"DataNode {self.name} used as a Python bool: use `&`, `|`, `^` for element-wise logic, "
-            "or enable_conditionals=True for `if` on data"
+            "or enable_conditionals=True for `if` on data (it rewrites the pipeline function's own body, not the "
+            "functions it calls)"
         )
 
     def __hash__(self) -> int:
@@ -108,12 +116,24 @@ def _binary_node(left: Any, right: Any, op: str) -> DataNode:
     if isinstance(left, DataNode) and isinstance(right, DataNode):
         return fn.math.binary(left, right, op=op, device=_common_device(left, right))
     node, scalar, on_left = (right, left, True) if isinstance(right, DataNode) else (left, right, False)
-    if isinstance(scalar, bool) or not isinstance(scalar, int | float) and not hasattr(scalar, "dtype"):
-        raise SchemaError(f"operator '{op}' between a DataNode and {type(scalar).__name__} is not supported; "
-                          "use a number or types.Constant")
-    is_int = isinstance(scalar, int) or (hasattr(scalar, "dtype") and scalar.dtype.kind in "iu")
-    return fn.math.binary(node, op=op, scalar=float(scalar), scalar_is_int=is_int, scalar_on_left=on_left,
+    dtype = _scalar_dtype(scalar, op)
+    return fn.math.binary(node, op=op, scalar=float(scalar), scalar_dtype=dtype, scalar_on_left=on_left,
                           device=node.device)
+
+
+def _scalar_dtype(scalar: Any, op: str) -> types.DALIDataType:
+    """DALI's type of a constant operand: Python int INT32 (INT64 beyond its range), Python float FLOAT, a numpy
+    scalar its own type."""
+    if isinstance(scalar, bool | np.bool_):
+        return types.DALIDataType.BOOL
+    if isinstance(scalar, np.generic) or (hasattr(scalar, "dtype") and getattr(scalar, "ndim", 1) == 0):
+        return types.from_numpy_dtype(scalar.dtype)
+    if isinstance(scalar, int):
+        return types.DALIDataType.INT32 if -2**31 <= scalar < 2**31 else types.DALIDataType.INT64
+    if isinstance(scalar, float):
+        return types.DALIDataType.FLOAT
+    raise SchemaError(f"operator '{op}' between a DataNode and {type(scalar).__name__} is not supported; "
+                      "use a number or types.Constant")
 
 
 def _unary_node(node: DataNode, op: str) -> DataNode:
@@ -133,6 +153,7 @@ class Graph:
         self.nodes: list[OpNode] = []
         self._names: dict[str, OpNode] = {}
         self._counter = 0
+        self.guard: DataNode | None = None  # the branch token of the conditional being defined (conditionals.py)
 
     def unique_name(self, schema: OpSchema) -> str:
         base = schema.name.replace(".", "_")
@@ -193,12 +214,32 @@ def _device_of(schema: OpSchema, device: str | None, inputs: list[DataNode]) -> 
     return device
 
 
+def _constant_input(value: Any) -> Any:
+    """A number, list of numbers or numpy array given as an op input becomes a constant node, as in DALI
+    (Python ints give INT32, floats FLOAT)."""
+    if isinstance(value, DataNode) or isinstance(value, str | bytes) or hasattr(value, "undefined_message"):
+        return value
+    import numpy as np
+
+    if isinstance(value, int | float | bool | np.number | np.ndarray | list | tuple):
+        array = np.asarray(value)
+        if array.dtype.kind in "biuf":
+            from headrace import types
+
+            return types.Constant(array) if isinstance(value, np.ndarray | np.number) else types.Constant(value)
+    return value
+
+
 def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNode, ...]:
     """Validate an op call against its schema and add the node to the current graph."""
+    from headrace import layouts
     graph = current_graph()
     schema = get_schema(op_name)
     node_name = kwargs.get("name") or graph.unique_name(schema)
+    inputs = tuple(_constant_input(v) for v in inputs)
     for i, value in enumerate(inputs):
+        if hasattr(value, "undefined_message"):
+            raise SchemaError(f"{schema.name} (node '{node_name}'): input {i}: {value.undefined_message}")
         if not isinstance(value, DataNode):
             raise SchemaError(f"{schema.name} (node '{node_name}'): input {i} is a {type(value).__name__}, "
                               "not a DataNode (use types.Constant for constants)")
@@ -207,6 +248,9 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
                           f"inputs, got {len(inputs)}")
     known = schema.all_args
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
+    for key, value in kwargs.items():
+        if hasattr(value, "undefined_message"):
+            raise SchemaError(f"{schema.name} (node '{node_name}'): argument '{key}': {value.undefined_message}")
     for key, value in arg_inputs.items():
         arg = known.get(key)
         if arg is None or not arg.tensor_input:
@@ -217,11 +261,48 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
                               f"'{value.op.name}' ({value.op.schema.name}); argument inputs live on the CPU: "
                               f"pass `{value.name}.cpu()`")
     literal = {k: v for k, v in kwargs.items() if k not in arg_inputs}
-    args = schema.validate_args(node_name, literal)
+    args = schema.validate_args(node_name, literal, per_sample=arg_inputs)
+    schema.check_rule(node_name, set(args) | set(arg_inputs))
     device = _device_of(schema, args.pop("device", None), list(inputs))
     args.pop("name", None)
-    node = OpNode(node_name, schema, device, args, list(inputs), arg_inputs)
+    layouts.resolve(schema.name, node_name, args, list(inputs), schema.all_args)
+    if graph.guard is not None and schema.batch_op:
+        raise SchemaError(f"{schema.name} (node '{node_name}'): readers and external sources cannot be inside an "
+                          "`if` on data; create them before it")
+    node = OpNode(node_name, schema, device, args, list(inputs), arg_inputs, guard=graph.guard)
+    check_branch_visibility(node)
     out_device = "gpu" if device == "mixed" else device
     node.outputs = [DataNode(node, i, out_device) for i in range(schema.outputs_for(args))]
+    node.outputs[0].layout = layouts.output_layout(schema.name, args, list(inputs))
     graph.add(node)
     return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)
+
+
+SPLIT_OP, MERGE_OP = "_conditional.split", "_conditional.merge"
+
+
+def guard_chain(guard: DataNode | None) -> list[DataNode | None]:
+    """The branch tokens a node with `guard` runs under, innermost first, ending with None (the top level)."""
+    chain: list[DataNode | None] = []
+    while guard is not None:
+        chain.append(guard)
+        guard = guard.op.guard
+    return [*chain, None]
+
+
+def check_branch_visibility(node: OpNode) -> None:
+    """A node may read only data computed in its own branch or an enclosing one; a merge also reads the two
+    branches of its split (inputs: value if true, value if false, predicate)."""
+    visible = guard_chain(node.guard)
+    for position, source in enumerate(node.upstream):
+        if any(source.op.guard is token for token in visible):  # identity: DataNode's == builds a node
+            continue
+        token = source.op.guard
+        if (node.schema.name == MERGE_OP and position < 2 and token.op.schema.name == SPLIT_OP
+                and token.index == position and token.op.guard is node.guard
+                and token.op.inputs[0] is node.inputs[2]):
+            continue
+        raise SchemaError(
+            f"{node.schema.name} (node '{node.name}') reads '{source.name}' ({source.op.schema.name}), which is "
+            "computed inside a branch of an `if` on data that this node is not in; assign the value in both "
+            "branches (so it is merged after the `if`) or use it inside the branch")

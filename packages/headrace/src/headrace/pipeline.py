@@ -68,8 +68,13 @@ class Pipeline:
 
     def set_outputs(self, *outputs: DataNode) -> None:
         for i, out in enumerate(outputs):
+            if hasattr(out, "undefined_message"):
+                raise SchemaError(f"pipeline output {i}: {out.undefined_message}")
             if not isinstance(out, DataNode):
                 raise SchemaError(f"pipeline output {i} is a {type(out).__name__}, not a DataNode")
+            if out.op.guard is not None:
+                raise SchemaError(f"pipeline output {i} ({out.name}) is computed inside a branch of an `if` on "
+                                  "data; assign it in both branches so that it is merged after the `if`")
         self.outputs = list(outputs)
 
     @property
@@ -107,9 +112,10 @@ class Pipeline:
     def feed_input(self, name: str, data) -> None:
         """Queue a batch for the external source `name`."""
         self.build()
-        if name not in self._executor.batch_ops:
+        if name not in self.fed_inputs:
             raise SchemaError(f"no external_source named '{name}' (fed inputs: {', '.join(self.fed_inputs)})")
-        self._executor.batch_ops[name].feed(data)
+        if name in self._executor.batch_ops:  # an input no output depends on is pruned: its data is not needed
+            self._executor.batch_ops[name].feed(data)
 
     def run(self, **inputs) -> tuple[TensorListCPU, ...]:
         """The next batch of every output. Keyword arguments feed external sources by name for this batch."""
@@ -332,8 +338,13 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs: Any):
         def create(*args: Any, **kwargs: Any) -> Pipeline:
             overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in pipe_params and k not in own_params}
             pipe = Pipeline(**{**pipeline_kwargs, **overrides})
+            body = func
+            if pipe.enable_conditionals:
+                from headrace.conditionals import convert
+
+                body = convert(func)
             with pipe:
-                outputs = func(*args, **kwargs)
+                outputs = body(*args, **kwargs)
             outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
             pipe.set_outputs(*outputs)
             return pipe

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from headrace.errors import PipelineFileError, SchemaError
-from headrace.graph import DataNode, Graph, OpNode
+from headrace.graph import SPLIT_OP, DataNode, Graph, OpNode, check_branch_visibility
 from headrace.schema import SCHEMAS
 
 FORMAT = "headrace-pipeline"
@@ -27,6 +27,8 @@ def graph_to_dict(params: dict[str, Any], nodes: list[OpNode], outputs: list[Dat
             entry["inputs"] = [[d.op.name, d.index] for d in node.inputs]
         if node.arg_inputs:
             entry["arg_inputs"] = {k: [d.op.name, d.index] for k, d in sorted(node.arg_inputs.items())}
+        if node.guard is not None:
+            entry["guard"] = [node.guard.op.name, node.guard.index]
         if args:
             entry["args"] = args
         out_nodes.append(entry)
@@ -72,6 +74,8 @@ def parse(text: str) -> tuple[dict[str, Any], Graph, list[DataNode]]:
         expected = PIPELINE_PARAMS[key]
         if not isinstance(value, expected) or (isinstance(value, bool) and expected is int):
             raise _fail(f"pipeline parameter '{key}' has the wrong type ({type(value).__name__})")
+        if key in ("batch_size", "prefetch_queue_depth") and value < 1 or key == "num_threads" and value < -1:
+            raise _fail(f"pipeline parameter '{key}' must be positive, got {value}")
     raw_nodes = content.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         raise _fail("'nodes' must be a non-empty list")
@@ -83,7 +87,7 @@ def parse(text: str) -> tuple[dict[str, Any], Graph, list[DataNode]]:
         name = entry["name"]
         if name in entries:
             raise _fail(f"node '{name}' appears twice")
-        extra = set(entry) - {"name", "op", "device", "inputs", "arg_inputs", "args"}
+        extra = set(entry) - {"name", "op", "device", "inputs", "arg_inputs", "args", "guard"}
         if extra:
             raise _fail(f"node '{name}': unknown keys {sorted(extra)}")
         entries[name] = entry
@@ -94,6 +98,8 @@ def parse(text: str) -> tuple[dict[str, Any], Graph, list[DataNode]]:
         if not isinstance(arg_inputs, dict):
             raise _fail(f"node '{name}': 'arg_inputs' must be an object")
         refs += [_ref(r, f"node '{name}' argument input '{k}'") for k, r in arg_inputs.items()]
+        if "guard" in entry:
+            refs.append(_ref(entry["guard"], f"node '{name}' guard"))
         for source, _ in refs:
             if source not in entries:
                 raise _fail(f"node '{name}' reads from node '{source}', which does not exist")
@@ -108,6 +114,8 @@ def parse(text: str) -> tuple[dict[str, Any], Graph, list[DataNode]]:
         if source not in graph:
             raise _fail(f"output #{position} names node '{source}', which does not exist")
         outputs.append(_output_of(graph[source], index, f"output #{position}"))
+        if outputs[-1].op.guard is not None:
+            raise _fail(f"output #{position} reads node '{source}', which is inside a conditional branch")
     if not outputs:
         raise _fail("'outputs' must name at least one node output")
     return params, graph, outputs
@@ -121,7 +129,8 @@ def _output_of(node: OpNode, index: int, where: str) -> DataNode:
 
 def _topological_order(entries: dict[str, dict]) -> list[str]:
     """Node names ordered so that every node comes after those it reads; a cycle is an error that names it."""
-    deps = {name: {r[0] for r in [*e.get("inputs", []), *e.get("arg_inputs", {}).values()]}
+    deps = {name: {r[0] for r in [*e.get("inputs", []), *e.get("arg_inputs", {}).values(),
+                                  *([e["guard"]] if "guard" in e else [])]}
             for name, e in entries.items()}
     order, done, visiting = [], set(), []
 
@@ -130,7 +139,7 @@ def _topological_order(entries: dict[str, dict]) -> list[str]:
             return
         if name in visiting:
             cycle = visiting[visiting.index(name):] + [name]
-            raise _fail(f"the graph has a cycle: {' -> '.join(cycle)}")
+            raise _fail(f"node '{name}' is part of a cycle: {' -> '.join(repr(n) for n in cycle)}")
         visiting.append(name)
         for dep in sorted(deps[name]):
             visit(dep)
@@ -161,7 +170,8 @@ def _build_node(entry: dict, graph: Graph) -> OpNode:
         if key in ("device", "name"):
             raise _fail(f"node '{name}' ({op}): '{key}' belongs to the node, not to 'args'")
     try:
-        canonical = schema.validate_args(name, args)
+        canonical = schema.validate_args(name, args, per_sample=entry.get("arg_inputs", {}))
+        schema.check_rule(name, set(canonical) | set(entry.get("arg_inputs", {})))
     except SchemaError as exc:
         raise _fail(str(exc)) from None
     inputs = [_output_of(graph[s], i, f"node '{name}' input") for s, i in entry.get("inputs", [])]
@@ -170,11 +180,22 @@ def _build_node(entry: dict, graph: Graph) -> OpNode:
     if not schema.min_inputs <= len(inputs) <= schema.max_inputs:
         raise _fail(f"node '{name}' ({op}) takes {schema.min_inputs} to {schema.max_inputs} inputs, "
                     f"has {len(inputs)}")
-    for key, source in arg_inputs.items():
+    for key in arg_inputs:
         arg = schema.all_args.get(key)
         if arg is None or not arg.tensor_input:
             raise _fail(f"node '{name}' ({op}): argument '{key}' cannot be a per-sample input")
-    node = OpNode(name, schema, device, canonical, inputs, arg_inputs)
+        if key in args:
+            raise _fail(f"node '{name}' ({op}): argument '{key}' is given both in 'args' and in 'arg_inputs'")
+    guard = _output_of(graph[entry["guard"][0]], entry["guard"][1], f"node '{name}' guard") \
+        if "guard" in entry else None
+    if guard is not None and guard.op.schema.name != SPLIT_OP:
+        raise _fail(f"node '{name}' ({op}): its guard must be an output of a {SPLIT_OP} node, not of "
+                    f"'{guard.op.name}' ({guard.op.schema.name})")
+    node = OpNode(name, schema, device, canonical, inputs, arg_inputs, guard=guard)
+    try:
+        check_branch_visibility(node)
+    except SchemaError as exc:
+        raise _fail(str(exc)) from None
     out_device = "gpu" if device == "mixed" else device
     node.outputs = [DataNode(node, i, out_device) for i in range(schema.outputs_for(canonical))]
     return node

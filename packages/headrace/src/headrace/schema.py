@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from headrace import types
@@ -88,9 +88,11 @@ class Arg:
     def coerce(self, value: Any) -> Any:
         """Validate `value` for this argument, returning its canonical form; raise TypeError/ValueError otherwise."""
         if self.list_of:
-            if isinstance(value, str | bytes) or not isinstance(value, Sequence | tuple) and not hasattr(value, "tolist"):
+            if hasattr(value, "tolist"):  # numpy arrays and scalars
+                value = value.tolist()
+            if isinstance(value, str | bytes) or not isinstance(value, Sequence):
                 value = [value]
-            values = [_coerce_scalar(self.kind, v) for v in (value.tolist() if hasattr(value, "tolist") else value)]
+            values = [_coerce_scalar(self.kind, v) for v in value]
             if self.list_len and not self.list_len[0] <= len(values) <= self.list_len[1]:
                 lo, hi = self.list_len
                 want = f"{lo}" if lo == hi else f"{lo} to {hi}"
@@ -137,10 +139,15 @@ class OpSchema:
     random: bool = False
     stateful: bool = False
     batch_op: bool = False
+    whole_batch: bool = False
+    """The kernel sees all samples of a batch at once (e.g. pad to the largest); it is not a reader."""
     state: str | None = None
     """The op's checkpoint rule, which every op must declare: 'none' (stateless), 'rng' (random streams keyed by
     (node seed, sample number): restored by the iteration counter), 'reader' (a reader's position) or 'source'
-    (external_source counters). tests/test_checkpoint_rules.py fails for an op that declares none."""
+    (external_source counters). tests/test_checkpoint.py fails for an op that declares none."""
+    rule: Callable[[frozenset[str]], str | None] | None = None
+    """A rule across arguments (e.g. mutually exclusive ones): given the names of the arguments given, literal or
+    per-sample, it returns what is wrong, or None."""
 
     def __post_init__(self) -> None:
         if self.state not in (None, *CHECKPOINT_RULES):
@@ -156,8 +163,9 @@ class OpSchema:
     def outputs_for(self, args: dict) -> int:
         return self.num_outputs(args) if callable(self.num_outputs) else self.num_outputs
 
-    def validate_args(self, node: str, kwargs: dict) -> dict:
-        """Canonical values of `kwargs`, or a SchemaError that names the node, the op and the argument."""
+    def validate_args(self, node: str, kwargs: dict, per_sample: Collection[str] = ()) -> dict:
+        """Canonical values of `kwargs`, or a SchemaError that names the node, the op and the argument.
+        `per_sample` names the arguments given as DataNodes (a required one is then present)."""
         known = self.all_args
         out = {}
         for key, value in kwargs.items():
@@ -175,9 +183,15 @@ class OpSchema:
             except (TypeError, ValueError) as exc:
                 raise SchemaError(f"{self.name} (node '{node}'): argument '{key}': {exc}") from None
         for arg in self.args:
-            if arg.default is REQUIRED and arg.name not in out:
+            if arg.default is REQUIRED and arg.name not in out and arg.name not in per_sample:
                 raise SchemaError(f"{self.name} (node '{node}'): missing required argument '{arg.name}'")
         return out
+
+    def check_rule(self, node: str, given: set[str] | frozenset[str]) -> None:
+        """Apply the schema's cross-argument rule to the names of the given arguments; SchemaError if broken."""
+        problem = self.rule(frozenset(given)) if self.rule is not None else None
+        if problem:
+            raise SchemaError(f"{self.name} (node '{node}'): {problem}")
 
     def arg(self, args: dict, name: str) -> Any:
         """The value of argument `name`: the given one or its default."""

@@ -86,20 +86,26 @@ def from_numpy_dtype(dtype) -> DALIDataType:
         raise TypeError(f"numpy dtype {np.dtype(dtype)} has no headrace equivalent") from None
 
 
-def _default_constant_type(array: np.ndarray) -> DALIDataType:
+def _default_constant_type(value, array: np.ndarray) -> DALIDataType:
+    """DALI's rule: a numpy value keeps its integer or bool type (float64 becomes FLOAT); Python ints are INT32,
+    floats FLOAT."""
     if array.dtype == np.bool_:
         return DALIDataType.BOOL
+    from_numpy = isinstance(value, np.ndarray | np.generic)
     if np.issubdtype(array.dtype, np.integer):
-        return DALIDataType.INT32
+        return from_numpy_dtype(array.dtype) if from_numpy else DALIDataType.INT32
+    if from_numpy and array.dtype == np.float16:
+        return DALIDataType.FLOAT16
     return DALIDataType.FLOAT
 
 
 def Constant(value, shape=None, dtype=None, device: str = "cpu", layout: str | None = None):  # noqa: N802
-    """A constant tensor as a graph node, like `nvidia.dali.types.Constant` (ints default to INT32, floats to FLOAT)."""
+    """A constant tensor as a graph node, like `nvidia.dali.types.Constant` (Python ints default to INT32, floats to
+    FLOAT; a numpy value keeps its integer type)."""
     from headrace import fn
 
     array = np.asarray(value)
-    dtype = DALIDataType(dtype) if dtype is not None else _default_constant_type(array)
+    dtype = DALIDataType(dtype) if dtype is not None else _default_constant_type(value, array)
     shape = list(shape) if shape is not None else list(array.shape)
     values = [float(v) for v in array.ravel().tolist()]
     return fn.constant(fdata=values, shape=shape, dtype=dtype, layout=layout or "", device=device)

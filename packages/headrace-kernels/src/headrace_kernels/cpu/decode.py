@@ -7,10 +7,14 @@ import threading
 import cv2
 import numpy as np
 
+from headrace_kernels import exif
 from headrace_kernels.registry import cpu_kernel
 from headrace_kernels.windows import random_crop_window
 
 RGB, BGR, GRAY, YCBCR, ANY_DATA = 0, 1, 2, 3, 4
+# DALI's YCbCr: ITU-R BT.601 studio range (Y in 16..235, Cb/Cr in 16..240), channels in Y, Cb, Cr order.
+_RGB_TO_YCBCR = np.array([[0.257, 0.504, 0.098, 16.0], [-0.148, -0.291, 0.439, 128.0], [0.439, -0.368, -0.071, 128.0]],
+                         np.float32)
 _local = threading.local()
 _load_lock = threading.Lock()
 _nvimgcodec = None
@@ -59,7 +63,7 @@ def code_stream(data):
     try:
         stream = nv.CodeStream(_as_bytes(data).tobytes())
         _ = stream.width  # parses the header
-    except Exception as exc:  # nvimgcodec raises RuntimeError with its own text
+    except Exception as exc:  # noqa: BLE001 - nvimgcodec raises RuntimeError with its own text
         raise ValueError(f"not a decodable image ({exc})") from None
     return stream
 
@@ -68,8 +72,7 @@ def _convert(image: np.ndarray, output_type: int) -> np.ndarray:
     if output_type == BGR:
         return np.ascontiguousarray(image[..., ::-1])
     if output_type == YCBCR:
-        ycrcb = cv2.cvtColor(image, cv2.COLOR_RGB2YCrCb)
-        return np.ascontiguousarray(ycrcb[..., [0, 2, 1]])
+        return cv2.transform(image, _RGB_TO_YCBCR)
     return image
 
 
@@ -98,9 +101,11 @@ def decode_image(data, output_type: int = RGB, adjust_orientation: bool = True,
 
 
 def image_size(data, adjust_orientation: bool = True) -> tuple[int, int, bool]:
-    """(height, width, rotated) of an encoded image from its header alone."""
+    """(height, width, rotated) of an encoded image from its header alone, in the displayed frame when
+    `adjust_orientation` (the frame in which the decoder takes a region)."""
     stream = code_stream(data)
-    return stream.height, stream.width, False
+    rotated = adjust_orientation and exif.swaps_axes(exif.orientation(_as_bytes(data).data))
+    return (stream.width, stream.height, True) if rotated else (stream.height, stream.width, False)
 
 
 @cpu_kernel("decoders.image")
@@ -110,7 +115,7 @@ def decode(inputs, args, ctx):
 
 @cpu_kernel("decoders.image_random_crop")
 def decode_random_crop(inputs, args, ctx):
-    height, width, _ = image_size(inputs[0])
+    height, width, _ = image_size(inputs[0], args["adjust_orientation"])
     window = random_crop_window(height, width, args["random_area"], args["random_aspect_ratio"],
                                 args["num_attempts"], ctx.rng)
     return decode_image(inputs[0], int(args["output_type"]), args["adjust_orientation"], window)

@@ -6,15 +6,13 @@ import cv2
 import numpy as np
 from PIL import Image
 
+from headrace_kernels.cpu.convert import numpy_dtype, saturate_cast
 from headrace_kernels.registry import cpu_kernel
-from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_output_size
+from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_plan
 
 INTERP_NN, INTERP_LINEAR, INTERP_CUBIC, INTERP_LANCZOS3, INTERP_TRIANGULAR, INTERP_GAUSSIAN = range(6)
-_PIL_FILTER = {INTERP_LINEAR: Image.BILINEAR, INTERP_TRIANGULAR: Image.BILINEAR, INTERP_CUBIC: Image.BICUBIC,
-               INTERP_LANCZOS3: Image.LANCZOS}
-_CV_FILTER = {INTERP_LINEAR: cv2.INTER_LINEAR, INTERP_TRIANGULAR: cv2.INTER_LINEAR, INTERP_CUBIC: cv2.INTER_CUBIC,
-              INTERP_LANCZOS3: cv2.INTER_LANCZOS4}
 _PIL_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
+_CV_RESIZE_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.int16, np.float32, np.float64))
 _FLOAT_OUTPUTS = (np.float16, np.float32, np.float64)
 
 
@@ -26,47 +24,124 @@ def _hwc(image: np.ndarray, op: str) -> np.ndarray:
     return image
 
 
-def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool) -> np.ndarray:
-    """Resize an HWC image. Shrinking with antialias uses filters whose support grows with the scale (Pillow's
-    separable resampling: triangle for LINEAR/TRIANGULAR, as DALI defines them); otherwise plain sampling (OpenCV)."""
+def _triangle(x: np.ndarray) -> np.ndarray:
+    return np.maximum(0.0, 1.0 - np.abs(x))
+
+
+def _cubic(x: np.ndarray) -> np.ndarray:
+    """Catmull-Rom (a = -0.5), DALI's and Pillow's cubic."""
+    x = np.abs(x)
+    return np.where(x < 1, (1.5 * x - 2.5) * x * x + 1, np.where(x < 2, ((-0.5 * x + 2.5) * x - 4) * x + 2, 0.0))
+
+
+def _lanczos3(x: np.ndarray) -> np.ndarray:
+    return np.where(np.abs(x) < 3, np.sinc(x) * np.sinc(x / 3), 0.0)
+
+
+_FILTERS = {INTERP_LINEAR: (_triangle, 1.0), INTERP_TRIANGULAR: (_triangle, 1.0), INTERP_CUBIC: (_cubic, 2.0),
+            INTERP_LANCZOS3: (_lanczos3, 3.0)}
+
+
+def _filter_matrix(in_size: int, out_size: int, interp: int, antialias: bool, lo: float, hi: float) -> np.ndarray:
+    """(out_size, in_size) weights resampling the source span [lo, hi) onto out_size pixels: pixel centres
+    aligned, the filter widened by the scale when shrinking with antialias, taps beyond the border clamped to the
+    edge pixel (as DALI does)."""
+    kernel, support = _FILTERS[interp]
+    scale = (hi - lo) / out_size
+    stretch = max(1.0, scale) if antialias else 1.0
+    radius = int(np.ceil(support * stretch))
+    centres = lo + (np.arange(out_size) + 0.5) * scale - 0.5
+    taps = np.floor(centres)[:, None].astype(np.int64) + np.arange(-radius, radius + 2)[None, :]
+    weights = kernel((taps - centres[:, None]) / stretch)
+    weights /= weights.sum(axis=1, keepdims=True)
+    matrix = np.zeros((out_size, in_size), np.float64)
+    np.add.at(matrix, (np.repeat(np.arange(out_size), taps.shape[1]), np.clip(taps, 0, in_size - 1).ravel()),
+              weights.ravel())
+    return matrix.astype(np.float32)
+
+
+def _resample_separable(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool,
+                        region: tuple[float, float, float, float]) -> np.ndarray:
+    """Exact separable resampling in float32 (used where OpenCV's and Pillow's filters differ from DALI's)."""
     in_h, in_w, channels = image.shape
-    if (in_h, in_w) == (out_h, out_w):
+    y0, x0, y1, x1 = region
+    rows = _filter_matrix(in_h, out_h, interp, antialias, y0, y1)
+    cols = _filter_matrix(in_w, out_w, interp, antialias, x0, x1)
+    tmp = (rows @ image.reshape(in_h, in_w * channels).astype(np.float32)).reshape(out_h, in_w, channels)
+    out = np.einsum("ow,hwc->hoc", cols, tmp, optimize=True)
+    return out if image.dtype == np.float32 else _saturate(out, image.dtype)
+
+
+def _nearest_indices(in_size: int, out_size: int, lo: float, hi: float, accumulate: bool) -> np.ndarray:
+    """Source index of each output pixel: the pixel centre lo + (i + 0.5) * (hi - lo) / out in float32, as DALI
+    computes it (rows by accumulating the step, columns by multiplying), so that ties land on the same side."""
+    step = (np.float32(hi) - np.float32(lo)) / np.float32(out_size)
+    start = np.float32(lo) + step * np.float32(0.5)
+    if accumulate:
+        positions = np.full(out_size, step, np.float32)
+        positions[0] = start
+        positions = np.cumsum(positions, dtype=np.float32)
+    else:
+        positions = np.arange(out_size, dtype=np.float32) * step + start
+    return np.clip(np.floor(positions).astype(np.int64), 0, in_size - 1)
+
+
+def _nearest(image: np.ndarray, out_h: int, out_w: int, region: tuple[float, float, float, float]) -> np.ndarray:
+    in_h, in_w = image.shape[:2]
+    y0, x0, y1, x1 = region
+    return image[_nearest_indices(in_h, out_h, y0, y1, True)[:, None],
+                 _nearest_indices(in_w, out_w, x0, x1, False)[None, :]]
+
+
+def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool,
+             region: tuple[float, float, float, float] | None = None) -> np.ndarray:
+    """Resize the source `region` (y0, x0, y1, x1; default the whole HWC image) with DALI's filters: NN at pixel
+    centres; LINEAR sampling when growing (OpenCV), a triangle widened by the scale when shrinking with antialias
+    (Pillow, border replicated as DALI does); CUBIC (Catmull-Rom) and LANCZOS3 through exact separable weights;
+    TRIANGULAR is LINEAR."""
+    in_h, in_w, channels = image.shape
+    whole = (0.0, 0.0, float(in_h), float(in_w))
+    region = whole if region is None else tuple(float(v) for v in region)
+    if region == whole and (in_h, in_w) == (out_h, out_w):
         return image.copy()
     if interp == INTERP_GAUSSIAN:
         raise ValueError("INTERP_GAUSSIAN is not supported")
     if interp == INTERP_NN:
-        out = cv2.resize(image, (out_w, out_h), interpolation=cv2.INTER_NEAREST_EXACT)
+        return _nearest(image, out_h, out_w, region)
+    y0, x0, y1, x1 = region
+    shrinking = y1 - y0 > out_h or x1 - x0 > out_w
+    if interp in (INTERP_CUBIC, INTERP_LANCZOS3) or image.dtype not in _CV_RESIZE_TYPES:
+        return _resample_separable(image, out_h, out_w, interp, antialias and shrinking, region)
+    if not (antialias and shrinking):
+        if region != whole:
+            return _resample_separable(image, out_h, out_w, interp, False, region)
+        out = cv2.resize(image, (out_w, out_h), interpolation=cv2.INTER_LINEAR)
         return out.reshape(out_h, out_w, channels)
-    shrinking = out_h < in_h or out_w < in_w
-    use_pil = interp == INTERP_TRIANGULAR or (antialias and shrinking)
-    if use_pil and image.dtype == np.uint8 and channels in _PIL_MODE:
-        src = Image.fromarray(np.ascontiguousarray(image.reshape(in_h, in_w) if channels == 1 else image),
-                              _PIL_MODE[channels])
-        return np.asarray(src.resize((out_w, out_h), _PIL_FILTER[interp])).reshape(out_h, out_w, channels)
-    if use_pil:
-        planes = [np.asarray(Image.fromarray(np.ascontiguousarray(image[..., c], dtype=np.float32), "F")
-                             .resize((out_w, out_h), _PIL_FILTER[interp])) for c in range(channels)]
-        out = np.stack(planes, axis=-1)
-        return out if image.dtype == np.float32 else _saturate(out, image.dtype)
-    out = cv2.resize(image, (out_w, out_h), interpolation=_CV_FILTER[interp])
-    return out.reshape(out_h, out_w, channels)
+    if image.dtype != np.uint8 or channels not in _PIL_MODE:
+        return _resample_separable(image, out_h, out_w, interp, True, region)
+    # Pillow's triangle filter, on a border-replicated copy so that edge taps see the edge pixel as DALI's do.
+    overshoot = max(0.0, -y0, -x0, y1 - in_h, x1 - in_w)
+    pad = int(np.ceil(max((y1 - y0) / out_h, (x1 - x0) / out_w, 1.0) + overshoot)) + 1
+    padded = cv2.copyMakeBorder(image, pad, pad, pad, pad, cv2.BORDER_REPLICATE).reshape(
+        in_h + 2 * pad, in_w + 2 * pad, channels)
+    src = Image.fromarray(padded[..., 0] if channels == 1 else padded, _PIL_MODE[channels])
+    out = src.resize((out_w, out_h), Image.BILINEAR, box=(pad + x0, pad + y0, pad + x1, pad + y1))
+    return np.asarray(out).reshape(out_h, out_w, channels)
 
 
 def _saturate(values: np.ndarray, dtype) -> np.ndarray:
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return values.astype(dtype)
-    info = np.iinfo(dtype)
-    return np.clip(np.rint(values), info.min, info.max).astype(dtype)
+    return saturate_cast(values, dtype)
 
 
 @cpu_kernel("resize")
 def resize(inputs, args, ctx):
     image = _hwc(np.asarray(inputs[0]), "resize")
-    out_h, out_w = resize_output_size(image.shape[0], image.shape[1], args)
-    out = resample(image, out_h, out_w, int(args["interp_type"]), args["antialias"])
-    dtype = args.get("dtype")
-    return out if dtype is None else out.astype(np.float32 if int(dtype) == 9 else np.uint8, copy=False)
+    out_h, out_w, region = resize_plan(image.shape[0], image.shape[1], args)
+    dtype = image.dtype if args.get("dtype") is None else numpy_dtype(args["dtype"])
+    if dtype.kind == "f" and image.dtype.kind != "f":
+        image = image.astype(np.float32)  # a float output is not rounded to the input's levels
+    out = resample(image, out_h, out_w, int(args["interp_type"]), args["antialias"], region)
+    return out if out.dtype == dtype else saturate_cast(out, dtype)
 
 
 def _window(image: np.ndarray, args, op: str) -> tuple[np.ndarray, int, int, int, int]:
@@ -90,9 +165,17 @@ def _window(image: np.ndarray, args, op: str) -> tuple[np.ndarray, int, int, int
     return view, y0 - y, x0 - x, crop_h, crop_w
 
 
-def _fill(args, channels: int) -> np.ndarray:
-    fill = np.asarray(args["fill_values"], dtype=np.float32)
-    return fill if fill.size == channels else np.full(channels, fill[0], dtype=np.float32)
+def _fill(args, channels: int, extra: int = 0) -> np.ndarray:
+    """fill_values for `channels` (+ `extra` padding channels): one value for all, or one per channel; the extra
+    channels take 0 when only the image's channels are given."""
+    fill = np.asarray(args["fill_values"], dtype=np.float32).ravel()
+    if fill.size == 1:
+        return np.full(channels + extra, fill[0], dtype=np.float32)
+    if fill.size == channels + extra:
+        return fill
+    if fill.size == channels:
+        return np.concatenate([fill, np.zeros(extra, np.float32)])
+    raise ValueError(f"fill_values has {fill.size} values; the output has {channels + extra} channels")
 
 
 def _place(view: np.ndarray, top: int, left: int, out_h: int, out_w: int, fill: np.ndarray,
@@ -115,12 +198,8 @@ def crop(inputs, args, ctx):
     return np.array(out) if dtype is None else _saturate(out, _numpy_dtype(dtype))
 
 
-_NUMPY = {0: np.uint8, 1: np.uint16, 2: np.uint32, 3: np.uint64, 4: np.int8, 5: np.int16, 6: np.int32, 7: np.int64,
-          8: np.float16, 9: np.float32, 10: np.float64, 11: np.bool_}
-
-
 def _numpy_dtype(dtype: int) -> np.dtype:
-    return np.dtype(_NUMPY[int(dtype)])
+    return numpy_dtype(dtype)
 
 
 def normalize_coefficients(args, channels: int) -> tuple[np.ndarray, np.ndarray, np.float32]:
@@ -155,12 +234,11 @@ def crop_mirror_normalize(inputs, args, ctx):
     out_channels = channels + 1 if args["pad_output"] else channels
     chw = args["output_layout"] == "CHW"
     out = np.empty((out_channels, out_h, out_w) if chw else (out_h, out_w, out_channels), dtype=dtype)
-    fill = _fill(args, channels)
     padded = view.shape[:2] != (out_h, out_w)
     if padded or out_channels != channels:
-        fill_norm = _saturate((fill - mean) * multiplier + shift, dtype)
+        fill = _saturate(_fill(args, channels, out_channels - channels), dtype)  # output values, as in DALI
         for c in range(out_channels):
-            (out[c] if chw else out[..., c]).fill(fill_norm[c] if c < channels else 0)
+            (out[c] if chw else out[..., c]).fill(fill[c])
     rows, cols = slice(top, top + view.shape[0]), slice(left, left + view.shape[1])
     if image.dtype == np.uint8:
         table = _normalize_lut(mean, multiplier, shift, dtype)

@@ -2,38 +2,55 @@
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype, _saturate
+from headrace_kernels.cpu.convert import numpy_dtype, saturate_cast
 from headrace_kernels.registry import cpu_kernel
 
-_BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": np.true_divide,
-           "floordiv": np.floor_divide, "pow": np.power, "mod": np.mod, "eq": np.equal, "ne": np.not_equal,
-           "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "bitand": np.bitwise_and,
+
+def _c_floordiv(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """DALI's `//`: integer division truncating toward zero (C), plain division for floats."""
+    if left.dtype.kind == "f":
+        return np.true_divide(left, right)
+    return (left - np.fmod(left, right)) // right
+
+
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "floordiv": _c_floordiv,
+           "pow": np.power, "mod": np.fmod, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
+           "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "bitand": np.bitwise_and,
            "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
 _UNARY = {"neg": np.negative, "pos": np.positive, "invert": np.invert, "abs": np.abs}
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+_BOOL_OPS = ("mul", "bitand", "bitor", "bitxor", *_COMPARISONS)
 
 
 def result_type(op: str, left: np.dtype, right: np.dtype) -> np.dtype:
-    """The output type of `left op right` (DALI's rules: comparisons give bool, `/` gives float32 unless an
-    operand is float64, integer pairs promote as in numpy, int with float gives the float type)."""
-    if op in ("eq", "ne", "lt", "le", "gt", "ge"):
-        return np.dtype(np.bool_)
+    """The output type of `left op right`, by DALI's rules: comparisons give bool; `/` gives float32 unless an
+    operand is float64; an integer with a float gives the float type; integers promote as in numpy except that a
+    signed type with uint64 gives int64. Raises ValueError where DALI has no such operation."""
+    left, right = np.dtype(left), np.dtype(right)
     kinds = {left.kind, right.kind}
+    if kinds == {"b"} and op not in _BOOL_OPS:
+        raise ValueError(f"'{op}' is not defined on two booleans (cast one operand first)")
+    if op in ("bitand", "bitor", "bitxor") and "f" in kinds:
+        raise ValueError(f"bitwise '{op}' needs integer or boolean operands, got {left} and {right}")
+    if op in _COMPARISONS:
+        return np.dtype(np.bool_)
     if op == "div":
         return np.dtype(np.float64) if np.float64 in (left, right) else np.dtype(np.float32)
     if "f" in kinds and kinds != {"f"}:
         return left if left.kind == "f" else right
+    if np.dtype(np.uint64) in (left, right) and "i" in kinds:
+        return np.dtype(np.int64)
     return np.result_type(left, right)
 
 
-def scalar_type(value: float, is_int: bool, other: np.dtype) -> np.dtype:
-    """A Python scalar takes the tensor's type (weak typing) unless it is a float beside an integer tensor."""
-    if is_int or other.kind == "f":
-        return other if other != np.bool_ else np.dtype(np.int32)
-    return np.dtype(np.float32)
+def operand_types(args: dict, tensors: list[np.dtype]) -> tuple[np.dtype, np.dtype]:
+    """(left, right) element types of a math.binary node, given its input tensors' types."""
+    if len(tensors) == 2:
+        return np.dtype(tensors[0]), np.dtype(tensors[1])
+    scalar = numpy_dtype(args["scalar_dtype"])
+    return (scalar, np.dtype(tensors[0])) if args["scalar_on_left"] else (np.dtype(tensors[0]), scalar)
 
 
 @cpu_kernel("math.binary")
@@ -43,13 +60,13 @@ def binary(inputs, args, ctx):
         left, right = np.asarray(inputs[0]), np.asarray(inputs[1])
     else:
         tensor = np.asarray(inputs[0])
-        scalar = np.asarray(args["scalar"], dtype=scalar_type(args["scalar"], args["scalar_is_int"], tensor.dtype))
+        scalar = saturate_cast(np.asarray(args["scalar"]), numpy_dtype(args["scalar_dtype"]))
         left, right = (scalar, tensor) if args["scalar_on_left"] else (tensor, scalar)
     out_type = result_type(op, left.dtype, right.dtype)
-    compute = out_type if out_type != np.bool_ else np.result_type(left.dtype, right.dtype)
-    if op in ("bitand", "bitor", "bitxor") and out_type.kind == "f":
-        raise ValueError(f"bitwise '{op}' needs integer or boolean operands, got {left.dtype} and {right.dtype}")
-    if op in ("floordiv", "mod") and out_type.kind in "iu" and np.any(right == 0):
+    compute = out_type
+    if out_type == np.bool_ and {left.dtype.kind, right.dtype.kind} != {"b"}:
+        compute = result_type("add", left.dtype, right.dtype)  # compare in the common type
+    if op in ("floordiv", "mod") and compute.kind in "iu" and np.any(right == 0):
         raise ValueError(f"integer '{op}' by zero")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         result = _BINARY[op](left.astype(compute, copy=False), right.astype(compute, copy=False))
@@ -66,20 +83,15 @@ def unary(inputs, args, ctx):
 
 @cpu_kernel("cast")
 def cast(inputs, args, ctx):
-    value = np.asarray(inputs[0])
-    dtype = _numpy_dtype(args["dtype"])
-    if value.dtype.kind == "f" and dtype.kind in "iu":
-        return _saturate(value, dtype)  # round to nearest even, then saturate, as DALI's ConvertSat
-    return value.astype(dtype)
+    return saturate_cast(np.asarray(inputs[0]), numpy_dtype(args["dtype"]))
 
 
 @cpu_kernel("constant")
 def constant(inputs, args, ctx):
     values = np.asarray(args["fdata"], dtype=np.float64)
-    shape = tuple(args["shape"]) or ()
-    values = np.broadcast_to(values, shape) if values.size == 1 else values.reshape(shape)
-    return _saturate(values, _numpy_dtype(args["dtype"])) if _numpy_dtype(args["dtype"]).kind != "b" \
-        else values.astype(bool)
+    shape = tuple(args["shape"]) or ((values.size,) if values.size > 1 else ())  # no shape: a flat list
+    values = np.broadcast_to(values.reshape(()), shape) if values.size == 1 else values.reshape(shape)
+    return saturate_cast(values, numpy_dtype(args["dtype"]))
 
 
 @cpu_kernel("copy")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype, _saturate
+from headrace_kernels.cpu.convert import numpy_dtype as _numpy_dtype
+from headrace_kernels.cpu.convert import saturate_cast as _saturate
 from headrace_kernels.registry import cpu_kernel
 
 

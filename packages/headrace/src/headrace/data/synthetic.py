@@ -25,7 +25,8 @@ def synthetic_image(rng: np.random.Generator, height: int, width: int) -> np.nda
     return np.clip(image, 0, 255).astype(np.uint8)
 
 
-def make_image_folder(root: str | Path, num_images: int = 1000, num_classes: int = 10, size: tuple[int, int] = (400, 500),
+def make_image_folder(root: str | Path, num_images: int = 1000, num_classes: int = 10,
+                      size: tuple[int, int] = (400, 500),
                       quality: int = 90, seed: int = 0, progress: bool = False) -> Path:
     """Write `num_images` JPEGs of about `size` (height, width), spread over `num_classes` class folders."""
     import cv2

@@ -1,3 +1,17 @@
 """The schemas of every op headrace has; importing this package registers them."""
 
-from headrace.ops import decoders, geometry, math, random, readers, transfer  # noqa: F401
+from headrace.ops import (  # noqa: F401
+    color,
+    conditional,
+    decoders,
+    filters,
+    geometry,
+    math,
+    random,
+    readers,
+    reductions,
+    regions,
+    tensors,
+    transfer,
+    warp,
+)

@@ -22,6 +22,20 @@ CROP_WINDOW_ARGS = (
     Arg("fill_values", "float", [0.0], "Padding values, one or one per channel.", list_of=True),
 )
 
+def _resize_rule(given: frozenset[str]) -> str | None:
+    """DALI's: exactly one way of giving the size; resize_shorter, resize_longer and mode exclude each other."""
+    ways = [w for w in ("resize_x/resize_y", "size", "resize_shorter", "resize_longer")
+            if given & set(w.split("/"))]
+    if len(ways) != 1:
+        return (f"give the output size one way: resize_x/resize_y, size, resize_shorter or resize_longer "
+                f"(got {', '.join(ways) if ways else 'none'})")
+    exclusive = sorted(given & {"resize_shorter", "resize_longer", "mode"})
+    if len(exclusive) > 1:
+        return f"{' and '.join(exclusive)} exclude each other (resize_shorter implies mode='not_smaller', " \
+               "resize_longer mode='not_larger')"
+    return None
+
+
 register(OpSchema(
     name="resize",
     doc="Resizes HWC images. Give resize_x/resize_y (one of them keeps the aspect ratio), `size`, "
@@ -38,18 +52,22 @@ register(OpSchema(
             tensor_input=True),
         Arg("max_size", "float", None, "Upper bound of each output extent (height, width).", list_of=True,
             list_len=(1, 2)),
-        Arg("mode", "str", "default", "'default' / 'stretch': exactly the size asked; 'not_larger': fit inside it "
-            "keeping the aspect ratio; 'not_smaller': cover it keeping the aspect ratio.",
+        Arg("mode", "str", "default", "'default': the size asked, a missing extent scaled like the given one; "
+            "'stretch': the size asked, a missing extent kept; 'not_larger': fit inside it keeping the aspect ratio; "
+            "'not_smaller': cover it keeping the aspect ratio. Excludes resize_shorter / resize_longer.",
             choices=("default", "stretch", "not_larger", "not_smaller")),
         *INTERP_ARGS,
         Arg("dtype", "dtype", None, "Output element type; default the input's.",
             choices=(DALIDataType.UINT8, DALIDataType.FLOAT)),
-        Arg("subpixel_scale", "bool", True, _DALI_HINT),
+        Arg("subpixel_scale", "bool", True, "When the size asked is fractional, keep its exact scale (sample a "
+            "source region about the centre, scaled by rounded / asked) instead of stretching the image onto the "
+            "rounded size."),
         Arg("minibatch_size", "int", 32, _DALI_HINT),
         Arg("temp_buffer_hint", "int", 0, _DALI_HINT),
         Arg("save_attrs", "bool", False, _DALI_HINT),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    rule=_resize_rule,
     state="none",
 ))
 

@@ -1,6 +1,7 @@
 """Schemas of the element-wise ops behind DataNode arithmetic, and `cast`."""
 
 from headrace.schema import REQUIRED, Arg, OpSchema, register
+from headrace.types import DALIDataType
 
 BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "pow", "mod", "eq", "ne", "lt", "le", "gt", "ge",
               "bitand", "bitor", "bitxor")
@@ -8,11 +9,16 @@ UNARY_OPS = ("neg", "pos", "invert", "abs")
 
 register(OpSchema(
     name="math.binary",
-    doc="An element-wise binary op on two tensors, or a tensor and a scalar (numpy broadcasting per sample). "
-        "Python scalars are weakly typed: `uint8 + 1` stays uint8, `int + 0.5` becomes float32; `/` gives float.",
+    doc="An element-wise binary op on two tensors, or a tensor and a scalar (numpy broadcasting per sample), with "
+        "DALI's types: a Python int is INT32, a Python float FLOAT, a numpy scalar keeps its type; mixed integers "
+        "promote as in numpy (but a signed type with UINT64 gives INT64); an integer with a float gives the float; "
+        "`/` gives FLOAT (FLOAT64 with a FLOAT64 operand); comparisons give BOOL. As in DALI (C semantics) `//` "
+        "truncates integers and divides floats exactly, `%` takes the dividend's sign; on two BOOLs only `*`, "
+        "`&`, `|`, `^` and comparisons are defined.",
     args=(Arg("op", "str", REQUIRED, "The operation.", choices=BINARY_OPS),
           Arg("scalar", "float", None, "The scalar operand when there is only one input tensor."),
-          Arg("scalar_is_int", "bool", False, "Whether the scalar was a Python int (weak integer type)."),
+          Arg("scalar_dtype", "dtype", DALIDataType.INT32, "The scalar's type (INT32 for a Python int, FLOAT for a "
+              "Python float, a numpy scalar's own type)."),
           Arg("scalar_on_left", "bool", False, "Whether the scalar is the left operand.")),
     min_inputs=1, max_inputs=2, devices=("cpu", "gpu"),
     state="none",
@@ -28,7 +34,8 @@ register(OpSchema(
 
 register(OpSchema(
     name="cast",
-    doc="Converts the element type; float to integer rounds to nearest (ties to even) and saturates, like DALI.",
+    doc="Converts the element type like DALI: float to integer rounds half away from zero and saturates (NaN gives "
+        "0), integer to integer saturates, anything to BOOL is `!= 0`.",
     args=(Arg("dtype", "dtype", REQUIRED, "The element type of the output."),),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
     state="none",

@@ -1,0 +1,3 @@
+from headrace.cli import entry_point
+
+entry_point()

@@ -1,0 +1,45 @@
+"""Schemas of the colour adjustments: hsv, brightness_contrast and color_twist (HWC images, 3 channels for hue and
+saturation)."""
+
+from headrace.schema import Arg, OpSchema, register
+from headrace.types import DALIDataType
+
+_DTYPE = Arg("dtype", "dtype", None, "Output element type; default the input's.")
+
+register(OpSchema(
+    name="hsv",
+    doc="Shifts hue (degrees) and scales saturation and value of RGB images, as a linear map in YIQ space.",
+    args=(Arg("hue", "float", 0.0, "Hue rotation in degrees.", tensor_input=True),
+          Arg("saturation", "float", 1.0, "Saturation multiplier.", tensor_input=True),
+          Arg("value", "float", 1.0, "Value (brightness) multiplier.", tensor_input=True),
+          Arg("dtype", "dtype", DALIDataType.UINT8, "Output element type (uint8 by default, as in DALI, even for "
+              "float input).")),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
+))
+
+register(OpSchema(
+    name="brightness_contrast",
+    doc="out = brightness_shift * max + brightness * (contrast_center + contrast * (in - contrast_center)), where "
+        "max is the type's largest value (1 for floats).",
+    args=(Arg("brightness", "float", 1.0, "Brightness multiplier.", tensor_input=True),
+          Arg("brightness_shift", "float", 0.0, "Brightness shift, as a fraction of the type's range.",
+              tensor_input=True),
+          Arg("contrast", "float", 1.0, "Contrast multiplier.", tensor_input=True),
+          Arg("contrast_center", "float", None, "Value kept by contrast; default half the type's range (0.5 for "
+              "floats).", tensor_input=True), _DTYPE),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
+))
+
+register(OpSchema(
+    name="color_twist",
+    doc="Brightness, contrast, hue and saturation in one linear map of RGB images (YIQ space for hue and "
+        "saturation; contrast around the half of the type's range).",
+    args=(Arg("brightness", "float", 1.0, "Brightness multiplier.", tensor_input=True),
+          Arg("contrast", "float", 1.0, "Contrast multiplier.", tensor_input=True),
+          Arg("hue", "float", 0.0, "Hue rotation in degrees.", tensor_input=True),
+          Arg("saturation", "float", 1.0, "Saturation multiplier.", tensor_input=True), _DTYPE),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
+))

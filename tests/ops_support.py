@@ -1,0 +1,67 @@
+"""Run one op over given samples, in headrace and (where installed) in DALI's CPU build, for the op tests."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+HAS_DALI = importlib.util.find_spec("nvidia") is not None and importlib.util.find_spec("nvidia.dali") is not None
+needs_dali = [pytest.mark.dali, pytest.mark.skipif(not HAS_DALI, reason="nvidia-dali-cuda130 is not installed")]
+
+
+def _resolve(namespace, path: str):
+    for part in path.split("."):
+        namespace = getattr(namespace, part)
+    return namespace
+
+
+def _constant_source(samples: Sequence[np.ndarray]):
+    """A batch source with no parameters (DALI reads a parameter as a request for batch info)."""
+    return lambda: list(samples)
+
+
+def _build(api, op: str, inputs: Sequence[Sequence[np.ndarray]], arg_inputs: dict | None, layout: str | None,
+           kwargs: dict):
+    fn = api.fn
+    batch = len(inputs[0])
+
+    @api.pipeline_def(batch_size=batch, num_threads=1, device_id=None, seed=3)
+    def pipe():
+        nodes = [fn.external_source(source=_constant_source(samples), batch=True,
+                                    **({"layout": layout} if layout and i == 0 else {}))
+                 for i, samples in enumerate(inputs)]
+        args = {name: fn.external_source(source=_constant_source(samples), batch=True)
+                for name, samples in (arg_inputs or {}).items()}
+        return _resolve(fn, op)(*nodes, **args, **kwargs)
+
+    return pipe()
+
+
+def run_headrace(op: str, *inputs: Sequence[np.ndarray], arg_inputs: dict | None = None, layout: str | None = None,
+                 **kwargs) -> list[np.ndarray]:
+    """The op's output samples for `inputs` (one list of samples per op input)."""
+    import headrace
+
+    pipe = _build(headrace, op, inputs, arg_inputs, layout, kwargs)
+    (out,) = pipe.run()
+    pipe.close()
+    return [np.array(out.at(i)) for i in range(len(out))]
+
+
+def run_dali(op: str, *inputs: Sequence[np.ndarray], arg_inputs: dict | None = None, layout: str | None = None,
+             **kwargs) -> list[np.ndarray]:
+    """The same through NVIDIA DALI's CPU operators."""
+    from nvidia import dali
+
+    pipe = _build(dali, op, inputs, arg_inputs, layout, kwargs)
+    pipe.build()
+    (out,) = pipe.run()
+    return [np.array(out.at(i)) for i in range(len(out))]
+
+
+def max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0

@@ -1,0 +1,103 @@
+"""readers.file without shuffling: the order, the labels and reader_meta, against the folder itself and DALI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from oprun import needs_dali
+
+from headrace import fn, pipeline_def
+
+
+def expected_files(root: Path) -> list[tuple[Path, int]]:
+    """DALI's listing: class folders sorted, label = folder index, files sorted within a folder."""
+    classes = sorted(d for d in os.listdir(root) if (root / d).is_dir())
+    return [(root / c / f, label) for label, c in enumerate(classes) for f in sorted(os.listdir(root / c))]
+
+
+def read_headrace(batch_size: int, batches: int, **reader_args):
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, seed=1)
+    def pipe():
+        return fn.readers.file(name="Reader", **reader_args)
+
+    p = pipe()
+    out = []
+    for _ in range(batches):
+        data, labels = p.run()
+        out += [(bytes(np.asarray(data.at(i))), int(labels.at(i)[0])) for i in range(len(data))]
+    meta = p.reader_meta("Reader")
+    p.close()
+    return out, meta
+
+
+def test_order_and_labels_follow_the_sorted_folders(image_folder):
+    files = expected_files(image_folder)
+    got, meta = read_headrace(8, 10, file_root=str(image_folder))  # 80 samples: two epochs and a bit
+    want = [(p.read_bytes(), label) for p, label in files]
+    assert got == (want * 3)[:80]
+    assert meta["epoch_size"] == len(files) == 37
+
+
+def test_file_list_and_files(image_folder, tmp_path):
+    files = expected_files(image_folder)[:5]
+    listing = tmp_path / "list.txt"
+    listing.write_text("".join(f"{p.relative_to(image_folder)} {7 - i}\n" for i, (p, _) in enumerate(files)))
+    got, _ = read_headrace(5, 1, file_root=str(image_folder), file_list=str(listing))
+    assert got == [(p.read_bytes(), 7 - i) for i, (p, _) in enumerate(files)]
+    got, _ = read_headrace(5, 1, files=[str(p) for p, _ in files], labels=[3, 1, 4, 1, 5])
+    assert got == [(p.read_bytes(), label) for (p, _), label in zip(files, [3, 1, 4, 1, 5], strict=True)]
+
+
+@pytest.mark.dali
+@needs_dali
+@pytest.mark.parametrize("batch_size", [8, 37])
+def test_order_matches_dali(image_folder, batch_size):
+    from nvidia.dali import fn as dfn
+    from nvidia.dali import pipeline_def as dali_pipeline_def
+
+    @dali_pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, seed=1)
+    def dali_pipe():
+        return tuple(dfn.readers.file(file_root=str(image_folder), name="Reader"))
+
+    p = dali_pipe()
+    p.build()
+    dali = []
+    for _ in range(3):
+        data, labels = p.run()
+        dali += [(bytes(np.asarray(data.at(i))), int(np.asarray(labels.at(i)).ravel()[0])) for i in range(len(data))]
+    ours, meta = read_headrace(batch_size, 3, file_root=str(image_folder))
+    assert ours == dali
+    dali_meta = p.reader_meta("Reader")
+    for key in ("epoch_size", "epoch_size_padded", "number_of_shards", "shard_id", "pad_last_batch",
+                "stick_to_shard"):
+        assert meta[key] == dali_meta[key], key
+    assert p.epoch_size("Reader") == meta["epoch_size"]
+
+
+@pytest.mark.dali
+@needs_dali
+@pytest.mark.parametrize("shards", [dict(num_shards=3, shard_id=1), dict(num_shards=2, shard_id=1, stick_to_shard=True),
+                                    dict(num_shards=3, shard_id=2, pad_last_batch=True)])
+def test_sharded_order_matches_dali(image_folder, shards):
+    """Sharded reading (no shuffle) gives DALI's samples in DALI's order, epoch after epoch."""
+    from nvidia.dali import fn as dfn
+    from nvidia.dali import pipeline_def as dali_pipeline_def
+
+    @dali_pipeline_def(batch_size=5, num_threads=1, device_id=None, seed=1)
+    def dali_pipe():
+        return tuple(dfn.readers.file(file_root=str(image_folder), name="Reader", **shards))
+
+    p = dali_pipe()
+    p.build()
+    dali = []
+    for _ in range(8):
+        data, labels = p.run()
+        dali += [(bytes(np.asarray(data.at(i))), int(np.asarray(labels.at(i)).ravel()[0])) for i in range(len(data))]
+    ours, meta = read_headrace(5, 8, file_root=str(image_folder), **shards)
+    assert ours == dali
+    dali_meta = p.reader_meta("Reader")
+    for key in ("epoch_size", "number_of_shards", "shard_id", "pad_last_batch", "stick_to_shard"):
+        assert meta[key] == dali_meta[key], key
