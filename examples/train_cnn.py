@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 
 import torch
+from torch import nn
+
 from headrace import fn, pipeline_def, types
 from headrace.data.synthetic import make_image_folder
 from headrace_torch import ClassificationIterator, LastBatchPolicy, shard_args
-from torch import nn
 
 
 @pipeline_def(num_threads=2, device_id=None, seed=1)

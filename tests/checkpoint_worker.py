@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from headrace import fn, pipeline_def, types
 from headrace_torch import GenericIterator, LastBatchPolicy
 

@@ -12,10 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import headrace
 import numpy as np
 import pytest
 from checkpoint_worker import augmented, make_iterator, take
+
+import headrace
 from headrace import Pipeline, fn
 from headrace.checkpoint import CheckpointError
 from headrace.data.synthetic import make_image_folder

@@ -3,10 +3,11 @@ its own, without DALI (tests/test_torch_vs_dali.py checks them against DALI as w
 
 from __future__ import annotations
 
-import headrace
 import pytest
-from headrace import SchemaError
 from torch_harness import label_pipeline, numbered_files
+
+import headrace
+from headrace import SchemaError
 
 
 def _batches(pipe, count: int) -> list[list[int]]:

@@ -30,10 +30,11 @@ def _free_port() -> int:
 
 def _rank_main(rank: int, port: int, root: str, out: str, backend: str) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
+    from torch_harness import numbered_files
+
     import headrace
     from headrace import fn
     from headrace_torch import GenericIterator, LastBatchPolicy, shard_args
-    from torch_harness import numbered_files
 
     device = torch.device("cpu")
     if backend == "nccl":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from headrace_torch import to_torch
 from headrace_torch.iterator import _tensor
 

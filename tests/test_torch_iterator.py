@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import logging
 
-import headrace
 import numpy as np
 import pytest
 import torch
+from torch_harness import epochs, label_pipeline, numbered_files
+
+import headrace
 from headrace import fn
 from headrace_torch import ClassificationIterator, GenericIterator, LastBatchPolicy, to_torch
-from torch_harness import epochs, label_pipeline, numbered_files
 
 FILL, DROP, PARTIAL = LastBatchPolicy.FILL, LastBatchPolicy.DROP, LastBatchPolicy.PARTIAL
 

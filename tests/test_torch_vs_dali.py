@@ -8,9 +8,10 @@ from __future__ import annotations
 import itertools
 import warnings
 
-import headrace
 import pytest
 from torch_harness import epochs, label_pipeline, numbered_files
+
+import headrace
 
 dali = pytest.importorskip("nvidia.dali", reason="DALI's CPU build (nvidia-dali-cuda130) is not installed")
 dali_torch = pytest.importorskip("nvidia.dali.plugin.pytorch")
