@@ -1,6 +1,7 @@
 """The ResNet-50 pipelines of the demo run end to end and are deterministic for a seed."""
 
 import numpy as np
+
 from headrace import Pipeline
 from headrace.demo import resnet50_train, resnet50_val
 
