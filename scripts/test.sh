@@ -7,4 +7,5 @@ python3 -m venv .venv-test
 .venv-test/bin/python -m pip install -q --upgrade pip
 .venv-test/bin/python -m pip install -q -r requirements-test.txt
 .venv-test/bin/python -m pip install -q -e "packages/headrace-kernels[cpu]" -e packages/headrace
+.venv-test/bin/python -m pip install -q --no-deps -e packages/headrace-torch
 .venv-test/bin/python -m pytest -q "$@"

@@ -106,6 +106,10 @@ class Executor:
         self.num_threads = max(1, num_threads)
         self.buffers = BufferPool(per_key=prefetch_queue_depth + 2)
         self.batch_ops: dict[str, Any] = {}
+        self.batch_op_kinds: dict[str, str] = {}
+        # checkpointing: the state of the stateful ops right after they made batch i, until batch i is consumed
+        self.record_states = False
+        self.states_after: dict[int, dict[str, tuple[str, dict]]] = {}
         self.steps: list[tuple[str, Any]] = []  # ("batch", node) or ("samples", [_SampleOp, ...])
         self.gpu = None  # the GPU stage (headrace.gpu_stage): GPU ops and whatever reads their outputs
         gpu_nodes = _gpu_stage_nodes(self.nodes)
@@ -120,6 +124,7 @@ class Executor:
                 reader_cls = BATCH_OPS[node.schema.name]
                 self.batch_ops[node.name] = reader_cls(node.name, dict(node.args, **{
                     a: node.arg(a) for a in node.schema.all_args}), batch_size, node_seed(seed, node), self.pool)
+                self.batch_op_kinds[node.name] = node.schema.name
                 self.steps.append(("batch", node))
                 continue
             kernel = get_cpu_kernel(node.schema.name)
@@ -150,6 +155,9 @@ class Executor:
         for kind, step in self.steps:
             if kind == "batch":
                 outs, step_sources = self.batch_ops[step.name].next_batch(iteration)
+                if self.record_states:  # taken here, in whichever thread runs this batch's readers
+                    self.states_after.setdefault(iteration, {})[step.name] = (
+                        self.batch_op_kinds[step.name], self.batch_ops[step.name].get_state())
                 if not sources:
                     sources, size = step_sources, len(step_sources)
                 for index, samples in enumerate(outs):
@@ -221,6 +229,18 @@ class Executor:
         samples = iter(itertools.count().__next__, size)
         for future in [self.pool.submit(work, samples) for _ in range(min(self.num_threads, size))]:
             future.result()
+
+    def states(self) -> dict[str, tuple[str, dict]]:
+        """The state of every stateful batch op: node name -> (op, state)."""
+        return {name: (self.batch_op_kinds[name], op.get_state()) for name, op in self.batch_ops.items()}
+
+    def take_states_after(self, iteration: int) -> dict[str, tuple[str, dict]]:
+        """The stateful ops' state right after they made batch `iteration` (recorded when record_states is on)."""
+        return self.states_after.pop(iteration, {})
+
+    def set_states(self, states: dict[str, dict]) -> None:
+        for name, op in self.batch_ops.items():
+            op.set_state(states[name])
 
     def reader(self, name: str | None):
         readers = {k: v for k, v in self.batch_ops.items() if hasattr(v, "meta")}

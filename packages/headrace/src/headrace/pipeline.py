@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from headrace import checkpoint as checkpoints
 from headrace import pipeline_file
 from headrace.batch import TensorListCPU
 from headrace.errors import SchemaError
@@ -27,7 +28,8 @@ class Pipeline:
 
     def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = 0, seed: int = -1,
                  prefetch_queue_depth: int = 2, enable_checkpointing: bool = False,
-                 enable_conditionals: bool = False, **dali_options: Any):
+                 enable_conditionals: bool = False, checkpoint: dict | str | os.PathLike | None = None,
+                 **dali_options: Any):
         unknown = set(dali_options) - set(_DALI_ONLY)
         if unknown:
             raise SchemaError(f"Pipeline: unknown arguments {sorted(unknown)}")
@@ -37,6 +39,7 @@ class Pipeline:
         self.num_threads = num_threads if num_threads > 0 else min(4, os.cpu_count() or 1)
         self.device_id = device_id
         self.seed = seed if seed != -1 else random.getrandbits(31)
+        self._seed_given = seed != -1
         self.prefetch_queue_depth = max(1, int(prefetch_queue_depth))
         self.enable_checkpointing = enable_checkpointing
         self.enable_conditionals = enable_conditionals
@@ -46,6 +49,13 @@ class Pipeline:
         self._prefetcher: _Prefetcher | None = None
         self._iteration = 0
         self._context: building | None = None
+        # checkpointing: the state of the stateful ops after the last batch the user consumed
+        self._pending_checkpoint = checkpoint
+        self._consumed_states: dict[str, tuple[str, dict]] | None = None
+        self._fingerprint: str | None = None
+        self.is_restored_from_checkpoint = False
+        self._ran = False
+        self.restored_iterator_data: Any = None
 
     # Definition
     def __enter__(self) -> Pipeline:
@@ -82,8 +92,17 @@ class Pipeline:
                               "set_outputs()")
         if self.batch_size < 1:
             raise SchemaError(f"batch_size must be set to a positive number, got {self.batch_size}")
+        pending, self._pending_checkpoint = self._pending_checkpoint, None
+        if pending is not None:
+            pending = checkpoints.read(pending)
+            if not self._seed_given:  # a pipeline left to pick its seed takes the checkpoint's
+                self.seed = pending["seed"]
         self._executor = Executor(self.graph.nodes, self.outputs, self.batch_size, self.num_threads, self.seed,
                                   self.device_id, self.prefetch_queue_depth)
+        self._executor.record_states = self.enable_checkpointing
+        self._consumed_states = self._executor.states()
+        if pending is not None:
+            self.restore(pending)
 
     @property
     def fed_inputs(self) -> list[str]:
@@ -101,16 +120,22 @@ class Pipeline:
     def run(self, **inputs) -> tuple[TensorListCPU, ...]:
         """The next batch of every output. Keyword arguments feed external sources by name for this batch."""
         self.build()
+        self._ran = True
         for name, data in inputs.items():
             self.feed_input(name, data)
         if self.fed_inputs:
             outputs, _ = self._executor.run(self._iteration)
+            if self.enable_checkpointing:
+                self._consumed_states = {**self._consumed_states, **self._executor.take_states_after(self._iteration)}
             self._iteration += 1
             return tuple(outputs)
         if self._prefetcher is None:
-            self._prefetcher = _Prefetcher(self._executor, self._iteration, self.prefetch_queue_depth)
-        outputs = self._prefetcher.next()
+            self._prefetcher = _Prefetcher(self._executor, self._iteration, self.prefetch_queue_depth,
+                                           self.enable_checkpointing)
+        outputs, states = self._prefetcher.next()
         self._iteration += 1
+        if states:
+            self._consumed_states = {**self._consumed_states, **states}
         return tuple(outputs)
 
     def schedule_run(self) -> None:
@@ -159,6 +184,68 @@ class Pipeline:
     def epoch_size(self, name: str | None = None) -> int:
         return self.reader_meta(name)["epoch_size"]
 
+    # Checkpoints
+    def checkpoint(self, path: str | os.PathLike | None = None, iterator_data: Any = None) -> dict:
+        """The pipeline's state after the last batch consumed (prefetched batches do not count), as a small
+        JSON-able dict; also written to `path` (atomically) when given. `iterator_data`: what an iterator stores
+        of itself alongside (headrace-torch's iterators do)."""
+        if not self.enable_checkpointing:
+            raise checkpoints.CheckpointError("checkpointing is off for this pipeline: create it with "
+                                              "enable_checkpointing=True")
+        self.build()
+        self._check_checkpoint_rules()
+        state = checkpoints.make(self._graph_fingerprint(), self.seed, self._iteration, self._consumed_states,
+                                 iterator_data)
+        if path is not None:
+            checkpoints.write(state, path)
+        return state
+
+    def restore(self, checkpoint: dict | str | os.PathLike) -> None:
+        """Continue from `checkpoint` (a dict, its JSON or a file): the next batch is the one that followed the
+        checkpoint. Batches computed ahead are dropped and recomputed. A checkpoint of another pipeline, or made
+        with another seed than this pipeline's explicit one, is refused."""
+        state = checkpoints.read(checkpoint)
+        if not self.enable_checkpointing:
+            raise checkpoints.CheckpointError("restoring a checkpoint needs enable_checkpointing=True")
+        self._check_checkpoint_rules()
+        if state["seed"] != self.seed:
+            if self._seed_given:
+                raise checkpoints.CheckpointError(
+                    f"the checkpoint was made with seed {state['seed']}, this pipeline has seed {self.seed}: its "
+                    f"random ops would differ. Create it with seed={state['seed']} or leave the seed unset.")
+            self.seed = state["seed"]
+            self.close()  # node seeds change: a new executor
+        if self._ran:  # a fresh executor: nothing computed ahead (prefetched batches, a look-ahead stage) survives
+            self.close()
+        self.build()
+        stateful = {name: kind for name, (kind, _) in self._executor.states().items()}
+        checkpoints.check_matches(state, self._graph_fingerprint(), stateful)
+        if set(state["nodes"]) != set(stateful):
+            raise checkpoints.CheckpointError(f"the checkpoint holds the nodes {sorted(state['nodes'])}, this "
+                                              f"pipeline's stateful nodes are {sorted(stateful)}")
+        try:
+            self._executor.set_states({name: entry["state"] for name, entry in state["nodes"].items()})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise checkpoints.CheckpointError(f"the checkpoint's node state is malformed: {exc!r}") from None
+        self._iteration = state["iteration"]
+        self._consumed_states = self._executor.states()
+        self._ran = False
+        self.restored_iterator_data = state.get("iterator")
+        self.is_restored_from_checkpoint = True
+
+    def _graph_fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = checkpoints.fingerprint(
+                pipeline_file.graph_to_dict(self.params, self.graph.nodes, self.outputs))
+        return self._fingerprint
+
+    def _check_checkpoint_rules(self) -> None:
+        for node in self.graph.nodes:
+            if node.schema.state is None:
+                raise checkpoints.CheckpointError(
+                    f"{node.schema.name} (node '{node.name}') declares no checkpoint rule (OpSchema.state), so a "
+                    "pipeline using it cannot be checkpointed")
+
     # The pipeline file
     def serialize(self, filename: str | os.PathLike | None = None) -> str:
         """The pipeline file's text; also written to `filename` when given."""
@@ -170,7 +257,7 @@ class Pipeline:
     @classmethod
     def load(cls, source: str | os.PathLike, **overrides: Any) -> Pipeline:
         """A pipeline from a pipeline file (a path, or the text itself). `overrides` replace pipeline parameters
-        (batch_size, num_threads, device_id, seed, prefetch_queue_depth)."""
+        (batch_size, num_threads, device_id, seed, prefetch_queue_depth) or add `checkpoint=` to continue from."""
         text = str(source)
         if not text.lstrip().startswith("{"):
             text = Path(source).read_text()
@@ -187,8 +274,8 @@ class _Prefetcher:
 
     _END = object()
 
-    def __init__(self, executor: Executor, first_iteration: int, depth: int):
-        self.executor = executor
+    def __init__(self, executor: Executor, first_iteration: int, depth: int, snapshots: bool = False):
+        self.executor, self.snapshots = executor, snapshots
         self.queue: queue.Queue = queue.Queue(maxsize=depth)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, args=(first_iteration,), daemon=True,
@@ -198,7 +285,9 @@ class _Prefetcher:
     def _loop(self, iteration: int) -> None:
         while not self.stopping.is_set():
             try:
-                item: Any = self.executor.run(iteration)[0]
+                outputs = self.executor.run(iteration)[0]
+                # the stateful ops' state right after this batch: what a checkpoint saves once it is consumed
+                item: Any = (outputs, self.executor.take_states_after(iteration) if self.snapshots else None)
             except StopIteration:
                 item = self._END
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer
@@ -213,7 +302,7 @@ class _Prefetcher:
             if item is self._END:
                 return
 
-    def next(self) -> list[TensorListCPU]:
+    def next(self) -> tuple[list[TensorListCPU], dict | None]:
         while True:
             try:
                 item = self.queue.get(timeout=0.5)

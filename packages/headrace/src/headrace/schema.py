@@ -115,6 +115,8 @@ class Arg:
         return f"list of {base}" if self.list_of else base
 
 
+CHECKPOINT_RULES = ("none", "rng", "reader", "source")
+
 COMMON_ARGS = (
     Arg("device", "str", None, "Where the op runs: 'cpu', 'gpu' or 'mixed' (CPU in, GPU out)."),
     Arg("name", "str", None, "A unique name for the node; readers are looked up by it (`epoch_size('Reader')`)."),
@@ -139,14 +141,16 @@ class OpSchema:
     batch_op: bool = False
     whole_batch: bool = False
     """The kernel sees all samples of a batch at once (e.g. pad to the largest); it is not a reader."""
-    state: str = "none"
-    """What a checkpoint saves for this op: 'none', 'rng' (derived from the iteration counter) or 'reader'."""
+    state: str | None = None
+    """The op's checkpoint rule, which every op must declare: 'none' (stateless), 'rng' (random streams keyed by
+    (node seed, sample number): restored by the iteration counter), 'reader' (a reader's position) or 'source'
+    (external_source counters). tests/test_checkpoint.py fails for an op that declares none."""
     rule: Callable[[frozenset[str]], str | None] | None = None
     """A rule across arguments (e.g. mutually exclusive ones): given the names of the arguments given, literal or
     per-sample, it returns what is wrong, or None."""
 
     def __post_init__(self) -> None:
-        if self.state not in ("none", "rng", "reader", "source"):
+        if self.state not in (None, *CHECKPOINT_RULES):
             raise AssertionError(f"{self.name}: unknown checkpoint rule {self.state!r}")
         if self.random and self.state != "rng":
             raise AssertionError(f"{self.name}: a random op must declare state='rng'")

@@ -15,6 +15,7 @@ register(OpSchema(
           Arg("dtype", "dtype", DALIDataType.UINT8, "Output element type (uint8 by default, as in DALI, even for "
               "float input).")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -28,6 +29,7 @@ register(OpSchema(
           Arg("contrast_center", "float", None, "Value kept by contrast; default half the type's range (0.5 for "
               "floats).", tensor_input=True), _DTYPE),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -39,4 +41,5 @@ register(OpSchema(
           Arg("hue", "float", 0.0, "Hue rotation in degrees.", tensor_input=True),
           Arg("saturation", "float", 1.0, "Saturation multiplier.", tensor_input=True), _DTYPE),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))

@@ -12,6 +12,7 @@ register(OpSchema(
     doc="Checks that each sample is one boolean (or integer) value and gives it as a bool scalar: the condition "
         "of an `if`, or an operand of `and`/`or` on data.",
     min_inputs=1, max_inputs=1, devices=("cpu",),
+    state="none",
 ))
 
 register(OpSchema(
@@ -19,6 +20,7 @@ register(OpSchema(
     doc="Splits the samples by a predicate: output 0 has a token for the samples where it is true, output 1 for "
         "those where it is false; nodes guarded by a token run only for the samples that have it.",
     min_inputs=1, max_inputs=1, num_outputs=2, devices=("cpu",),
+    state="none",
 ))
 
 register(OpSchema(
@@ -26,10 +28,12 @@ register(OpSchema(
     doc="After an `if` on data: inputs (value from the true branch, value from the false branch, predicate); "
         "each sample takes the value of the branch it ran.",
     min_inputs=3, max_inputs=3, devices=("cpu",),
+    state="none",
 ))
 
 register(OpSchema(
     name="_conditional.not_",
     doc="Logical negation of a per-sample boolean scalar (`not` on data).",
     min_inputs=1, max_inputs=1, devices=("cpu",),
+    state="none",
 ))

@@ -37,6 +37,7 @@ register(OpSchema(
     args=DECODER_ARGS,
     min_inputs=1, max_inputs=1,
     devices=("cpu", "mixed"),
+    state="none",
 ))
 
 register(OpSchema(

@@ -16,4 +16,5 @@ register(OpSchema(
         Arg("dtype", "dtype", None, "Output element type; default the input's."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))

@@ -68,6 +68,7 @@ register(OpSchema(
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
     rule=_resize_rule,
+    state="none",
 ))
 
 register(OpSchema(
@@ -75,6 +76,7 @@ register(OpSchema(
     doc="Cuts a window out of each HWC image.",
     args=(*CROP_WINDOW_ARGS, Arg("dtype", "dtype", None, "Output element type; default the input's.")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -95,6 +97,7 @@ register(OpSchema(
         Arg("pad_output", "bool", False, "Append a fourth channel of zeros (fill value) to an RGB output."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -118,4 +121,5 @@ register(OpSchema(
     args=(Arg("horizontal", "int", 1, "1 flips left-right.", tensor_input=True),
           Arg("vertical", "int", 0, "1 flips top-bottom.", tensor_input=True)),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))

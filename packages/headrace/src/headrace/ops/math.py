@@ -21,6 +21,7 @@ register(OpSchema(
               "Python float, a numpy scalar's own type)."),
           Arg("scalar_on_left", "bool", False, "Whether the scalar is the left operand.")),
     min_inputs=1, max_inputs=2, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -28,6 +29,7 @@ register(OpSchema(
     doc="An element-wise unary op.",
     args=(Arg("op", "str", REQUIRED, "The operation.", choices=UNARY_OPS),),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -36,4 +38,5 @@ register(OpSchema(
         "0), integer to integer saturates, anything to BOOL is `!= 0`.",
     args=(Arg("dtype", "dtype", REQUIRED, "The element type of the output."),),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))

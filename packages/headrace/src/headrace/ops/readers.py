@@ -19,8 +19,8 @@ register(OpSchema(
             list_of=True),
         Arg("case_sensitive_filter", "bool", False, "Match file_filters case-sensitively."),
         Arg("random_shuffle", "bool", False, "Visit the samples of each epoch in a new random order."),
-        Arg("shuffle_after_epoch", "bool", False, "Shuffle the whole data set between epochs (same as random_shuffle "
-            "here: headrace always shuffles a full epoch, never through a window)."),
+        Arg("shuffle_after_epoch", "bool", False, "Shuffle the whole data set every epoch, with a seed all shards "
+            "share (this reader's `seed`, else a fixed one), so an epoch's shards still partition the data set."),
         Arg("seed", "int", -1, "Seed of the shuffle; -1 derives it from the pipeline seed."),
         Arg("shard_id", "int", 0, "Which shard this pipeline reads."),
         Arg("num_shards", "int", 1, "Into how many shards the data set is split."),
@@ -77,4 +77,5 @@ register(OpSchema(
         Arg("layout", "str", "", "Layout name of the tensor."),
     ),
     devices=("cpu", "gpu"),
+    state="none",
 ))

@@ -22,6 +22,7 @@ for _name, _doc, _dtype in (
     register(OpSchema(
         name=f"reductions.{_name}", doc=_doc, args=(*_AXES, *((_DTYPE,) if _dtype else ())),
         min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+        state="none",
     ))
 
 for _name, _doc in (("std_dev", "Standard deviation, given the data and its mean (over the same axes, as "
@@ -31,4 +32,5 @@ for _name, _doc in (("std_dev", "Standard deviation, given the data and its mean
         name=f"reductions.{_name}", doc=_doc,
         args=(*_AXES, Arg("ddof", "int", 0, "Delta degrees of freedom: divide by N - ddof.")),
         min_inputs=2, max_inputs=2, devices=("cpu", "gpu"),
+        state="none",
     ))

@@ -20,6 +20,7 @@ register(OpSchema(
         Arg("normalized_shape", "bool", False, "The shape is a fraction of the extents."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -35,4 +36,5 @@ register(OpSchema(
         Arg("n_channels", "int", 3, "Number of channels of the images (checked)."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))

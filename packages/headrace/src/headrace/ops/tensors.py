@@ -13,6 +13,7 @@ register(OpSchema(
           Arg("axis_name", "str", None, "Layout letter of the new axis (layouts are not tracked; accepted for "
               "DALI compatibility).")),
     min_inputs=1, max_inputs=MAX_JOINED, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -21,6 +22,7 @@ register(OpSchema(
     args=(Arg("axis", "int", 0, "The axis to join along; negative counts from the end."),
           Arg("axis_name", "str", None, "Layout letter of the axis (accepted for DALI compatibility).")),
     min_inputs=1, max_inputs=MAX_JOINED, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -33,6 +35,7 @@ register(OpSchema(
           Arg("src_dims", "int", None, "Input axes to keep, in order; -1 adds an axis of extent 1.", list_of=True),
           Arg("layout", "str", None, "Layout name of the output (accepted for DALI compatibility).")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -42,6 +45,7 @@ register(OpSchema(
           Arg("transpose_layout", "bool", True, "Permute the layout name too (accepted for DALI compatibility)."),
           Arg("output_layout", "str", None, "Layout name of the output (accepted for DALI compatibility).")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -56,6 +60,7 @@ register(OpSchema(
           Arg("align", "int", None, "Pad each extent up to a multiple of this (one value, or one per axis).",
               list_of=True)),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), whole_batch=True,
+    state="none",
 ))
 
 register(OpSchema(
@@ -68,4 +73,5 @@ register(OpSchema(
           Arg("on_value", "float", 1.0, "Value at the label."),
           Arg("off_value", "float", 0.0, "Value elsewhere.")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))

@@ -6,4 +6,5 @@ register(OpSchema(
     name="copy",
     doc="Copies data to the node's device: device='gpu' uploads, device='cpu' downloads. Built by .gpu() / .cpu().",
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))

@@ -22,6 +22,7 @@ register(OpSchema(
               tensor_input=True),
           *_WARP),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none",
 ))
 
 register(OpSchema(
@@ -36,4 +37,5 @@ register(OpSchema(
           Arg("inverse_map", "bool", True, "The matrix maps output to input coordinates."),
           *_WARP),
     min_inputs=1, max_inputs=2, devices=("cpu", "gpu"),
+    state="none",
 ))

@@ -21,6 +21,8 @@ class ExternalSource:
         self.fed: list = []
         self.batches_taken = 0
         self._iterator = None
+        self._skip = 0
+        self.taken_in_pass = 0
 
     @property
     def needs_feed(self) -> bool:
@@ -38,15 +40,23 @@ class ExternalSource:
             return [source(_SampleInfo(iteration * self.batch_size + i, i, iteration))
                     for i in range(self.batch_size)]
         if self._iterator is None:
-            self._iterator = iter(source)
+            self._start_pass()
+            skip, self._skip = self._skip, 0
+            for _ in range(skip):  # restored from a checkpoint: move the iterable to where it stood
+                self._from_source(iteration)
         try:
-            return next(self._iterator)
+            item = next(self._iterator)
         except StopIteration:
             self._iterator = None
-            if self.cycle in (True, "quiet"):
-                self._iterator = iter(source)
-                return next(self._iterator)
-            raise
+            if self.cycle not in (True, "quiet"):
+                raise
+            self._start_pass()
+            item = next(self._iterator)
+        self.taken_in_pass += 1
+        return item
+
+    def _start_pass(self) -> None:
+        self._iterator, self.taken_in_pass = iter(self.source), 0
 
     def next_batch(self, iteration: int) -> tuple[list[list[np.ndarray]], list[str]]:
         if self.source is None:
@@ -73,10 +83,14 @@ class ExternalSource:
         return samples
 
     def get_state(self) -> dict:
-        return {"batches_taken": self.batches_taken}
+        return {"batches_taken": self.batches_taken, "taken_in_pass": self.taken_in_pass}
 
     def set_state(self, state: dict) -> None:
+        """Continue after `batches_taken` batches: a callable source is asked by iteration anyway; an iterable one
+        is advanced past the batches it had given in its current pass when it is next read."""
         self.batches_taken = int(state["batches_taken"])
+        self._iterator = None
+        self._skip = self.taken_in_pass = int(state.get("taken_in_pass", self.batches_taken))
 
 
 class _SampleInfo:

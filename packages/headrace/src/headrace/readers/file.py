@@ -1,6 +1,25 @@
-"""`readers.file`: encoded files and labels from a class-folder tree, a file list or explicit files."""
+"""`readers.file`: encoded files and labels from a class-folder tree, a file list or explicit files.
 
-from __future__ import annotations
+Sharding and the end of an epoch follow DALI's readers exactly (checked against DALI's CPU build in
+tests/test_torch_vs_dali.py; each rule also has a plain test in tests/test_reader_sharding.py):
+
+* The data set of N samples is split into S = num_shards contiguous shards; shard k holds the samples
+  [k*N//S, (k+1)*N//S).
+* A reader's *epoch* is one pass over one shard. Epoch e of reader `shard_id` reads shard
+  (shard_id + e) % S, or always shard `shard_id` with stick_to_shard=True. Without shuffling, a reader
+  thus reads one endless stream: its shard, the next one, ..., wrapping round the data set.
+* Without pad_last_batch, batches are cut from that stream: a batch may end in one epoch and go on with the
+  first samples of the next (the PyTorch iterator's last batch policy decides what the user sees of them).
+* With pad_last_batch, every shard yields ceil(N/S) samples per epoch -- the largest shard's size -- by
+  repeating its last sample, and then keeps repeating it up to the end of the batch. So every shard has the same
+  number of batches per epoch, ceil(ceil(N/S) / batch_size), no batch spans two epochs, and a shard smaller than
+  ceil(N/S) by more than its padding room may even get a batch made only of its last sample.
+* reader_meta: epoch_size = N; epoch_size_padded = ceil(N/S) * S with pad_last_batch, else N.
+* random_shuffle visits each epoch's shard in a new order, a pure function of (reader seed, epoch).
+  shuffle_after_epoch shuffles the whole data set once per epoch with a seed shared by all shards (the reader's
+  own `seed` argument, else a fixed one, as DALI), so that the shards of an epoch still partition the data set.
+  Either way an epoch holds exactly the samples of its shard; only the order differs from DALI's.
+"""
 
 import dataclasses
 import fnmatch
@@ -15,7 +34,8 @@ from headrace.errors import SchemaError
 
 @dataclasses.dataclass
 class ReaderState:
-    """Where a reader stands: the epoch it is in, its shard in that epoch, and the position in the shard."""
+    """Where a reader stands: the epoch it is in and how many samples it returned in that epoch, padding
+    included."""
 
     epoch: int = 0
     position: int = 0
@@ -61,7 +81,11 @@ class FileReader:
     def __init__(self, node: str, args: dict, batch_size: int, seed: int, pool: ThreadPoolExecutor | None):
         self.node, self.batch_size, self.pool = node, batch_size, pool
         self.seed = seed
-        self.shuffle = args["random_shuffle"] or args["shuffle_after_epoch"]
+        self.shuffle_globally = bool(args["shuffle_after_epoch"])
+        self.shuffle = bool(args["random_shuffle"]) or self.shuffle_globally
+        # shuffle_after_epoch: one permutation for all shards, so they must agree on its seed (DALI uses a fixed one)
+        own_seed = args.get("seed", -1)
+        self.global_shuffle_seed = own_seed & (2**64 - 1) if own_seed is not None and own_seed != -1 else 0x5EED
         self.shard_id, self.num_shards = args["shard_id"], args["num_shards"]
         self.stick_to_shard, self.pad_last_batch = args["stick_to_shard"], args["pad_last_batch"]
         if not 0 <= self.shard_id < self.num_shards:
@@ -82,10 +106,14 @@ class FileReader:
             raise SchemaError(f"readers.file (node '{node}'): give file_root, file_list or files")
         if not samples:
             raise SchemaError(f"readers.file (node '{node}'): no files found (file_root={args.get('file_root')!r})")
+        if len(samples) < self.num_shards:
+            raise SchemaError(f"readers.file (node '{node}'): {len(samples)} samples cannot be split into "
+                              f"num_shards={self.num_shards} shards")
         self.root = root
         self.paths = [str(root / p) if root is not None and not os.path.isabs(p) else p for p, _ in samples]
         self.labels = np.asarray([label for _, label in samples], dtype=np.int32)
         self.state = ReaderState()
+        self._cached_order: tuple[int, np.ndarray] | None = None
 
     # Sharding, as DALI: shard k holds samples [k*N//S, (k+1)*N//S).
     def shard_bounds(self, shard: int) -> tuple[int, int]:
@@ -99,9 +127,18 @@ class FileReader:
         start, stop = self.shard_bounds(self.shard_of_epoch(epoch))
         return stop - start
 
+    @property
+    def padded_shard_size(self) -> int:
+        """What every shard returns per epoch with pad_last_batch: the largest shard's size, ceil(N/S)."""
+        return -(-len(self.paths) // self.num_shards)
+
     def epoch_order(self, epoch: int) -> np.ndarray:
         """The sample indices of `epoch`, in reading order."""
         start, stop = self.shard_bounds(self.shard_of_epoch(epoch))
+        if self.shuffle_globally:
+            permutation = np.arange(len(self.paths))
+            np.random.Generator(np.random.Philox(key=[self.global_shuffle_seed, epoch])).shuffle(permutation)
+            return permutation[start:stop]
         order = np.arange(start, stop)
         if self.shuffle:
             np.random.Generator(np.random.Philox(key=[self.seed & (2**64 - 1), epoch])).shuffle(order)
@@ -111,31 +148,36 @@ class FileReader:
         """DALI's reader_meta: epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch,
         stick_to_shard."""
         n, shards = len(self.paths), self.num_shards
-        largest = max(self.shard_bounds(s)[1] - self.shard_bounds(s)[0] for s in range(shards))
-        padded = shards * -(-largest // self.batch_size) * self.batch_size if self.pad_last_batch else n
+        padded = self.padded_shard_size * shards if self.pad_last_batch else n
         return {"epoch_size": n, "epoch_size_padded": padded, "number_of_shards": shards, "shard_id": self.shard_id,
                 "pad_last_batch": self.pad_last_batch, "stick_to_shard": self.stick_to_shard}
 
     def next_indices(self) -> list[int]:
-        """The sample indices of the next batch, advancing the state. Without pad_last_batch a batch runs on into
-        the next epoch; with it, the end of a shard is filled with its last sample and the next batch starts anew."""
+        """The sample indices of the next batch, advancing the state (the rules are in the module docstring)."""
         indices: list[int] = []
         state = self.state
-        order = self.epoch_order(state.epoch)
+        order = self._order(state.epoch)
         while len(indices) < self.batch_size:
-            if state.position >= len(order):
-                if self.pad_last_batch and indices:
-                    indices += [indices[-1]] * (self.batch_size - len(indices))
-                    break
-                state.epoch, state.position = state.epoch + 1, 0
-                order = self.epoch_order(state.epoch)
+            if state.position < len(order):
+                take = min(self.batch_size - len(indices), len(order) - state.position)
+                indices += order[state.position:state.position + take].tolist()
+                state.position += take
                 continue
-            take = min(self.batch_size - len(indices), len(order) - state.position)
-            indices += order[state.position:state.position + take].tolist()
-            state.position += take
-        if self.pad_last_batch and state.position >= len(order):
+            if self.pad_last_batch and (indices or state.position < self.padded_shard_size):
+                # repeat the shard's last sample: up to the end of this batch, or a whole batch while the shard
+                # is still short of ceil(N/S) samples
+                fill = self.batch_size - len(indices)
+                indices += [int(order[-1])] * fill
+                state.position += fill
+                break
             state.epoch, state.position = state.epoch + 1, 0
+            order = self._order(state.epoch)
         return indices
+
+    def _order(self, epoch: int) -> np.ndarray:
+        if self._cached_order is None or self._cached_order[0] != epoch:
+            self._cached_order = (epoch, self.epoch_order(epoch))
+        return self._cached_order[1]
 
     def _read(self, index: int) -> np.ndarray:
         path = self.paths[index]
@@ -158,3 +200,4 @@ class FileReader:
 
     def set_state(self, state: dict) -> None:
         self.state = ReaderState(**state)
+        self._cached_order = None

@@ -1,0 +1,15 @@
+"""headrace-torch: PyTorch iterators over headrace pipelines, with DALI's arguments and last-batch semantics.
+
+    from headrace_torch import GenericIterator, LastBatchPolicy   # or: from headrace.plugin.pytorch import ...
+"""
+
+from headrace_torch.distributed import shard_args
+from headrace_torch.epoch import LastBatchPolicy
+from headrace_torch.iterator import ClassificationIterator, GenericIterator
+from headrace_torch.tensors import to_torch
+
+DALIGenericIterator = GenericIterator
+DALIClassificationIterator = ClassificationIterator
+
+__all__ = ["ClassificationIterator", "DALIClassificationIterator", "DALIGenericIterator", "GenericIterator",
+           "LastBatchPolicy", "shard_args", "to_torch"]
