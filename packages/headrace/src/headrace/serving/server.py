@@ -20,7 +20,10 @@ from pathlib import Path
 BACKEND_NAME = "headrace"
 # What Triton runs for a model with `backend: "headrace"`: the generic backend in the library. backend/model.py in
 # the repository holds the same lines (the Docker image copies it into /opt/tritonserver/backends/headrace/).
-BACKEND_MODEL_PY = '"""headrace\'s generic Triton Python backend: serves the pipeline file in the model\'s version folder."""\n\nfrom headrace.serving.triton_backend import TritonPythonModel  # noqa: F401\n'
+BACKEND_MODEL_PY = (
+    '"""headrace\'s generic Triton Python backend: serves the pipeline file in the model\'s version folder."""\n\n'
+    "from headrace.serving.triton_backend import TritonPythonModel  # noqa: F401\n"
+)
 
 
 class ServerError(RuntimeError):
