@@ -179,7 +179,7 @@ def server_environment(files: ServerFiles, python: str | None = None) -> dict[st
     """The environment the stub needs: this interpreter's bin/ first on PATH (the stub imports packages through the
     first `python3` there), its libpython's folder and the server's bundled libraries on LD_LIBRARY_PATH."""
     env = dict(os.environ)
-    bin_dir = str(Path(python or sys.executable).parent)
+    bin_dir = str(Path(python or sys.executable).absolute().parent)
     env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
     libdirs = [sysconfig.get_config_var("LIBDIR") or "", *map(str, files.library_dirs), env.get("LD_LIBRARY_PATH", "")]
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in libdirs if p)
@@ -189,10 +189,11 @@ def server_environment(files: ServerFiles, python: str | None = None) -> dict[st
 
 def start_server(model_repository: str | os.PathLike, http_port: int | None = None, grpc_port: int | None = None,
                  metrics_port: int | None = None, timeout: float = 120.0, log_file: str | os.PathLike | None = None,
-                 extra_args: tuple[str, ...] = ()) -> TritonServer:
+                 extra_args: tuple[str, ...] = (), python: str | os.PathLike | None = None) -> TritonServer:
     """Start tritonserver on 127.0.0.1 serving `model_repository` and wait (at most `timeout` s) until
     /v2/health/ready answers; on failure the process is killed by PID and ServerError carries the log's tail.
-    Ports left as None are picked free."""
+    Ports left as None are picked free. The models' Python is this interpreter's environment, or `python`
+    (another virtual environment's interpreter of the same Python version)."""
     repository = Path(model_repository).resolve()
     if not repository.is_dir():
         raise ServerError(f"model repository {repository} is not a folder")
@@ -211,7 +212,7 @@ def start_server(model_repository: str | os.PathLike, http_port: int | None = No
                    "--allow-sagemaker=false", "--allow-vertex-ai=false", *extra_args]
         with open(log_path, "wb") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=server_environment(files), cwd=workdir.name)
+                                       env=server_environment(files, python), cwd=workdir.name)
         server = TritonServer(process, *ports, log_path, workdir)
         try:
             _wait_ready(server, timeout)
