@@ -177,9 +177,57 @@ def test_burst_of_200_mixed_batches(server, reference):
     assert after[1] - before[1] < len(plans)  # executions: requests were merged
 
 
+def test_client_example(server, tmp_path, capsys):
+    """examples/triton_client.py prints the top classes of each file, over gRPC and HTTP."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("triton_client", MODEL_REPOSITORY.parent / "examples" /
+                                                  "triton_client.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    files = []
+    for i, image in enumerate(jpegs(3)):
+        files.append(tmp_path / f"{i}.jpg")
+        image.tofile(files[-1])
+    labels = (MODEL_REPOSITORY / "classifier" / "labels.txt").read_text().split()
+    for args in (["--url", server.grpc_url], ["--protocol", "http", "--url", server.http_url, "--one-per-request"]):
+        example.main([*args, "--top", "2", *map(str, files)])
+        lines = capsys.readouterr().out.splitlines()
+        assert len(lines) == 3
+        for line, file in zip(lines, files, strict=True):
+            name, classes = line.split(": ")
+            assert name == str(file) and len(classes.split(", ")) == 2
+            assert all(entry.split(" (")[0] in labels for entry in classes.split(", "))
+
+
 def _counts(conn) -> tuple[int, int]:
     stats = conn.get_inference_statistics("preprocess", as_json=True)["model_stats"][0]
     return int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_gpu_instance_parity(tmp_path_factory, protocol):
+    """KIND_GPU: the repository regenerated for the GPU (mixed decoder, GPU resize and normalize), outputs handed
+    to Triton through DLPack, equal to the same pipeline file run directly on the GPU."""
+    import subprocess
+    import sys
+
+    repo = tmp_path_factory.mktemp(f"gpu-repo-{protocol}")
+    subprocess.run([sys.executable, str(MODEL_REPOSITORY.parent / "scripts" / "make_model_repository.py"), "--out",
+                    str(repo), "--kind", "KIND_GPU"], check=True, capture_output=True)
+    assert "kind: KIND_GPU" in (repo / "preprocess" / "config.pbtxt").read_text()
+    images = jpegs()
+    pipe = Pipeline.load(repo / "preprocess" / "1" / "pipeline.json", device_id=0)
+    with start_server(repo, timeout=180) as gpu_server:
+        conn = client(gpu_server, protocol)
+        for start in range(0, len(images), 3):
+            batch = padded(images[start:start + 3])
+            want = pipe.run(images=list(batch))[0].as_cpu().as_array()
+            np.testing.assert_array_equal(infer(conn, protocol, batch), want)
+        probabilities = infer(conn, protocol, padded(images[:2]), model="classify", output="probabilities")
+        np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    pipe.close()
 
 
 def test_failed_start_is_reported_and_killed(tmp_path: Path):

@@ -121,6 +121,8 @@ class BatchRunner:
                 self.pipe.clear_fed_inputs()
                 self._run_alone(group, results, exc)
                 return
+            for batch in outputs:  # GPU batches are made on the pipeline's stream: done before they are handed on
+                getattr(batch, "synchronize", lambda: None)()
             offset = 0
             for request in group:
                 try:
