@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, jpegs, padded
-
 from headrace.pipeline import Pipeline
 from headrace.serving.server import ServerError, find_server, start_server
+from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, jpegs, padded
 
 pytestmark = pytest.mark.triton
 
@@ -81,7 +80,6 @@ def test_parity_with_offline_pipeline(server, reference, protocol):
 
 def test_ensemble_classifies(server, reference):
     import torch
-
     from headrace.serving.triton_backend import NUMPY_2  # noqa: F401  (the backend module imports outside Triton)
 
     spec = __import__("importlib.util").util.spec_from_file_location(
@@ -117,7 +115,6 @@ def _error_of(call) -> str:
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_errors_are_per_request(server, reference, protocol):
     conn = client(server, protocol)
-    module = CLIENTS[protocol]
     images = jpegs()
     corrupt = np.frombuffer(b"\xff\xd8\xff\xe0 not a JPEG at all " * 8, np.uint8)
     # a corrupt image among good requests sent at the same time (dynamic batching merges them)

@@ -149,7 +149,7 @@ class Pipeline:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
+        except Exception:
             pass
 
     # Readers
@@ -202,7 +202,7 @@ class _Prefetcher:
                 item: Any = self.executor.run(iteration)[0]
             except StopIteration:
                 item = self._END
-            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            except BaseException as exc:
                 item = exc
             iteration += 1
             while not self.stopping.is_set():
