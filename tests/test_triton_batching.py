@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from headrace.pipeline import Pipeline
 from headrace.serving.batching import BatchRunner, InputSpec, RequestError
 from triton_helpers import PREPROCESS_FILE, jpegs, padded

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from headrace import fn, pipeline_def, types
 from headrace.errors import SchemaError
 from headrace.serving import triton_config

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from headrace.pipeline import Pipeline
 from headrace.serving.server import ServerError, find_server, start_server
 from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, jpegs, padded
@@ -80,6 +81,7 @@ def test_parity_with_offline_pipeline(server, reference, protocol):
 
 def test_ensemble_classifies(server, reference):
     import torch
+
     from headrace.serving.triton_backend import NUMPY_2  # noqa: F401  (the backend module imports outside Triton)
 
     spec = __import__("importlib.util").util.spec_from_file_location(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+
 from headrace.data.synthetic import synthetic_image
 
 REPO = Path(__file__).resolve().parent.parent

@@ -149,7 +149,7 @@ class Pipeline:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
     # Readers
@@ -202,7 +202,7 @@ class _Prefetcher:
                 item: Any = self.executor.run(iteration)[0]
             except StopIteration:
                 item = self._END
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
                 item = exc
             iteration += 1
             while not self.stopping.is_set():

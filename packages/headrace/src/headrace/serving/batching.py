@@ -117,7 +117,7 @@ class BatchRunner:
                     f"sample {index} of this request: {exc.op} (node '{exc.node}') failed: {_cause(exc)}")
                 group = [r for r in group if r is not request]
                 continue
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - not tied to one sample: find the culprit by running alone
                 self.pipe.clear_fed_inputs()
                 self._run_alone(group, results, exc)
                 return

@@ -80,7 +80,7 @@ class TritonPythonModel:
                 tensors = [self._tensor(name, value) for name, value in zip(self.runner.output_names, result,
                                                                                strict=True)]
                 responses.append(pb.InferenceResponse(output_tensors=tensors))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - answered to this request only
                 responses.append(pb.InferenceResponse(output_tensors=[], error=_error(pb, str(exc))))
         return responses
 
