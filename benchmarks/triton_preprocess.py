@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from headrace.pipeline import Pipeline  # noqa: E402
-from headrace.serving import start_server  # noqa: E402
+from headrace.serving import start_server, triton_config  # noqa: E402
 from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, jpegs  # noqa: E402
 
 BASELINE_CONFIG = '''name: "pil_preprocess"
@@ -47,7 +47,7 @@ def numpy_major(python: str) -> int:
 
 
 def offline(images: list[np.ndarray], seconds: float) -> dict:
-    """The pipeline file run in this process: batches of 32 (throughput) and of 1 (latency)."""
+    """The pipeline file run in this process: batches of 32 (throughput) and of 1 (latency); returns raw timings."""
     pipe = Pipeline.load(PREPROCESS_FILE)
     batch = [images[i % len(images)] for i in range(pipe.batch_size)]
     pipe.run(images=batch)
@@ -55,7 +55,7 @@ def offline(images: list[np.ndarray], seconds: float) -> dict:
     while time.perf_counter() - start < seconds:
         pipe.run(images=batch)
         done += len(batch)
-    rate = done / (time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
     latencies = []
     start = time.perf_counter()
     while time.perf_counter() - start < seconds / 2:
@@ -63,7 +63,7 @@ def offline(images: list[np.ndarray], seconds: float) -> dict:
         pipe.run(images=[images[len(latencies) % len(images)]])
         latencies.append(time.perf_counter() - t)
     pipe.close()
-    return {"rate": rate, "p50": np.percentile(latencies, 50) * 1e3, "p99": np.percentile(latencies, 99) * 1e3}
+    return {"done": done, "elapsed": elapsed, "latencies": latencies}
 
 
 def load(url: str, model: str, make_input, concurrency: int, seconds: float) -> dict:
@@ -100,9 +100,15 @@ def load(url: str, model: str, make_input, concurrency: int, seconds: float) -> 
     stop.set()
     for thread in threads:
         thread.join(timeout=30)
-    flat = np.concatenate([np.asarray(x) for x in latencies]) if any(latencies) else np.zeros(1)
-    return {"rate": sum(map(len, latencies)) / elapsed, "p50": np.percentile(flat, 50) * 1e3,
-            "p99": np.percentile(flat, 99) * 1e3, "errors": len(errors), "first_error": errors[:1]}
+    return {"latencies": [t for slot in latencies for t in slot], "elapsed": elapsed, "errors": errors}
+
+
+def summary(runs: list[dict]) -> dict:
+    """Pooled over rounds: images per second, p50/p99 latency in ms, errors."""
+    latencies = np.asarray([t for run in runs for t in run["latencies"]] or [np.nan])
+    return {"rate": sum(len(r["latencies"]) for r in runs) / sum(r["elapsed"] for r in runs),
+            "p50": np.percentile(latencies, 50) * 1e3, "p99": np.percentile(latencies, 99) * 1e3,
+            "errors": sum(len(r["errors"]) for r in runs), "first_error": [e for r in runs for e in r["errors"]][:1]}
 
 
 def check_output(url: str, model: str, tensor, want: np.ndarray, exact: bool) -> float:
@@ -121,17 +127,23 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", nargs="*", type=Path, help="JPEG files (default: two synthetic 427x640)")
-    parser.add_argument("--seconds", type=float, default=8.0, help="measured time per concurrency level")
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured time per level and round")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds; each runs every level of both models, "
+                        "alternating, so that load from elsewhere on the machine hits both alike")
     parser.add_argument("--concurrency", nargs="*", type=int, default=[1, 8, 32])
     parser.add_argument("--baseline-python", default=sys.executable)
+    parser.add_argument("--instances", type=int, help="headrace instances (default: the committed config's)")
+    parser.add_argument("--threads", type=int, help="threads per headrace instance (default: the pipeline's)")
     args = parser.parse_args(argv)
     if args.images:
         images = [np.fromfile(p, np.uint8) for p in args.images]
     else:
-        images = [j for j in jpegs(9) if True][4:5] + [jpegs(9, seed=1)[4]]  # 427x640, two different images
-    print(f"images: {len(images)} ({', '.join(f'{len(j)} B' for j in images)}); {args.seconds:.0f} s per level")
+        images = [jpegs(5, seed=0)[4], jpegs(5, seed=1)[4]]  # two different 427x640 images
+    setup = f"{args.instances or 1} instance(s), {args.threads or 'pipeline default'} thread(s)"
+    print(f"headrace preprocess: {setup}; PIL baseline: 2 instances")
+    print(f"images: {len(images)} ({', '.join(f'{len(j)} B' for j in images)}); {args.seconds:.0f} s per level, "
+          f"{args.rounds} rounds")
 
-    ref = offline(images, args.seconds)
     pipe = Pipeline.load(PREPROCESS_FILE)
     want = pipe.run(images=images[:1])[0].as_array()[0].astype(np.float64)
     pipe.close()
@@ -147,14 +159,14 @@ def main(argv: list[str] | None = None) -> None:
         tensor.set_data_from_numpy(np.array([[images[i % len(images)].tobytes()]], dtype=object))
         return tensor
 
-    results: dict[str, dict[int, dict]] = {}
+    runs: dict[str, dict[int, list]] = {"headrace": {}, "PIL baseline": {}}
+    offline_runs = []
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "headrace"
         shutil.copytree(MODEL_REPOSITORY / "preprocess", repo / "preprocess")
-        with start_server(repo, timeout=120) as server:
-            check_output(server.grpc_url, "preprocess", uint8_input(0), want, exact=True)
-            results["headrace"] = {c: load(server.grpc_url, "preprocess", uint8_input, c, args.seconds)
-                                   for c in args.concurrency}
+        if args.instances or args.threads:
+            (repo / "preprocess" / "config.pbtxt").write_text(triton_config(
+                PREPROCESS_FILE, "preprocess", instance_count=args.instances or 1, num_threads=args.threads))
         bytes_ok = numpy_major(args.baseline_python) < 2
         base = Path(tmp) / "baseline" / "pil_preprocess"
         (base / "1").mkdir(parents=True)
@@ -163,15 +175,27 @@ def main(argv: list[str] | None = None) -> None:
             dtype="TYPE_STRING" if bytes_ok else "TYPE_UINT8", dims="1" if bytes_ok else "-1",
             ragged="" if bytes_ok else "allow_ragged_batch: true"))
         make = bytes_input if bytes_ok else uint8_input
-        with start_server(base.parent, timeout=120, python=args.baseline_python) as server:
-            diff = check_output(server.grpc_url, "pil_preprocess", make(0), want, exact=False)
-            results["PIL baseline"] = {c: load(server.grpc_url, "pil_preprocess", make, c, args.seconds)
-                                       for c in args.concurrency}
+        # both servers up at once (an idle one costs no CPU), measured in alternation
+        with start_server(repo, timeout=120) as ours, \
+                start_server(base.parent, timeout=120, python=args.baseline_python) as theirs:
+            check_output(ours.grpc_url, "preprocess", uint8_input(0), want, exact=True)
+            diff = check_output(theirs.grpc_url, "pil_preprocess", make(0), want, exact=False)
+            contenders = [("headrace", ours.grpc_url, "preprocess", uint8_input),
+                          ("PIL baseline", theirs.grpc_url, "pil_preprocess", make)]
+            for round_ in range(args.rounds):
+                offline_runs.append(offline(images, args.seconds))
+                for c in args.concurrency:
+                    for name, url, model, maker in contenders[::1 if round_ % 2 == 0 else -1]:
+                        runs[name].setdefault(c, []).append(load(url, model, maker, c, args.seconds))
+    results = {name: {c: summary(r) for c, r in levels.items()} for name, levels in runs.items()}
+    offline_latencies = [t for run in offline_runs for t in run["latencies"]]
+    ref = {"rate": sum(r["done"] for r in offline_runs) / sum(r["elapsed"] for r in offline_runs),
+           "p50": np.percentile(offline_latencies, 50) * 1e3, "p99": np.percentile(offline_latencies, 99) * 1e3}
 
     print(f"\noffline pipeline (in process): {ref['rate']:.0f} img/s at batch 32; batch 1 p50 {ref['p50']:.2f} ms, "
           f"p99 {ref['p99']:.2f} ms")
-    print(f"baseline input: {'BYTES, numpy<2' if bytes_ok else 'UINT8 (numpy 2)'}; its output differs from "
-          f"headrace's by at most {diff:.3f} (PIL's resize is not the same filter)")
+    same = "the same values" if diff == 0 else f"values within {diff:.2e}"
+    print(f"baseline input: {'BYTES, numpy<2' if bytes_ok else 'UINT8 (numpy 2)'}; it returns {same} as headrace")
     print(f"\n{'model':<14}{'conc':>5}{'img/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
     for name, levels in results.items():
         for c, r in levels.items():
