@@ -3,6 +3,7 @@ train/serve parity bit for bit, the ensemble, per-request errors, a burst of con
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from headrace.pipeline import Pipeline
-from headrace.serving.server import ServerError, find_server, start_server
+from headrace.serving.server import ServerError, child_pids, find_server, start_server
 from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, jpegs, padded
 
 pytestmark = pytest.mark.triton
@@ -34,9 +35,15 @@ CLIENTS = {"http": http, "grpc": grpc}
 @pytest.fixture(scope="module")
 def server():
     handle = start_server(MODEL_REPOSITORY, timeout=120)
+    stubs = child_pids(handle.pid)  # one Python stub per model instance
+    assert len(stubs) == 2
     yield handle
     handle.stop()
     assert handle.process.poll() is not None
+    deadline = time.monotonic() + 10  # stopped stubs are reaped by init, which can take a moment
+    while [pid for pid in stubs if Path(f"/proc/{pid}").exists()] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in stubs if Path(f"/proc/{pid}").exists()]
 
 
 @pytest.fixture(scope="module")

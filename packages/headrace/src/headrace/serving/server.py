@@ -135,7 +135,7 @@ class TritonServer:
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM the server (it unloads models, calling finalize()), SIGKILL it after `timeout`; its Python stubs
         are killed by PID if any outlive it. Returns the exit code."""
-        children = _child_pids(self.process.pid)
+        children = child_pids(self.process.pid)
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -157,7 +157,7 @@ class TritonServer:
         self.stop()
 
 
-def _child_pids(pid: int) -> list[int]:
+def child_pids(pid: int) -> list[int]:
     """The PIDs of a process's children (Linux /proc), so that stubs can be stopped by their own id."""
     pids = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
