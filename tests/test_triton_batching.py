@@ -77,3 +77,16 @@ def test_fed_batch_above_batch_size_is_refused():
     with pytest.raises(ValueError, match="more than the pipeline's batch_size"):
         pipe.run(images=jpegs(3))
     pipe.close()
+
+
+def test_smaller_batches_reuse_the_full_size_buffers():
+    """A server feeds batches of any size up to batch_size: they share the pooled full-size output buffers
+    instead of pooling one set per size."""
+    pipe = Pipeline.load(PREPROCESS_FILE, batch_size=6, num_threads=1)
+    images = jpegs(6)
+    for size in (1, 6, 2, 5, 3, 4, 1):
+        (normalized,) = pipe.run(images=images[:size])
+        assert normalized.as_array().shape == (size, 3, 224, 224)
+        del normalized
+    assert pipe._executor.buffers.nbytes == 6 * 3 * 224 * 224 * 4
+    pipe.close()
