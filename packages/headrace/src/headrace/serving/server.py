@@ -3,6 +3,7 @@ a backend directory with the Python backend and headrace's generic backend, a bo
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -135,6 +136,7 @@ class TritonServer:
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM the server (it unloads models, calling finalize()), SIGKILL it after `timeout`; its Python stubs
         are killed by PID if any outlive it. Returns the exit code."""
+        atexit.unregister(self.stop)
         children = child_pids(self.process.pid)
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -216,8 +218,12 @@ def start_server(model_repository: str | os.PathLike, http_port: int | None = No
         server = TritonServer(process, *ports, log_path, workdir)
         try:
             _wait_ready(server, timeout)
+            atexit.register(server.stop)  # never leave a server behind when the caller forgets stop()
             return server
-        except ServerError as exc:
+        except BaseException as exc:
+            if not isinstance(exc, ServerError):  # e.g. Ctrl-C while waiting
+                server.stop(timeout=5)
+                raise
             text = server.log()
             server.stop(timeout=5)
             last_error = exc
