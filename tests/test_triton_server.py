@@ -3,6 +3,7 @@ train/serve parity bit for bit, the ensemble, per-request errors, a burst of con
 
 from __future__ import annotations
 
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -160,6 +161,40 @@ def test_errors_are_per_request(server, reference, protocol):
     # and the model keeps serving
     np.testing.assert_array_equal(infer(conn, protocol, images[3][None])[0], reference[3])
     assert conn.is_model_ready("preprocess")
+
+
+def test_bad_request_in_the_same_dynamic_batch(tmp_path, reference):
+    """A model that waits (up to 2 s) until 9 samples are queued: 7 good requests and one holding a corrupt image
+    run as ONE pipeline execution; the corrupt one gets its error, the 7 others their outputs."""
+    from headrace.serving import triton_config
+
+    model = tmp_path / "repo" / "preprocess"
+    shutil.copytree(MODEL_REPOSITORY / "preprocess" / "1", model / "1")
+    (model / "config.pbtxt").write_text(triton_config(PREPROCESS_FILE, "preprocess", 16, preferred_batch_sizes=[9],
+                                                      max_queue_delay_us=2_000_000))
+    images = jpegs()
+    corrupt = np.frombuffer(b"\xff\xd8\xff\xe0 truncated " * 8, np.uint8)
+    batches = [padded(images[i:i + 1]) for i in range(7)] + [padded([images[7], corrupt])]
+    with start_server(tmp_path / "repo", timeout=120) as single:
+        conn = grpc.InferenceServerClient(single.grpc_url)
+        before = _counts(conn)
+
+        def send(batch):
+            try:
+                return infer(conn, "grpc", batch)
+            except InferenceServerException as exc:
+                return exc
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(send, batches))
+        after = _counts(conn)
+    assert after[1] - before[1] == 1  # one execution for all eight requests
+    assert after[0] - before[0] == 9
+    for i, result in enumerate(results[:7]):
+        assert not isinstance(result, InferenceServerException), result
+        np.testing.assert_array_equal(result, reference[i][None])
+    assert isinstance(results[7], InferenceServerException)
+    assert "sample 1 of this request" in str(results[7]) and "decoders.image" in str(results[7])
 
 
 def test_burst_of_200_mixed_batches(server, reference):

@@ -107,6 +107,7 @@ def triton_config(pipeline_file: str | os.PathLike | Pipeline, model_name: str, 
                   instance_kind: str = "KIND_CPU", instance_count: int = 1, *,
                   output_names: Sequence[str] | None = None, output_dims: Mapping[str, Sequence[int]] | None = None,
                   output_dtypes: Mapping[str, object] | None = None, max_queue_delay_us: int = 500,
+                  preferred_batch_sizes: Sequence[int] = (),
                   gpus: Sequence[int] | None = None, pipeline_filename: str = DEFAULT_PIPELINE_FILENAME,
                   num_threads: int | None = None, backend: str = BACKEND_NAME) -> str:
     """The config.pbtxt text serving `pipeline_file` with headrace's backend.
@@ -140,7 +141,8 @@ def triton_config(pipeline_file: str | os.PathLike | Pipeline, model_name: str, 
         lines.append(f"  {{\n    name: {_quote(name)}\n    data_type: {triton_type(spec.dtype)}\n"
                      f"    dims: {_dims(spec.dims)}\n  }}{comma}")
     lines.append("]")
-    lines.append(f"dynamic_batching {{\n  max_queue_delay_microseconds: {int(max_queue_delay_us)}\n}}")
+    preferred = f"\n  preferred_batch_size: {_dims(preferred_batch_sizes)}" if preferred_batch_sizes else ""
+    lines.append(f"dynamic_batching {{{preferred}\n  max_queue_delay_microseconds: {int(max_queue_delay_us)}\n}}")
     gpu_line = f"\n    gpus: {_dims(list(gpus))}" if gpus and instance_kind == "KIND_GPU" else ""
     lines.append(f"instance_group [\n  {{\n    count: {instance_count}\n    kind: {instance_kind}{gpu_line}\n  }}\n]")
     params = {"pipeline_file": pipeline_filename, "output_names": ",".join(name for name, _ in outputs)}
