@@ -8,4 +8,6 @@ python3 -m venv .venv-test
 .venv-test/bin/python -m pip install -q -r requirements-test.txt
 .venv-test/bin/python -m pip install -q -e "packages/headrace-kernels[cpu]" -e packages/headrace
 .venv-test/bin/python -m pip install -q --no-deps -e packages/headrace-torch
+# the Triton server binary and Python backend for the triton-marked tests (--no-deps: it pins numpy<2)
+.venv-test/bin/python -m pip install -q --no-deps "nvidia-pytriton==0.7.0"
 .venv-test/bin/python -m pytest -q "$@"

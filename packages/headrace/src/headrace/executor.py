@@ -73,8 +73,8 @@ class _Collector:
     """Copies one output's samples straight into a pooled (N, ...) buffer while they are made, so the batch is
     dense without a second pass; falls back to a list when shapes differ."""
 
-    def __init__(self, pool: BufferPool, size: int):
-        self.pool, self.size = pool, size
+    def __init__(self, pool: BufferPool, size: int, capacity: int):
+        self.pool, self.size, self.capacity = pool, size, max(size, capacity)
         self.buffer: np.ndarray | None = None
         self.ragged = False
         self.lock = threading.Lock()
@@ -85,7 +85,9 @@ class _Collector:
         if self.buffer is None:
             with self.lock:
                 if self.buffer is None:
-                    self.buffer = self.pool.get((self.size, *sample.shape), sample.dtype)
+                    # pooled at full batch size, so batches smaller than batch_size (fed by a server) reuse
+                    # the same buffers instead of pooling one set per size
+                    self.buffer = self.pool.get((self.capacity, *sample.shape), sample.dtype)[:self.size]
         if sample.shape != self.buffer.shape[1:] or sample.dtype != self.buffer.dtype:
             self.ragged = True
             return
@@ -167,7 +169,7 @@ class Executor:
                 for index in range(op.num_outputs):
                     values[(op.node.name, index)] = [None] * size
                     if (op.node.name, index) in wanted:
-                        collectors[(op.node.name, index)] = _Collector(self.buffers, size)
+                        collectors[(op.node.name, index)] = _Collector(self.buffers, size, self.batch_size)
             self._run_samples(step, values, collectors, iteration, size, sources)
         return values, sources, collectors, size
 

@@ -117,6 +117,13 @@ class Pipeline:
         if name in self._executor.batch_ops:  # an input no output depends on is pruned: its data is not needed
             self._executor.batch_ops[name].feed(data)
 
+    def clear_fed_inputs(self) -> None:
+        """Drop batches fed but not consumed (after a failed run), so the next run starts clean."""
+        if self._executor is not None:
+            for op in self._executor.batch_ops.values():
+                if getattr(op, "needs_feed", False):
+                    op.fed.clear()
+
     def run(self, **inputs) -> tuple[TensorListCPU, ...]:
         """The next batch of every output. Keyword arguments feed external sources by name for this batch."""
         self.build()

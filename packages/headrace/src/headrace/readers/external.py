@@ -73,6 +73,9 @@ class ExternalSource:
     def _check(self, samples: list[np.ndarray]) -> list[np.ndarray]:
         if not samples:
             raise ValueError(f"external_source '{self.node}': got an empty batch")
+        if len(samples) > self.batch_size:
+            raise ValueError(f"external_source '{self.node}': got a batch of {len(samples)} samples, more than the "
+                             f"pipeline's batch_size ({self.batch_size}); smaller batches are fine")
         for i, sample in enumerate(samples):
             if self.dtype is not None and sample.dtype != self.dtype:
                 raise ValueError(f"external_source '{self.node}': sample {i} has dtype {sample.dtype}, "

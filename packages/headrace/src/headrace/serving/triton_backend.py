@@ -1,0 +1,132 @@
+"""The generic Triton Python backend: serves the pipeline file in the model's version folder. Triton inputs feed
+the external sources of the same names, pipeline outputs become Triton outputs, each batch of requests is one
+pipeline run (BatchRunner), and a bad request gets its own error while the others are answered.
+
+Runs inside Triton's Python stub (`triton_python_backend_utils` exists only there). Under numpy 2 the stub's own
+numpy conversions are broken (`as_numpy()` repeats the first element; `pb_utils.Tensor(name, ndarray)` arrives
+empty), so tensors cross through DLPack: inputs by `np.from_dlpack`, outputs as torch tensors (CPU) or device
+arrays (GPU) by `Tensor.from_dlpack`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from headrace.serving.batching import BatchRunner, InputSpec, RequestError
+from headrace.serving.config import DEFAULT_PIPELINE_FILENAME, NUMPY_OF_TRITON, output_names
+
+NUMPY_2 = int(np.__version__.split(".")[0]) >= 2
+
+
+def _parameters(config: dict) -> dict[str, str]:
+    return {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
+
+
+def _input_specs(config: dict) -> list[InputSpec]:
+    specs = []
+    for entry in config["input"]:
+        triton_type = entry["data_type"]
+        if triton_type not in NUMPY_OF_TRITON:
+            raise ValueError(f"input '{entry['name']}': {triton_type} is not supported by headrace's backend (send "
+                             "encoded images as TYPE_UINT8 dims [-1] with allow_ragged_batch)")
+        specs.append(InputSpec(entry["name"], NUMPY_OF_TRITON[triton_type], tuple(int(d) for d in entry["dims"])))
+    return specs
+
+
+class TritonPythonModel:
+    """Triton's Python backend contract: initialize, execute (a list of requests), finalize."""
+
+    def initialize(self, args: dict) -> None:
+        import triton_python_backend_utils as pb_utils
+
+        from headrace.pipeline import Pipeline
+
+        self.pb = pb_utils
+        config = json.loads(args["model_config"])
+        params = _parameters(config)
+        version_dir = Path(args["model_repository"]) / args["model_version"]
+        pipeline_path = version_dir / params.get("pipeline_file", DEFAULT_PIPELINE_FILENAME)
+        if not pipeline_path.is_file():
+            raise FileNotFoundError(f"model '{args['model_name']}': no pipeline file at {pipeline_path}")
+        self.on_gpu = args.get("model_instance_kind") == "GPU"
+        overrides = {"device_id": int(args.get("model_instance_device_id", 0)) if self.on_gpu else None,
+                     "prefetch_queue_depth": 1}
+        if "num_threads" in params:
+            overrides["num_threads"] = int(params["num_threads"])
+        self.pipe = Pipeline.load(pipeline_path, **overrides)
+        self.pipe.build()
+        names = params["output_names"].split(",") if params.get("output_names") else output_names(self.pipe)
+        configured = [entry["name"] for entry in config["output"]]
+        if sorted(names) != sorted(configured):
+            raise ValueError(f"model '{args['model_name']}': the config's outputs {configured} are not the "
+                             f"pipeline's outputs {names}")
+        self.output_dtypes = {e["name"]: NUMPY_OF_TRITON.get(e["data_type"]) for e in config["output"]}
+        self.runner = BatchRunner(self.pipe, _input_specs(config), names)
+        self.input_names = [spec.name for spec in self.runner.inputs]
+
+    def execute(self, requests: list) -> list:
+        """One response per request, in order: outputs, or that request's own error."""
+        pb = self.pb
+        arrays = [self._read(request) for request in requests]
+        results = self.runner.run(arrays)
+        responses = []
+        for result in results:
+            if isinstance(result, RequestError):
+                responses.append(pb.InferenceResponse(output_tensors=[], error=_error(pb, str(result))))
+                continue
+            try:
+                tensors = [self._tensor(name, value) for name, value in zip(self.runner.output_names, result,
+                                                                               strict=True)]
+                responses.append(pb.InferenceResponse(output_tensors=tensors))
+            except Exception as exc:  # noqa: BLE001 - answered to this request only
+                responses.append(pb.InferenceResponse(output_tensors=[], error=_error(pb, str(exc))))
+        return responses
+
+    def _read(self, request) -> dict:
+        """The request's inputs as host arrays (DLPack: the stub's as_numpy is wrong under numpy 2)."""
+        arrays = {}
+        for tensor in request.inputs():
+            if not tensor.is_cpu():
+                import cupy
+
+                arrays[tensor.name()] = cupy.asnumpy(cupy.from_dlpack(tensor.to_dlpack()))
+            elif NUMPY_2:
+                arrays[tensor.name()] = np.from_dlpack(tensor)
+            else:
+                arrays[tensor.name()] = tensor.as_numpy()
+        return arrays
+
+    def _tensor(self, name: str, value):
+        """A Triton output tensor for `value` without a host round trip for GPU arrays."""
+        pb = self.pb
+        expected = self.output_dtypes.get(name)
+        if isinstance(value, np.ndarray):
+            if expected is not None and value.dtype != expected:
+                raise RequestError(f"output '{name}' has element type {value.dtype}, the config declares {expected}")
+            value = np.ascontiguousarray(value)
+            if not NUMPY_2:
+                return pb.Tensor(name, value)
+            try:
+                import torch
+
+                return pb.Tensor.from_dlpack(name, torch.from_numpy(value))
+            except ImportError:
+                return pb.Tensor.from_dlpack(name, value)
+        return pb.Tensor.from_dlpack(name, value)  # a device array (CuPy / torch CUDA): zero-copy
+
+    def finalize(self) -> None:
+        pipe = getattr(self, "pipe", None)
+        if pipe is not None:
+            pipe.close()
+
+
+def _error(pb, message: str):
+    try:
+        return pb.TritonError(message, pb.TritonError.INVALID_ARG)
+    except (AttributeError, TypeError):
+        return pb.TritonError(message)
+
+
+__all__ = ["TritonPythonModel"]

@@ -1,0 +1,92 @@
+"""config.pbtxt generation from a pipeline file: inputs, outputs with inferred dtype/dims, batching, instance
+group; the committed model repository is what the generator writes; pipelines that cannot be served are refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from headrace import fn, pipeline_def, types
+from headrace.errors import SchemaError
+from headrace.serving import triton_config
+from headrace.serving.server import BACKEND_MODEL_PY
+from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, REPO
+
+
+def test_committed_repository_is_what_the_script_writes(tmp_path):
+    subprocess.run([sys.executable, str(REPO / "scripts" / "make_model_repository.py"), "--out", str(tmp_path)],
+                   check=True, capture_output=True)
+    for relative in ("preprocess/config.pbtxt", "preprocess/1/pipeline.json", "classifier/config.pbtxt",
+                     "classify/config.pbtxt", "classifier/labels.txt", "classifier/1/model.py"):
+        assert (tmp_path / relative).read_text() == (MODEL_REPOSITORY / relative).read_text(), relative
+
+
+def test_backend_model_py_is_the_one_the_launcher_installs():
+    assert (REPO / "backend" / "model.py").read_text() == BACKEND_MODEL_PY
+
+
+def test_preprocess_config():
+    text = triton_config(PREPROCESS_FILE, "pre", 16, "KIND_GPU", 2, gpus=[0, 1])
+    for line in ('name: "pre"', 'backend: "headrace"', "max_batch_size: 16", 'name: "images"', "TYPE_UINT8",
+                 "dims: [ -1 ]", "allow_ragged_batch: true", 'name: "normalized"', "TYPE_FP32",
+                 "dims: [ 3, 224, 224 ]", "count: 2", "kind: KIND_GPU", "gpus: [ 0, 1 ]", "dynamic_batching",
+                 'string_value: "normalized"'):
+        assert line in text, line
+
+
+@pipeline_def(batch_size=8, num_threads=1, device_id=None)
+def _two_outputs():
+    raw = fn.external_source(name="raw", dtype=types.UINT8, ndim=3, layout="HWC")
+    small = fn.resize(raw, resize_x=64, resize_y=48)
+    half = fn.crop_mirror_normalize(small, crop=(32, 40), dtype=types.FLOAT16, output_layout="HWC", name="half")
+    flipped = fn.flip(fn.crop(raw, crop=(10, 12)), name="flipped")
+    return half, flipped, fn.cast(small, dtype=types.INT16)
+
+
+def test_inferred_outputs_and_names():
+    text = triton_config(_two_outputs(), "m", instance_count=1)
+    assert "max_batch_size: 8" in text  # the pipeline's batch_size by default
+    assert 'name: "raw"' in text and "dims: [ -1, -1, -1 ]" in text
+    assert 'name: "half"\n    data_type: TYPE_FP16\n    dims: [ 32, 40, -1 ]' in text
+    assert 'name: "flipped"\n    data_type: TYPE_UINT8\n    dims: [ 10, 12, -1 ]' in text
+    assert 'name: "OUTPUT2"\n    data_type: TYPE_INT16\n    dims: [ 48, 64, -1 ]' in text
+    renamed = triton_config(_two_outputs(), "m", output_names=["a", "b", "c"], output_dims={"a": [32, 40, 3]})
+    assert 'name: "a"\n    data_type: TYPE_FP16\n    dims: [ 32, 40, 3 ]' in renamed
+
+
+@pipeline_def(batch_size=4, num_threads=1, device_id=None)
+def _reads_files():
+    jpegs, labels = fn.readers.file(file_root="nowhere")
+    return fn.decoders.image(jpegs), labels
+
+
+@pipeline_def(batch_size=4, num_threads=1, device_id=None)
+def _untyped_input():
+    return fn.decoders.image(fn.external_source(name="x"))
+
+
+@pipeline_def(batch_size=4, num_threads=1, device_id=None)
+def _unknown_output():
+    data = fn.external_source(name="x", dtype=types.FLOAT, ndim=1)
+    return data * 2
+
+
+@pytest.mark.parametrize(("pipeline", "kwargs", "message"), [
+    (_reads_files, {}, "readers.file (node '__readers_file_0') reads its own data"),
+    (_untyped_input, {}, "external_source 'x': give it dtype= and ndim="),
+    (_unknown_output, {}, "output 'OUTPUT0': its dtype or dims cannot be inferred"),
+    (_two_outputs, {"max_batch_size": 9}, "max_batch_size must be between 1 and the pipeline's batch_size (8)"),
+    (_two_outputs, {"instance_kind": "KIND_TPU"}, "instance_kind must be one of"),
+    (_two_outputs, {"output_names": ["a"]}, "1 output names for 3 pipeline outputs"),
+])
+def test_unservable_pipelines_are_refused(pipeline, kwargs, message):
+    with pytest.raises(SchemaError) as info:
+        triton_config(pipeline(), "m", **kwargs)
+    assert message in str(info.value)
+
+
+def test_unknown_output_with_overrides():
+    text = triton_config(_unknown_output(), "m", output_dtypes={"OUTPUT0": "float32"}, output_dims={"OUTPUT0": [-1]})
+    assert 'name: "OUTPUT0"\n    data_type: TYPE_FP32\n    dims: [ -1 ]' in text
