@@ -20,13 +20,15 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tritonclient.utils import InferenceServerException
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, jpegs  # noqa: E402
+
 from headrace.pipeline import Pipeline  # noqa: E402
 from headrace.serving import start_server, triton_config  # noqa: E402
-from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, jpegs  # noqa: E402
 
 BASELINE_CONFIG = '''name: "pil_preprocess"
 backend: "python"
@@ -83,7 +85,7 @@ def load(url: str, model: str, make_input, concurrency: int, seconds: float) -> 
             t = time.perf_counter()
             try:
                 client.infer(model, [tensor])
-            except Exception as exc:
+            except InferenceServerException as exc:
                 errors.append(str(exc))
                 continue
             if go.is_set():

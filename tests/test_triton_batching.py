@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from triton_helpers import PREPROCESS_FILE, jpegs, padded
 
 from headrace.pipeline import Pipeline
 from headrace.serving.batching import BatchRunner, InputSpec, RequestError
-from triton_helpers import PREPROCESS_FILE, jpegs, padded
 
 IMAGES = InputSpec("images", np.dtype(np.uint8), (-1,))
 

@@ -7,12 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, REPO
 
 from headrace import fn, pipeline_def, types
 from headrace.errors import SchemaError
 from headrace.serving import triton_config
 from headrace.serving.server import BACKEND_MODEL_PY
-from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, REPO
 
 
 def test_committed_repository_is_what_the_script_writes(tmp_path):

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, jpegs, padded
 
 from headrace.pipeline import Pipeline
 from headrace.serving.server import ServerError, child_pids, find_server, start_server
-from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, jpegs, padded
 
 pytestmark = pytest.mark.triton
 
