@@ -43,9 +43,13 @@ def _rgb(inputs, op: str) -> np.ndarray:
 
 def _apply(image: np.ndarray, matrix: np.ndarray, offset: float, args) -> np.ndarray:
     dtype = _numpy_dtype(args["dtype"]) if args.get("dtype") is not None else image.dtype
-    pixels = image.reshape(-1, 3).astype(np.float32)
-    out = pixels @ matrix.T.astype(np.float32) + np.float32(offset)
-    return round_saturate(out, dtype).reshape(image.shape)
+    pixels = image.astype(np.float32)
+    weights = matrix.astype(np.float32)
+    out = np.empty(pixels.shape, np.float32)
+    for c in range(3):  # written out, not `@`: a BLAS product's rounding depends on the BLAS build and threads
+        out[..., c] = (pixels[..., 0] * weights[c, 0] + pixels[..., 1] * weights[c, 1]
+                       + pixels[..., 2] * weights[c, 2] + np.float32(offset))
+    return round_saturate(out, dtype)
 
 
 @cpu_kernel("hsv")

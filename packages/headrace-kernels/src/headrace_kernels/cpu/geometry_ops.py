@@ -11,7 +11,6 @@ from headrace_kernels.registry import cpu_kernel
 from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_plan
 
 INTERP_NN, INTERP_LINEAR, INTERP_CUBIC, INTERP_LANCZOS3, INTERP_TRIANGULAR, INTERP_GAUSSIAN = range(6)
-_CV_RESIZE_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.int16, np.float32, np.float64))
 _FLOAT_OUTPUTS = (np.float16, np.float32, np.float64)
 
 
@@ -41,10 +40,11 @@ _FILTERS = {INTERP_LINEAR: (_triangle, 1.0), INTERP_TRIANGULAR: (_triangle, 1.0)
             INTERP_LANCZOS3: (_lanczos3, 3.0)}
 
 
-def _filter_matrix(in_size: int, out_size: int, interp: int, antialias: bool, lo: float, hi: float) -> np.ndarray:
-    """(out_size, in_size) weights resampling the source span [lo, hi) onto out_size pixels: pixel centres
-    aligned, the filter widened by the scale when shrinking with antialias, taps beyond the border clamped to the
-    edge pixel (as DALI does)."""
+def _filter_taps(in_size: int, out_size: int, interp: int, antialias: bool, lo: float,
+                 hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """(source index, weight) of every output pixel, shape (out_size, taps), resampling the source span [lo, hi)
+    onto out_size pixels: pixel centres aligned, the filter widened by the scale when shrinking with antialias,
+    taps beyond the border clamped to the edge pixel (as DALI does); weights normalized in float64."""
     kernel, support = _FILTERS[interp]
     scale = (hi - lo) / out_size
     stretch = max(1.0, scale) if antialias else 1.0
@@ -53,22 +53,23 @@ def _filter_matrix(in_size: int, out_size: int, interp: int, antialias: bool, lo
     taps = np.floor(centres)[:, None].astype(np.int64) + np.arange(-radius, radius + 2)[None, :]
     weights = kernel((taps - centres[:, None]) / stretch)
     weights /= weights.sum(axis=1, keepdims=True)
-    matrix = np.zeros((out_size, in_size), np.float64)
-    np.add.at(matrix, (np.repeat(np.arange(out_size), taps.shape[1]), np.clip(taps, 0, in_size - 1).ravel()),
-              weights.ravel())
-    return matrix.astype(np.float32)
+    return (np.ascontiguousarray(np.clip(taps, 0, in_size - 1), dtype=np.int32),
+            np.ascontiguousarray(weights, dtype=np.float32))
 
 
 def _resample_separable(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool,
                         region: tuple[float, float, float, float]) -> np.ndarray:
-    """Exact separable resampling in float32 (used where OpenCV's and Pillow's filters differ from DALI's)."""
-    in_h, in_w, channels = image.shape
+    """Separable resampling with DALI's filters through the numba tap combiner (float32 sums in a fixed order, no
+    BLAS, so every process and thread count gives the same bits); types other than uint8 go through float32."""
+    from headrace_kernels.cpu.resampling import resample_with_taps  # numba: imported when first needed
+
     y0, x0, y1, x1 = region
-    rows = _filter_matrix(in_h, out_h, interp, antialias, y0, y1)
-    cols = _filter_matrix(in_w, out_w, interp, antialias, x0, x1)
-    tmp = (rows @ image.reshape(in_h, in_w * channels).astype(np.float32)).reshape(out_h, in_w, channels)
-    out = np.einsum("ow,hwc->hoc", cols, tmp, optimize=True)
-    return out if image.dtype == np.float32 else _saturate(out, image.dtype)
+    rows = _filter_taps(image.shape[0], out_h, interp, antialias, y0, y1)
+    cols = _filter_taps(image.shape[1], out_w, interp, antialias, x0, x1)
+    if image.dtype in (np.uint8, np.float32):
+        return resample_with_taps(image, rows, cols)
+    out = resample_with_taps(np.ascontiguousarray(image, dtype=np.float32), rows, cols)
+    return _saturate(out, image.dtype)
 
 
 def _nearest_indices(in_size: int, out_size: int, lo: float, hi: float, accumulate: bool) -> np.ndarray:
@@ -95,9 +96,9 @@ def _nearest(image: np.ndarray, out_h: int, out_w: int, region: tuple[float, flo
 def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool,
              region: tuple[float, float, float, float] | None = None) -> np.ndarray:
     """Resize the source `region` (y0, x0, y1, x1; default the whole HWC image) with DALI's filters: NN at pixel
-    centres; LINEAR sampling when growing (OpenCV), a triangle widened by the scale when shrinking with antialias
-    (`resampling.resample_linear`, numba; border replicated as DALI does); CUBIC (Catmull-Rom) and LANCZOS3
-    through exact separable weights; TRIANGULAR is LINEAR."""
+    centres; LINEAR a triangle, widened by the scale on shrinking axes with antialias (`resampling.resample_linear`,
+    numba; border replicated as DALI does); CUBIC (Catmull-Rom) and LANCZOS3 through exact separable taps;
+    TRIANGULAR is LINEAR. No OpenCV or BLAS here: their results may depend on threads and CPU features."""
     in_h, in_w, channels = image.shape
     whole = (0.0, 0.0, float(in_h), float(in_w))
     region = whole if region is None else tuple(float(v) for v in region)
@@ -107,20 +108,11 @@ def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: 
         raise ValueError("INTERP_GAUSSIAN is not supported")
     if interp == INTERP_NN:
         return _nearest(image, out_h, out_w, region)
-    y0, x0, y1, x1 = region
-    shrinking = y1 - y0 > out_h or x1 - x0 > out_w
-    if interp in (INTERP_CUBIC, INTERP_LANCZOS3) or image.dtype not in _CV_RESIZE_TYPES:
-        return _resample_separable(image, out_h, out_w, interp, antialias and shrinking, region)
-    if not (antialias and shrinking):
-        if region != whole:
-            return _resample_separable(image, out_h, out_w, interp, False, region)
-        out = cv2.resize(image, (out_w, out_h), interpolation=cv2.INTER_LINEAR)
-        return out.reshape(out_h, out_w, channels)
-    if image.dtype not in (np.uint8, np.float32):
-        return _resample_separable(image, out_h, out_w, interp, True, region)
+    if interp in (INTERP_CUBIC, INTERP_LANCZOS3) or image.dtype not in (np.uint8, np.float32):
+        return _resample_separable(image, out_h, out_w, interp, antialias, region)
     from headrace_kernels.cpu.resampling import resample_linear  # numba: imported when first needed
 
-    return resample_linear(image, out_h, out_w, antialias=True, region=region)  # the triangle, edge replicated
+    return resample_linear(image, out_h, out_w, antialias=antialias, region=region)  # the triangle, edge replicated
 
 
 def _saturate(values: np.ndarray, dtype) -> np.ndarray:

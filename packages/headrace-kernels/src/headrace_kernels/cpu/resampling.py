@@ -94,10 +94,24 @@ def resample_linear(image: np.ndarray, out_h: int, out_w: int, antialias: bool =
                     out: np.ndarray | None = None) -> np.ndarray:
     """Resize the source `region` (y0, x0, y1, x1; default the whole image) of an (H, W, C) uint8 or float32
     image to (out_h, out_w, C), same dtype, with the triangle filter (see `triangle_taps`). `out`, when given,
-    must be a C-contiguous (out_h, out_w, C) array of that dtype. The temporaries come from this thread's scratch
-    arrays: nothing but the result is allocated."""
-    in_h, in_w, channels = image.shape
+    must be a C-contiguous (out_h, out_w, C) array of that dtype."""
+    in_h, in_w = image.shape[:2]
     y0, x0, y1, x1 = (0.0, 0.0, float(in_h), float(in_w)) if region is None else (float(v) for v in region)
+    if image.size == 0 or out_h < 1 or out_w < 1:
+        raise ValueError(f"cannot resample a {image.shape} image to {out_h}x{out_w}")
+    rows = triangle_taps(in_h, out_h, antialias, y0, y1)
+    cols = triangle_taps(in_w, out_w, antialias, x0, x1)
+    return resample_with_taps(image, rows, cols, out)
+
+
+def resample_with_taps(image: np.ndarray, rows: tuple[np.ndarray, np.ndarray], cols: tuple[np.ndarray, np.ndarray],
+                       out: np.ndarray | None = None) -> np.ndarray:
+    """Separable resampling of an (H, W, C) uint8 or float32 image by (index, weight) taps per output row and per
+    output column (any filter), into the same dtype. Sums run in float32 in a fixed order, with no BLAS: the
+    result does not depend on the thread count, the process or the BLAS build (train/serve parity). The
+    temporaries come from this thread's scratch arrays: nothing but the result is allocated."""
+    in_h, in_w, channels = image.shape
+    out_h, out_w = rows[0].shape[0], cols[0].shape[0]
     if image.dtype not in (np.uint8, np.float32):
         raise TypeError(f"resample_linear takes uint8 or float32 images, got {image.dtype}")
     if image.size == 0 or out_h < 1 or out_w < 1:
@@ -106,14 +120,12 @@ def resample_linear(image: np.ndarray, out_h: int, out_w: int, antialias: bool =
         source = scratch("resample.source", image.shape, image.dtype)
         source[...] = image
         image = source
-    rows, row_weights = triangle_taps(in_h, out_h, antialias, y0, y1)
-    cols, col_weights = triangle_taps(in_w, out_w, antialias, x0, x1)
     vertical = scratch("resample.vertical", (out_h, in_w * channels), np.float32)
-    combine_rows(image.reshape(in_h, in_w * channels), rows, row_weights, vertical, False)
+    combine_rows(image.reshape(in_h, in_w * channels), rows[0], rows[1], vertical, False)
     turned = _transpose(vertical.reshape(out_h, in_w, channels),
                         scratch("resample.turned", (in_w, out_h, channels), np.float32))
     horizontal = scratch("resample.horizontal", (out_w, out_h * channels), image.dtype)
-    combine_rows(turned.reshape(in_w, out_h * channels), cols, col_weights, horizontal, image.dtype == np.uint8)
+    combine_rows(turned.reshape(in_w, out_h * channels), cols[0], cols[1], horizontal, image.dtype == np.uint8)
     if out is None:
         out = np.empty((out_h, out_w, channels), image.dtype)
     elif out.shape != (out_h, out_w, channels) or out.dtype != image.dtype or not out.flags.c_contiguous:
