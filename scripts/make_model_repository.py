@@ -32,6 +32,10 @@ def preprocess(dtype=types.FLOAT, device: str = "cpu"):
 
 
 def classifier_config(dtype: str, kind: str) -> str:
+    # on a GPU instance the preprocessed images stay on the GPU between the two models of the ensemble (the Python
+    # backend would otherwise copy every input to the host)
+    gpu_inputs = ('parameters {\n  key: "FORCE_CPU_ONLY_INPUT_TENSORS"\n  value: { string_value: "no" }\n}\n'
+                  if kind == "KIND_GPU" else "")
     return f'''name: "classifier"
 backend: "python"
 max_batch_size: {MAX_BATCH}
@@ -59,7 +63,7 @@ instance_group [
     kind: {kind}
   }}
 ]
-'''
+{gpu_inputs}'''
 
 
 ENSEMBLE_CONFIG = f'''name: "classify"

@@ -246,29 +246,73 @@ def _counts(conn) -> tuple[int, int]:
     return int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0))
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_gpu_instance_parity(tmp_path_factory, protocol):
-    """KIND_GPU: the repository regenerated for the GPU (mixed decoder, GPU resize and normalize), outputs handed
-    to Triton through DLPack, equal to the same pipeline file run directly on the GPU."""
+@pytest.fixture(scope="module")
+def gpu_server(tmp_path_factory):
+    """The repository regenerated for the GPU (mixed decoder, GPU resize and normalize, the classifier on the GPU)
+    on one server for both protocols, and the same preprocess file loaded in this process on the GPU."""
     import subprocess
     import sys
 
-    repo = tmp_path_factory.mktemp(f"gpu-repo-{protocol}")
+    repo = tmp_path_factory.mktemp("gpu-repo")
     subprocess.run([sys.executable, str(MODEL_REPOSITORY.parent / "scripts" / "make_model_repository.py"), "--out",
                     str(repo), "--kind", "KIND_GPU"], check=True, capture_output=True)
     assert "kind: KIND_GPU" in (repo / "preprocess" / "config.pbtxt").read_text()
-    images = jpegs()
     pipe = Pipeline.load(repo / "preprocess" / "1" / "pipeline.json", device_id=0)
-    with start_server(repo, timeout=180) as gpu_server:
-        conn = client(gpu_server, protocol)
-        for start in range(0, len(images), 3):
-            batch = padded(images[start:start + 3])
-            want = pipe.run(images=list(batch))[0].as_cpu().as_array()
-            np.testing.assert_array_equal(infer(conn, protocol, batch), want)
-        probabilities = infer(conn, protocol, padded(images[:2]), model="classify", output="probabilities")
-        np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    with start_server(repo, timeout=180) as handle:
+        yield handle, pipe
     pipe.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_gpu_instance_parity(gpu_server, protocol):
+    """KIND_GPU: served outputs equal the same pipeline file run directly on the GPU, bit for bit; the backend hands
+    them to Triton in GPU memory through DLPack (its log line says where each output lives)."""
+    server, pipe = gpu_server
+    conn = client(server, protocol)
+    images = jpegs()
+    for start in range(0, len(images), 3):
+        batch = padded(images[start:start + 3])
+        want = pipe.run(images=list(batch))[0].as_cpu().as_array()
+        np.testing.assert_array_equal(infer(conn, protocol, batch), want)
+    for image in images[:2]:  # one image per request, the way the benchmark sends them
+        want = pipe.run(images=[image])[0].as_cpu().as_array()
+        np.testing.assert_array_equal(infer(conn, protocol, image[None]), want)
+    log = server.log()
+    assert "output 'normalized' is handed to Triton in GPU memory through DLPack, no host copy" in log, log[-3000:]
+    assert "output 'normalized' is handed to Triton in host memory" not in log
+    probabilities = infer(conn, protocol, padded(images[:2]), model="classify", output="probabilities")
+    assert probabilities.shape == (2, 10)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_gpu_instance_errors_and_burst(gpu_server):
+    """On the GPU instance too: a corrupt image fails only its own request, and 64 concurrent mixed requests are
+    all answered with the offline pipeline's values."""
+    server, pipe = gpu_server
+    images = jpegs()
+    reference = [pipe.run(images=[j])[0].as_cpu().as_array()[0] for j in images]
+    corrupt = np.frombuffer(b"\xff\xd8\xff\xe0 not a JPEG at all " * 8, np.uint8)
+    rng = np.random.default_rng(5)
+    plans = [list(rng.choice(len(images), size=int(rng.integers(1, 4)))) for _ in range(64)]
+    conn = grpc.InferenceServerClient(server.grpc_url)
+
+    def send(plan):
+        batch = padded([images[i] if i >= 0 else corrupt for i in plan])
+        try:
+            return infer(conn, "grpc", batch)
+        except InferenceServerException as exc:
+            return exc
+
+    plans[7] = [0, -1]
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(send, plans))
+    assert isinstance(results[7], InferenceServerException) and "sample 1 of this request" in str(results[7])
+    for i, (plan, result) in enumerate(zip(plans, results, strict=True)):
+        if i != 7:
+            assert not isinstance(result, InferenceServerException), result
+            np.testing.assert_array_equal(result, np.stack([reference[j] for j in plan]))
 
 
 def test_failed_start_is_reported_and_killed(tmp_path: Path):

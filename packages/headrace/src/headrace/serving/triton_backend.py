@@ -63,6 +63,7 @@ class TritonPythonModel:
             raise ValueError(f"model '{args['model_name']}': the config's outputs {configured} are not the "
                              f"pipeline's outputs {names}")
         self.output_dtypes = {e["name"]: NUMPY_OF_TRITON.get(e["data_type"]) for e in config["output"]}
+        self.placement_logged: set[str] = set()
         self.runner = BatchRunner(self.pipe, _input_specs(config), names)
         self.input_names = [spec.name for spec in self.runner.inputs]
 
@@ -79,6 +80,7 @@ class TritonPythonModel:
             try:
                 tensors = [self._tensor(name, value) for name, value in zip(self.runner.output_names, result,
                                                                                strict=True)]
+                self._log_placement(tensors)
                 responses.append(pb.InferenceResponse(output_tensors=tensors))
             except Exception as exc:  # noqa: BLE001 - answered to this request only
                 responses.append(pb.InferenceResponse(output_tensors=[], error=_error(pb, str(exc))))
@@ -115,6 +117,17 @@ class TritonPythonModel:
             except ImportError:
                 return pb.Tensor.from_dlpack(name, value)
         return pb.Tensor.from_dlpack(name, value)  # a device array (CuPy / torch CUDA): zero-copy
+
+    def _log_placement(self, tensors: list) -> None:
+        """Say once per output, in the server's log, where its tensors are handed to Triton: GPU outputs go as
+        device memory through DLPack (Triton copies them to the response itself), never through the host here."""
+        for tensor in tensors:
+            name = tensor.name()
+            if name in self.placement_logged:
+                continue
+            self.placement_logged.add(name)
+            where = "host memory" if tensor.is_cpu() else "GPU memory through DLPack, no host copy"
+            self.pb.Logger.log_info(f"headrace: output '{name}' is handed to Triton in {where}")
 
     def finalize(self) -> None:
         pipe = getattr(self, "pipe", None)
