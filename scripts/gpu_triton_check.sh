@@ -12,6 +12,7 @@ site=/tmp/headrace-site
 mkdir -p "$site" && tar -xJf "$bundle" -C "$site" || exit 1
 export PYTHONPATH="$site:$PWD/packages/headrace/src:$PWD/packages/headrace-kernels/src:$PWD/packages/headrace-torch/src"
 export PYTHONUNBUFFERED=1 TRITONSERVER_ROOT="$site/pytriton/tritonserver"
+exec > >(tee "$out/setup.log") 2>&1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 libdir=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))")
 python3 -c "import sys, numpy, cupy, torch; print(sys.executable, sys.version.split()[0], 'numpy', numpy.__version__,

@@ -12,7 +12,7 @@ from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, REPO
 from headrace import fn, pipeline_def, types
 from headrace.errors import SchemaError
 from headrace.serving import triton_config
-from headrace.serving.server import BACKEND_MODEL_PY
+from headrace.serving.server import BACKEND_MODEL_PY, backend_model_py, stub_paths
 
 
 def test_committed_repository_is_what_the_script_writes(tmp_path):
@@ -25,6 +25,21 @@ def test_committed_repository_is_what_the_script_writes(tmp_path):
 
 def test_backend_model_py_is_the_one_the_launcher_installs():
     assert (REPO / "backend" / "model.py").read_text() == BACKEND_MODEL_PY
+
+
+def test_launcher_backend_sees_this_process_import_folders(tmp_path, monkeypatch):
+    """The stub's embedded Python ignores PYTHONPATH: the launcher's model.py puts PYTHONPATH's folders and
+    headrace's own folder first on sys.path, then imports the backend."""
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}/a:{tmp_path}/b")
+    paths = stub_paths()
+    assert paths[:2] == [f"{tmp_path}/a", f"{tmp_path}/b"]
+    assert str(REPO / "packages" / "headrace" / "src") in paths
+    source = backend_model_py(paths)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not p.startswith(str(tmp_path))])
+    exec(compile(source.replace("from headrace.serving.triton_backend import", "# "), "model.py", "exec"), {})
+    assert sys.path[:2] == [f"{tmp_path}/a", f"{tmp_path}/b"] and all(p in sys.path for p in paths)
+    assert source.rstrip().endswith(BACKEND_MODEL_PY.rstrip().splitlines()[-1])
+    assert backend_model_py(()) == BACKEND_MODEL_PY
 
 
 def test_preprocess_config():

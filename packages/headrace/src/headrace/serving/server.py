@@ -69,10 +69,33 @@ def find_server(python_version: str | None = None) -> ServerFiles:
                       "TRITONSERVER_ROOT to a Triton install")
 
 
+def stub_paths() -> list[str]:
+    """Folders this process imports from that the stub would not see: the entries of PYTHONPATH (the stub's embedded
+    Python ignores the variable) and the folders holding headrace and headrace_kernels."""
+    import importlib.util
+
+    paths = [str(Path(p).absolute()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for package in ("headrace", "headrace_kernels"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            paths.append(str(Path(next(iter(spec.submodule_search_locations))).parent))
+    return list(dict.fromkeys(paths))
+
+
+def backend_model_py(paths: list[str] | tuple[str, ...] = ()) -> str:
+    """The headrace backend's model.py: BACKEND_MODEL_PY, with `paths` put first on sys.path before the import."""
+    if not paths:
+        return BACKEND_MODEL_PY
+    doc, body = BACKEND_MODEL_PY.split("\n\n", 1)
+    return (f"{doc}\n\nimport sys\n\n# where the process that started the server found its packages (the stub ignores "
+            f"PYTHONPATH)\nsys.path[:0] = [p for p in {list(paths)!r} if p not in sys.path]\n\n{body}")
+
+
 def make_backend_directory(target: Path, files: ServerFiles) -> Path:
     """A --backend-directory: python/ (the Python backend and the stub of this Python) and headrace/ (the generic
-    pipeline backend, a Python-based backend run by the same stub). The files are copied (about 3 MB): Triton
-    refuses a Python-based backend whose libtriton_python.so resolves outside the backend directory."""
+    pipeline backend, a Python-based backend run by the same stub, seeing this process's import folders). The files
+    are copied (about 3 MB): Triton refuses a Python-based backend whose libtriton_python.so resolves outside the
+    backend directory."""
     python_dir = target / "python"
     python_dir.mkdir(parents=True, exist_ok=True)
     for source in (files.python_backend / "libtriton_python.so",
@@ -82,7 +105,7 @@ def make_backend_directory(target: Path, files: ServerFiles) -> Path:
             shutil.copy2(source, copy)
     headrace_dir = target / BACKEND_NAME
     headrace_dir.mkdir(exist_ok=True)
-    (headrace_dir / "model.py").write_text(BACKEND_MODEL_PY)
+    (headrace_dir / "model.py").write_text(backend_model_py(stub_paths()))
     return target
 
 
@@ -245,4 +268,7 @@ def _wait_ready(server: TritonServer, timeout: float) -> None:
 
 
 def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.splitlines()[-lines:])
+    """The log's error lines (why a model failed to load, cut to 800 characters each), then its last lines."""
+    errors = [line[:800] for line in text.splitlines() if line[:1] == "E" and line[1:5].isdigit()][:6]
+    tail = "\n".join(text.splitlines()[-lines:])
+    return "\n".join(errors) + "\n...\n" + tail if errors else tail
