@@ -175,7 +175,7 @@ instance_group [ {{ count: {count} kind: {kind} }} ]
 
 
 def write_headrace_model(target: Path, kind: str, instances: int | None, threads: int | None,
-                         delay_us: int) -> Path:
+                         delay_us: int, hw_decoder_load: float | None) -> Path:
     """model_repository/preprocess as committed (KIND_CPU), or its pipeline rebuilt for the GPU by
     scripts/make_model_repository.py (mixed decoder, GPU resize and normalize); returns the pipeline file."""
     (target / "1").mkdir(parents=True)
@@ -188,7 +188,8 @@ def write_headrace_model(target: Path, kind: str, instances: int | None, threads
                                                       ROOT / "scripts" / "make_model_repository.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        pipe = module.preprocess(device="gpu")
+        pipe = module.preprocess(device="gpu", **({} if hw_decoder_load is None else
+                                                  {"hw_decoder_load": hw_decoder_load}))
         pipeline_file = target / "1" / "pipeline.json"
         pipe.serialize(pipeline_file)
     (target / "config.pbtxt").write_text(triton_config(pipe, "preprocess", instance_kind=kind,
@@ -210,6 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-pil", action="store_true", help="leave out the PIL baseline")
     parser.add_argument("--instances", type=int, help="headrace instances (default 1)")
     parser.add_argument("--threads", type=int, help="threads per headrace instance (default: the pipeline's)")
+    parser.add_argument("--hw-decoder-load", type=float,
+                        help="KIND_GPU: share of JPEGs for the hardware decoder (default: the repository's, 1)")
     parser.add_argument("--queue-delay-us", type=int, default=500, help="dynamic batching delay (default 500)")
     parser.add_argument("--client-processes", type=int, default=max(1, (os.cpu_count() or 1) // 4),
                         help="processes the client threads are spread over (default: a quarter of the cores)")
@@ -220,8 +223,9 @@ def main(argv: list[str] | None = None) -> None:
         images = [jpegs(5, seed=0)[4], jpegs(5, seed=1)[4]]  # two different 427x640 images
     gpu = args.kind == "KIND_GPU"
     device_id = 0 if gpu else None
+    hw = f", hw_decoder_load {args.hw_decoder_load if args.hw_decoder_load is not None else 'default'}" if gpu else ""
     print(f"headrace preprocess: {args.kind}, {args.instances or 1} instance(s), {args.threads or 'pipeline default'}"
-          f" thread(s), queue delay {args.queue_delay_us} us; null model: same kind; "
+          f" thread(s), queue delay {args.queue_delay_us} us{hw}; null model: same kind; "
           f"{'no PIL baseline' if args.no_pil else 'PIL baseline: 2 CPU instances'}")
     print(f"images: {len(images)} ({', '.join(f'{len(j)} B' for j in images)}); {args.seconds:.0f} s per level, "
           f"{args.rounds} rounds; client: {args.client_processes} process(es); {os.cpu_count()} cores")
@@ -235,7 +239,7 @@ def main(argv: list[str] | None = None) -> None:
             ProcessPoolExecutor(args.client_processes, mp_context=get_context("spawn")) as clients:
         repo = Path(tmp) / "headrace"
         pipeline_file = write_headrace_model(repo / "preprocess", args.kind, args.instances, args.threads,
-                                             args.queue_delay_us)
+                                             args.queue_delay_us, args.hw_decoder_load)
         (repo / "null_preprocess" / "1").mkdir(parents=True)
         shutil.copyfile(ROOT / "benchmarks" / "triton_null" / "model.py", repo / "null_preprocess" / "1" / "model.py")
         (repo / "null_preprocess" / "config.pbtxt").write_text(NULL_CONFIG.format(

@@ -22,10 +22,17 @@ MAX_BATCH = 32
 
 
 @pipeline_def(batch_size=MAX_BATCH, num_threads=2, device_id=None, seed=0, prefetch_queue_depth=1)
-def preprocess(dtype=types.FLOAT, device: str = "cpu"):
-    """The validation preprocessing: decode, shorter side to 256, centre crop 224, normalize, NCHW."""
+def preprocess(dtype=types.FLOAT, device: str = "cpu", hw_decoder_load: float = 1.0):
+    """The validation preprocessing: decode, shorter side to 256, centre crop 224, normalize, NCHW.
+
+    On the GPU every JPEG goes to the same decoder (the hardware one where the GPU has it, else CUDA): with DALI's
+    default split (0.65) the decoder an image gets depends on its place in the batch, so a served image's values
+    would depend on the requests it happens to be batched with (a few grey levels apart)."""
     jpegs = fn.external_source(name="images", dtype=types.UINT8, ndim=1)
-    images = fn.decoders.image(jpegs, device="mixed" if device == "gpu" else "cpu", output_type=types.RGB)
+    if device == "gpu":
+        images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw_decoder_load)
+    else:
+        images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
     images = fn.resize(images, resize_shorter=256)
     return fn.crop_mirror_normalize(images, crop=(224, 224), dtype=dtype, output_layout="CHW", mean=IMAGENET_MEAN,
                                     std=IMAGENET_STD, name="normalized")

@@ -289,7 +289,8 @@ def test_gpu_instance_parity(gpu_server, protocol):
 @pytest.mark.gpu
 def test_gpu_instance_errors_and_burst(gpu_server):
     """On the GPU instance too: a corrupt image fails only its own request, and 64 concurrent mixed requests are
-    all answered with the offline pipeline's values."""
+    all answered with each image's own offline values, whatever requests Triton batched them with (the served GPU
+    pipeline sends every JPEG to one decoder, see scripts/make_model_repository.py)."""
     server, pipe = gpu_server
     images = jpegs()
     reference = [pipe.run(images=[j])[0].as_cpu().as_array()[0] for j in images]
