@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     print("\nheadrace against the null model (what preprocessing adds to Triton's own overhead):")
     for c in args.concurrency:
         h, n = results["headrace"][c], results["null model"][c]
-        print(f"  concurrency {c:>2}: p50 +{h['p50'] - n['p50']:.2f} ms, p99 +{h['p99'] - n['p99']:.2f} ms, "
+        print(f"  concurrency {c:>2}: p50 {h['p50'] - n['p50']:+.2f} ms, p99 {h['p99'] - n['p99']:+.2f} ms, "
               f"throughput {h['rate'] / n['rate']:.0%} of the null model's")
     if "PIL baseline" in results:
         print("headrace / PIL baseline:")
