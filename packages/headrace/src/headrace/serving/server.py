@@ -259,12 +259,23 @@ def _wait_ready(server: TritonServer, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise ServerError(f"tritonserver exited with code {server.process.returncode} before it was ready:\n"
-                              f"{_tail(server.log())}")
+            text = server.log()
+            reason = _model_error(text)
+            raise ServerError(f"tritonserver exited with code {server.process.returncode} before it was ready"
+                              f"{': ' + reason if reason else ''}:\n{_tail(text)}")
         if server.is_ready():
             return
         time.sleep(0.1)
     raise ServerError(f"tritonserver was not ready after {timeout:.0f} s (killed):\n{_tail(server.log())}")
+
+
+def _model_error(text: str) -> str:
+    """The first reason the log gives for a model that did not load, on one line ('' if none)."""
+    for line in text.splitlines():
+        if line[:1] == "E" and line[1:5].isdigit() and ("failed to load" in line or "Poll failed" in line):
+            message = line.split("] ", 1)[-1].strip().strip('"')
+            return message.split("\\n", 1)[0][:300]
+    return ""
 
 
 def _tail(text: str, lines: int = 40) -> str:
