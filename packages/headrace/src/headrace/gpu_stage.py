@@ -111,7 +111,7 @@ class _Step:
         for i in range(size):
             sample = dict(args)
             for name, ref in arg_inputs:
-                sample[name] = _arg_value(values[ref][i], specs[name].list_of)
+                sample[name] = _arg_value(values[ref][i], specs[name])
             out.append(sample)
         return out
 
@@ -261,6 +261,8 @@ class _Copy(_Step):
 _STEPS = {"decoders.image": _Decode, "decoders.image_random_crop": _Decode, "resize": _Image, "crop": _Image,
           "flip": _Image, "crop_mirror_normalize": _Image, "random_resized_crop": _Image, "cast": _Math,
           "math.binary": _Math, "math.unary": _Math, "constant": _Constant, "copy": _Copy}
+
+import headrace.gpu_steps_image  # noqa: E402, F401 - adds its steps to _STEPS (needs _Step above)
 
 
 class GpuStage:
