@@ -58,8 +58,9 @@ __global__ void warp_affine(const WarpSample* samples) {
   if (ox >= s.out_w || oy >= s.out_h) return;
   const InT* in = (const InT*)s.in;
   OutT* out = (OutT*)s.out + ((size_t)oy * s.out_w + ox) * s.channels;
-  float fx = __fadd_rn(__fadd_rn(__fmul_rn(s.m[0], (float)ox), __fmul_rn(s.m[1], (float)oy)), s.m[2]);
-  float fy = __fadd_rn(__fadd_rn(__fmul_rn(s.m[3], (float)ox), __fmul_rn(s.m[4], (float)oy)), s.m[5]);
+  // m0 * x + (m1 * y + m2): the order that agrees best with OpenCV 5 (its nearest ties then match but for ~1e-6)
+  float fx = __fadd_rn(__fmul_rn(s.m[0], (float)ox), __fadd_rn(__fmul_rn(s.m[1], (float)oy), s.m[2]));
+  float fy = __fadd_rn(__fmul_rn(s.m[3], (float)ox), __fadd_rn(__fmul_rn(s.m[4], (float)oy), s.m[5]));
   if (s.interp == INTERP_NN) {
     int x = (int)rintf(fx), y = (int)rintf(fy);
     for (int c = 0; c < s.channels; c++) out[c] = round_store<OutT>(tap(s, in, y, x, c));
