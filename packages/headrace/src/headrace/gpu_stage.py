@@ -111,7 +111,7 @@ class _Step:
         for i in range(size):
             sample = dict(args)
             for name, ref in arg_inputs:
-                sample[name] = _arg_value(values[ref][i], specs[name].list_of)
+                sample[name] = _arg_value(values[ref][i], specs[name])
             out.append(sample)
         return out
 
@@ -395,7 +395,8 @@ class GpuStage:
         for index in range(op.num_outputs):
             values[(op.node.name, index)] = [None] * info.size
             if (op.node.name, index) in self.wanted:
-                collectors[(op.node.name, index)] = _Collector(self.executor.buffers, info.size)
+                collectors[(op.node.name, index)] = _Collector(self.executor.buffers, info.size,
+                                                                     self.executor.batch_size)
         self.executor._run_samples([op], values, collectors, info.iteration, info.size, info.sources)
 
     def _error(self, node: OpNode, exc: Exception, info: _BatchInfo) -> SampleError:
