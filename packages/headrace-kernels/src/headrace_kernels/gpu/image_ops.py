@@ -12,7 +12,14 @@ from typing import Any
 import numpy as np
 
 from headrace_kernels.cpu.convert import saturate_cast
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype, normalize_coefficients, resample_taps
+from headrace_kernels.cpu.geometry_ops import (
+    INTERP_GAUSSIAN,
+    INTERP_LINEAR,
+    INTERP_TRIANGULAR,
+    _numpy_dtype,
+    normalize_coefficients,
+    resample_taps,
+)
 from headrace_kernels.gpu.runtime import CTYPES, cupy, module
 from headrace_kernels.windows import crop_size, random_crop_window, resize_plan, round_half_up
 
@@ -78,7 +85,7 @@ class Batch:
         self.rec["in_h"] = [image.shape[0] for image in inputs]
         self.rec["in_w"] = [image.shape[1] for image in inputs]
         self.rec["mul"] = 1.0
-        self.taps: list = [None] * len(inputs)  # per sample: ((row idx, row w), (col idx, col w)) or None
+        self.tables: tuple | None = None  # resampled samples' taps: see _set_resizes
 
 
 def gather(images, op: str):
@@ -91,26 +98,6 @@ def gather(images, op: str):
         raise SampleFailureError(0, f"{op} on the GPU needs one channel count and one element type per batch, got "
                                f"channels {sorted(channels)} and types {sorted(str(t) for t in dtypes)}")
     return Batch(inputs, channels.pop(), types.pop(), dtypes.pop())
-
-
-def _pack_taps(batch: Batch) -> tuple[np.ndarray, list[tuple[int, int, int, int]]]:
-    """Every sample's tap tables in one host buffer (8-byte aligned pieces) and their byte offsets."""
-    pieces, offsets, at = [], [], 0
-    for taps in batch.taps:
-        if taps is None:
-            offsets.append((0, 0, 0, 0))
-            continue
-        where = []
-        for array in (taps[0][0], taps[0][1], taps[1][0], taps[1][1]):
-            raw = np.ascontiguousarray(array).view(np.uint8).ravel()
-            where.append(at)
-            pieces.append(raw)
-            at += raw.size
-            if at % 8:
-                pieces.append(np.zeros(8 - at % 8, np.uint8))
-                at += 8 - at % 8
-        offsets.append(tuple(where))
-    return (np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)), offsets
 
 
 def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool,
@@ -136,15 +123,26 @@ def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norm
         tmp_offsets = np.concatenate([[0], np.cumsum(tmp_sizes)])
         tmp = cp.empty(int(tmp_offsets[-1]), dtype=cp.uint8)
         rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets[:-1], 0).astype(np.uint64)
-    taps, where = _pack_taps(batch)
     head = n * SAMPLE.itemsize
-    device = cp.empty(head + taps.size, dtype=cp.uint8)
-    if taps.size:
-        where = np.array(where, dtype=np.uint64).reshape(n, 4)
-        base = np.uint64(device.data.ptr + head)
-        for k, field in enumerate(("row_idx", "row_w", "col_idx", "col_w")):
-            rec[field] = np.where(resampled, base + where[:, k], 0).astype(np.uint64)
-    device.set(np.concatenate([rec.view(np.uint8), taps]), stream=cp.cuda.get_current_stream())
+    pieces, at = [rec.view(np.uint8)], head
+    if batch.tables is not None:
+        which, flat_tables, starts = batch.tables
+        device_offsets = []
+        for table in flat_tables:  # row idx, row w, col idx, col w: 4-byte elements, each piece 8-byte aligned
+            raw = np.ascontiguousarray(table).view(np.uint8)
+            device_offsets.append(at)
+            pieces.append(raw)
+            at += raw.size
+            if at % 8:
+                pieces.append(np.zeros(8 - at % 8, np.uint8))
+                at += 8 - at % 8
+    device = cp.empty(at, dtype=cp.uint8)
+    if batch.tables is not None:
+        for field, offset, start in zip(("row_idx", "row_w", "col_idx", "col_w"), device_offsets,
+                                        (starts[0], starts[0], starts[1], starts[1]), strict=True):
+            rec[field][which] = np.uint64(device.data.ptr + offset) + start.astype(np.uint64) * np.uint64(4)
+        pieces[0] = rec.view(np.uint8)
+    device.set(np.concatenate(pieces), stream=cp.cuda.get_current_stream())
     kernels = _kernels()
     in_type = CTYPES[batch.in_dtype]
     if tmp is not None:
@@ -236,61 +234,77 @@ def _set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths:
 def _set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, windows: np.ndarray | None = None,
                  out_sizes: np.ndarray | None = None) -> None:
     """Resize every sample: by `resize_plan` of its arguments (output size and sub-pixel source region), or the
-    integer `windows` (n, 4) of (y, x, h, w) onto `out_sizes` (n, 2). The tap tables are the CPU's for an image of
-    `work_dtype` (the type the CPU kernel resamples in)."""
+    integer `windows` (n, 4) of (y, x, h, w) onto `out_sizes` (n, 2), as the CPU resamples a crop of its own.
+    The tap tables are the CPU's (`resample_taps`) for an image of `work_dtype`, the type the CPU kernel resamples
+    in; the common triangle filter's are made for the whole batch in one call."""
     rec, n = batch.rec, len(args_list)
-    heights, widths = rec["in_h"].tolist(), rec["in_w"].tolist()
-    same = all(a is args_list[0] for a in args_list)
-    plans: dict = {}
-    for i in range(n):
-        args = args_list[0] if same else args_list[i]
-        h, w = heights[i], widths[i]
-        if windows is None:
-            key = (h, w) if same else None
-            plan = plans.get(key) if key is not None else None
+    heights, widths = rec["in_h"].astype(np.int64), rec["in_w"].astype(np.int64)
+    interp, antialias = int(args_list[0]["interp_type"]), bool(args_list[0]["antialias"])
+    if windows is None:
+        same = all(a is args_list[0] for a in args_list)
+        plans: dict = {}
+        out = np.empty((n, 2), np.int64)
+        regions = np.empty((n, 4), np.float64)
+        for i, (h, w) in enumerate(zip(heights.tolist(), widths.tolist(), strict=True)):
+            plan = plans.get((h, w)) if same else None
             if plan is None:
-                plan = resize_plan(h, w, args)
-                if key is not None:
-                    plans[key] = plan
-            out_h, out_w, region = plan
-        else:
-            wy, wx, wh, ww = (int(v) for v in windows[i])
-            out_h, out_w = int(out_sizes[i][0]), int(out_sizes[i][1])
-            region = (float(wy), float(wx), float(wy + wh), float(wx + ww))
-            if (wy, wx, wh, ww) == (0, 0, h, w):
-                region = (0.0, 0.0, float(h), float(w))
-        try:
-            taps = _taps_of_window(h, w, out_h, out_w, args, region, work_dtype, windows is not None)
-        except ValueError as exc:
-            raise SampleFailureError(i, str(exc)) from None
-        rec["rs_h"][i], rec["rs_w"][i] = out_h, out_w
-        if taps is None:
-            rec["mode"][i] = MODE_COPY
-            if windows is not None:
-                rec["win_y"][i], rec["win_x"][i] = int(windows[i][0]), int(windows[i][1])
-            continue
-        rows, cols = taps
-        rec["mode"][i] = MODE_TAPS
-        rec["ty"][i], rec["tx"][i] = rows[0].shape[1], cols[0].shape[1]
-        lo, hi = int(cols[0].min()), int(cols[0].max())
-        rec["col_lo"][i], rec["col_n"][i] = lo, hi - lo + 1
-        batch.taps[i] = taps
+                plan = resize_plan(h, w, args_list[0] if same else args_list[i])
+                if same:
+                    plans[(h, w)] = plan
+            out[i] = plan[:2]
+            regions[i] = plan[2]
+        extent_h, extent_w, shift_y, shift_x = heights, widths, np.zeros(n, np.int64), np.zeros(n, np.int64)
+    else:
+        out = np.asarray(out_sizes, np.int64).reshape(n, 2)
+        extent_h, extent_w = windows[:, 2].astype(np.int64), windows[:, 3].astype(np.int64)
+        shift_y, shift_x = windows[:, 0].astype(np.int64), windows[:, 1].astype(np.int64)
+        regions = np.stack([np.zeros(n), np.zeros(n), extent_h, extent_w], axis=1).astype(np.float64)
+        rec["win_y"], rec["win_x"] = shift_y, shift_x
+    rec["rs_h"], rec["rs_w"] = out[:, 0], out[:, 1]
+    copy = (regions[:, 0] == 0) & (regions[:, 1] == 0) & (regions[:, 2] == extent_h) & \
+        (regions[:, 3] == extent_w) & (out[:, 0] == extent_h) & (out[:, 1] == extent_w)
+    rec["mode"] = np.where(copy, MODE_COPY, MODE_TAPS)
+    which = np.nonzero(~copy)[0]
+    if which.size == 0:
+        return
+    if interp == INTERP_GAUSSIAN:
+        raise SampleFailureError(int(which[0]), "INTERP_GAUSSIAN is not supported")
+    if interp in (INTERP_LINEAR, INTERP_TRIANGULAR) and np.dtype(work_dtype) in (np.uint8, np.float32):
+        from headrace_kernels.cpu.resampling import batch_triangle_taps  # numba: imported when first needed
+
+        rows = batch_triangle_taps(extent_h[which], out[which, 0], antialias, regions[which, 0], regions[which, 2])
+        cols = batch_triangle_taps(extent_w[which], out[which, 1], antialias, regions[which, 1], regions[which, 3])
+    else:
+        rows, cols = _sample_taps(which, extent_h, extent_w, out, regions, interp, antialias, work_dtype)
+    (row_idx, row_w, row_start, ty), (col_idx, col_w, col_start, tx) = rows, cols
+    if windows is not None:  # tables of the crop, moved to where it lies in the image
+        row_idx = row_idx + np.repeat(shift_y[which], out[which, 0] * ty).astype(np.int32)
+        col_idx = col_idx + np.repeat(shift_x[which], out[which, 1] * tx).astype(np.int32)
+    col_lo = np.minimum.reduceat(col_idx, col_start)
+    rec["ty"][which], rec["tx"][which] = ty, tx
+    rec["col_lo"][which], rec["col_n"][which] = col_lo, np.maximum.reduceat(col_idx, col_start) - col_lo + 1
+    batch.tables = (which, (row_idx, row_w, col_idx, col_w), (row_start, col_start))
 
 
-def _taps_of_window(h: int, w: int, out_h: int, out_w: int, args: dict, region: tuple, work_dtype: np.dtype,
-                    cropped: bool):
-    """The CPU's tap tables, with absolute source indices. A crop window (random_resized_crop) is resampled by
-    the CPU as an image of its own, so its tables are made for the window and shifted to where it lies."""
-    interp, antialias = int(args["interp_type"]), bool(args["antialias"])
-    if not cropped:
-        return resample_taps(h, w, out_h, out_w, interp, antialias, region, work_dtype)
-    y0, x0, y1, x1 = (int(v) for v in region)
-    taps = resample_taps(y1 - y0, x1 - x0, out_h, out_w, interp, antialias,
-                         (0.0, 0.0, float(y1 - y0), float(x1 - x0)), work_dtype)
-    if taps is None:
-        return None
-    (ri, rw), (ci, cw) = taps
-    return (ri + np.int32(y0), rw), (ci + np.int32(x0), cw)
+def _sample_taps(which: np.ndarray, extent_h: np.ndarray, extent_w: np.ndarray, out: np.ndarray,
+                 regions: np.ndarray, interp: int, antialias: bool, work_dtype: np.dtype):
+    """The tables of the other filters (nearest, cubic, Lanczos, and every filter on other element types), one
+    sample at a time, flattened as `batch_triangle_taps` returns them."""
+    axes: list[list] = [[], []]
+    for i in which.tolist():
+        region = tuple(float(v) for v in regions[i])
+        taps = resample_taps(int(extent_h[i]), int(extent_w[i]), int(out[i, 0]), int(out[i, 1]), interp, antialias,
+                             region, work_dtype)
+        axes[0].append(taps[0])
+        axes[1].append(taps[1])
+    flat = []
+    for tables in axes:
+        counts = np.array([t[0].shape[1] for t in tables], np.int32)
+        sizes = np.array([t[0].size for t in tables], np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        flat.append((np.concatenate([t[0].ravel() for t in tables]).astype(np.int32),
+                     np.concatenate([t[1].ravel() for t in tables]).astype(np.float32), starts, counts))
+    return flat[0], flat[1]
 
 
 def _set_normalize(batch: Batch, args_list: list[dict], per_sample: bool) -> None:
