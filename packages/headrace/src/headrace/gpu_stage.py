@@ -397,7 +397,8 @@ class GpuStage:
         for index in range(op.num_outputs):
             values[(op.node.name, index)] = [None] * info.size
             if (op.node.name, index) in self.wanted:
-                collectors[(op.node.name, index)] = _Collector(self.executor.buffers, info.size)
+                collectors[(op.node.name, index)] = _Collector(self.executor.buffers, info.size,
+                                                                     self.executor.batch_size)
         self.executor._run_samples([op], values, collectors, info.iteration, info.size, info.sources)
 
     def _error(self, node: OpNode, exc: Exception, info: _BatchInfo) -> SampleError:
@@ -424,7 +425,17 @@ class GpuStage:
                     step.decoder.release()
             self.ctx.release()
 
+    def __del__(self) -> None:
+        # A stage dropped without close() (a pipeline nobody closed, collected in a reference cycle) must still
+        # tear down in order: left to the collector, the stream could go before the images decoded on it.
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown, or close() already done
+            pass
+
     def close(self) -> None:
+        if not hasattr(self, "_thread"):
+            return  # __init__ failed (no GPU): nothing was made
         pending, self._pending = self._pending, None
         if pending is not None:
             try:
