@@ -1,5 +1,6 @@
-// headrace's cast: any numeric element type to any other, float to integer rounding to nearest even and saturating
-// (DALI's ConvertSat; the CPU kernel's numpy rint + clip). One kernel with the types as run-time codes (headrace's
+// headrace's cast: any numeric element type to any other as DALI's ConvertSat does (the CPU kernel's
+// saturate_cast): float to integer rounds half away from zero and saturates (NaN gives 0), integer to integer
+// saturates, to bool is != 0 after rounding a float. One kernel with the types as run-time codes (headrace's
 // DALIDataType numbers), so NVRTC compiles one function instead of every pair.
 
 #define T_U8 0
@@ -124,19 +125,32 @@ extern "C" __global__ void cast_any(const void* in, int in_type, void* out, int 
       else if (out_type == T_F32) ((float*)out)[i] = (float)v;
       else ((double*)out)[i] = v;
     } else if (out_type == T_BOOL) {
-      ((unsigned char*)out)[i] = load_f(in, i, in_type) != 0.0;
+      double v = load_f(in, i, in_type);
+      ((unsigned char*)out)[i] = (is_float(in_type) ? round(v) : v) != 0.0;
     } else if (is_float(in_type)) {
       double v = load_f(in, i, in_type);
       if (v != v) { store_i(out, i, out_type, 0); continue; }
       double lo, hi;
       int_bounds(out_type, lo, hi);
-      v = rint(v);
+      v = round(v);
       if (v <= lo) v = lo;
       if (v >= hi) { store_i(out, i, out_type, out_type == T_U64 ? -1LL : (long long)hi); continue; }
       store_i(out, i, out_type, out_type == T_U64 ? (long long)(unsigned long long)v : (long long)v);
+    } else if (in_type == T_U64) {
+      // integer to integer saturates; uint64 sources compare unsigned
+      unsigned long long u = ((const unsigned long long*)in)[i];
+      double lo, hi;
+      int_bounds(out_type, lo, hi);
+      unsigned long long top = out_type == T_U64 ? ~0ULL : (out_type == T_I64 ? 9223372036854775807ULL
+                                                                             : (unsigned long long)hi);
+      store_i(out, i, out_type, (long long)(u > top ? top : u));
     } else {
-      // integer to integer: wraps like numpy's astype
-      store_i(out, i, out_type, load_i(in, i, in_type));
+      long long v = load_i(in, i, in_type);
+      double lo, hi;
+      int_bounds(out_type, lo, hi);
+      if (out_type == T_U64) store_i(out, i, out_type, v < 0 ? 0 : v);
+      else if (out_type == T_I64) store_i(out, i, out_type, v);
+      else store_i(out, i, out_type, v < (long long)lo ? (long long)lo : (v > (long long)hi ? (long long)hi : v));
     }
   }
 }

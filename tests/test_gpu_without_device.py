@@ -64,17 +64,69 @@ def test_gpu_crop_windows_follow_the_cpu_rule():
                 "out_of_bounds_policy": str(rng.choice(["error", "pad", "trim_to_shape"])), "fill_values": [0.0]}
         batch = Batch.__new__(Batch)
         batch.rec, batch.channels = np.zeros(n, SAMPLE), 3
-        expected, error = [], None
+        expected, error, anchors = [], None, []
         for i in range(n):
             try:
-                view, top, left, out_h, out_w = _window(np.zeros((heights[i], widths[i], 3)), args, "crop")
+                image = np.arange(heights[i] * widths[i]).reshape(heights[i], widths[i], 1)  # pixel = its index
+                view, top, left, out_h, out_w = _window(image, args, "crop")
                 expected.append((out_h, out_w))
+                if view.size:  # where the window starts: its first pixel's index, less the padding before it
+                    anchors.append((i, int(view[0, 0, 0]) // widths[i] - top, int(view[0, 0, 0]) % widths[i] - left))
             except ValueError:
                 error = i if error is None else error
         try:
-            _set_crops(batch, [args] * n, heights.astype(np.int64), widths.astype(np.int64))
+            _set_crops(batch, [args] * n, heights.astype(np.int64), widths.astype(np.int64), 0,
+                       np.dtype(np.uint8), np.dtype(np.uint8))
         except SampleFailureError as exc:
             assert exc.index == error
             continue
         assert error is None
         assert list(zip(batch.rec["out_h"].tolist(), batch.rec["out_w"].tolist(), strict=True)) == expected
+        for i, y, x in anchors:
+            assert (batch.rec["crop_y"][i], batch.rec["crop_x"][i]) == (y, x)
+
+
+class _HostImage:
+    """What the GPU kernels' host side reads of a device image (shape, strides, dtype, pointer), without a GPU."""
+
+    def __init__(self, height: int, width: int):
+        self.shape, self.strides, self.itemsize, self.ndim = (height, width, 3), (width * 3, 3, 1), 1, 3
+        self.dtype, self.ptr = np.dtype(np.uint8), 0
+
+    @property
+    def data(self):
+        return self
+
+
+@pytest.mark.parametrize("interp", [1, 2, 0, 3])
+@pytest.mark.parametrize("sizes", [{"resize_x": 224.0, "resize_y": 224.0}, {"resize_shorter": 41.3}])
+def test_gpu_resize_tables_are_the_cpu_kernels(interp, sizes):
+    """The tap tables the GPU resamples with (made for a whole batch at once) are, sample by sample, the ones the
+    CPU kernel uses: the ground of the GPU's bit-exactness (the GPU side is checked on a GPU machine)."""
+    from headrace_kernels.cpu.geometry_ops import resample_taps
+    from headrace_kernels.gpu.image_ops import MODE_COPY, Batch, _set_resizes
+    from headrace_kernels.windows import resize_plan
+
+    rng = np.random.default_rng(interp)
+    images = [_HostImage(int(rng.integers(1, 400)), int(rng.integers(1, 500))) for _ in range(40)]
+    images.append(_HostImage(224, 224))  # a copy: no table
+    args = {"interp_type": interp, "antialias": True, "subpixel_scale": True, "mode": "default", "max_size": None,
+            "resize_shorter": 0.0, "resize_longer": 0.0, "size": None, "resize_x": 0.0, "resize_y": 0.0, **sizes}
+    batch = Batch(images, 3, "uint8", np.dtype(np.uint8))
+    _set_resizes(batch, [args] * len(images), np.dtype(np.uint8))
+    which, (row_idx, row_w, col_idx, col_w), (row_start, col_start) = batch.tables
+    position = {int(i): k for k, i in enumerate(which)}
+    for i, image in enumerate(images):
+        out_h, out_w, region = resize_plan(image.shape[0], image.shape[1], args)
+        taps = resample_taps(image.shape[0], image.shape[1], out_h, out_w, interp, True, region, np.uint8)
+        if taps is None:
+            assert batch.rec["mode"][i] == MODE_COPY and i not in position
+            continue
+        k, ty, tx = position[i], int(batch.rec["ty"][i]), int(batch.rec["tx"][i])
+        (rows, rows_w), (cols, cols_w) = taps
+        rs, cs = int(row_start[k]), int(col_start[k])
+        np.testing.assert_array_equal(row_idx[rs:rs + out_h * ty], rows.ravel())
+        np.testing.assert_array_equal(row_w[rs:rs + out_h * ty], rows_w.ravel())
+        np.testing.assert_array_equal(col_idx[cs:cs + out_w * tx], cols.ravel())
+        np.testing.assert_array_equal(col_w[cs:cs + out_w * tx], cols_w.ravel())
+        assert (batch.rec["col_lo"][i], batch.rec["col_n"][i]) == (cols.min(), cols.max() - cols.min() + 1)

@@ -111,7 +111,7 @@ class _Step:
         for i in range(size):
             sample = dict(args)
             for name, ref in arg_inputs:
-                sample[name] = _arg_value(values[ref][i], specs[name].list_of)
+                sample[name] = _arg_value(values[ref][i], specs[name])
             out.append(sample)
         return out
 
@@ -262,6 +262,8 @@ _STEPS = {"decoders.image": _Decode, "decoders.image_random_crop": _Decode, "res
           "flip": _Image, "crop_mirror_normalize": _Image, "random_resized_crop": _Image, "cast": _Math,
           "math.binary": _Math, "math.unary": _Math, "constant": _Constant, "copy": _Copy}
 
+import headrace.gpu_steps_image  # noqa: E402, F401 - adds its steps to _STEPS (needs _Step above)
+
 
 class GpuStage:
     """The GPU half of an executor: its steps, its device context, and the look-ahead that overlaps the CPU stage
@@ -395,7 +397,8 @@ class GpuStage:
         for index in range(op.num_outputs):
             values[(op.node.name, index)] = [None] * info.size
             if (op.node.name, index) in self.wanted:
-                collectors[(op.node.name, index)] = _Collector(self.executor.buffers, info.size)
+                collectors[(op.node.name, index)] = _Collector(self.executor.buffers, info.size,
+                                                                     self.executor.batch_size)
         self.executor._run_samples([op], values, collectors, info.iteration, info.size, info.sources)
 
     def _error(self, node: OpNode, exc: Exception, info: _BatchInfo) -> SampleError:
@@ -422,7 +425,17 @@ class GpuStage:
                     step.decoder.release()
             self.ctx.release()
 
+    def __del__(self) -> None:
+        # A stage dropped without close() (a pipeline nobody closed, collected in a reference cycle) must still
+        # tear down in order: left to the collector, the stream could go before the images decoded on it.
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown, or close() already done
+            pass
+
     def close(self) -> None:
+        if not hasattr(self, "_thread"):
+            return  # __init__ failed (no GPU): nothing was made
         pending, self._pending = self._pending, None
         if pending is not None:
             try:

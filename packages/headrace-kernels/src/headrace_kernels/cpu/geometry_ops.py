@@ -57,21 +57,6 @@ def _filter_taps(in_size: int, out_size: int, interp: int, antialias: bool, lo: 
             np.ascontiguousarray(weights, dtype=np.float32))
 
 
-def _resample_separable(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool,
-                        region: tuple[float, float, float, float]) -> np.ndarray:
-    """Separable resampling with DALI's filters through the numba tap combiner (float32 sums in a fixed order, no
-    BLAS, so every process and thread count gives the same bits); types other than uint8 go through float32."""
-    from headrace_kernels.cpu.resampling import resample_with_taps  # numba: imported when first needed
-
-    y0, x0, y1, x1 = region
-    rows = _filter_taps(image.shape[0], out_h, interp, antialias, y0, y1)
-    cols = _filter_taps(image.shape[1], out_w, interp, antialias, x0, x1)
-    if image.dtype in (np.uint8, np.float32):
-        return resample_with_taps(image, rows, cols)
-    out = resample_with_taps(np.ascontiguousarray(image, dtype=np.float32), rows, cols)
-    return _saturate(out, image.dtype)
-
-
 def _nearest_indices(in_size: int, out_size: int, lo: float, hi: float, accumulate: bool) -> np.ndarray:
     """Source index of each output pixel: the pixel centre lo + (i + 0.5) * (hi - lo) / out in float32, as DALI
     computes it (rows by accumulating the step, columns by multiplying), so that ties land on the same side."""
@@ -86,33 +71,49 @@ def _nearest_indices(in_size: int, out_size: int, lo: float, hi: float, accumula
     return np.clip(np.floor(positions).astype(np.int64), 0, in_size - 1)
 
 
-def _nearest(image: np.ndarray, out_h: int, out_w: int, region: tuple[float, float, float, float]) -> np.ndarray:
-    in_h, in_w = image.shape[:2]
+Taps = tuple[np.ndarray, np.ndarray]  # (source index int32, weight float32), shape (out_size, taps)
+
+
+def resample_taps(in_h: int, in_w: int, out_h: int, out_w: int, interp: int, antialias: bool,
+                  region: tuple[float, float, float, float], dtype: np.dtype) -> tuple[Taps, Taps] | None:
+    """The (rows, columns) tap tables with which `resample` maps `region` of an (in_h, in_w) image of `dtype` onto
+    (out_h, out_w), or None when it is a plain copy. The GPU kernels take the same tables, so both devices sum the
+    same terms in the same order."""
+    if region == (0.0, 0.0, float(in_h), float(in_w)) and (in_h, in_w) == (out_h, out_w):
+        return None
+    if interp == INTERP_GAUSSIAN:
+        raise ValueError("INTERP_GAUSSIAN is not supported")
     y0, x0, y1, x1 = region
-    return image[_nearest_indices(in_h, out_h, y0, y1, True)[:, None],
-                 _nearest_indices(in_w, out_w, x0, x1, False)[None, :]]
+    if interp == INTERP_NN:
+        rows = _nearest_indices(in_h, out_h, y0, y1, True).astype(np.int32)[:, None]
+        cols = _nearest_indices(in_w, out_w, x0, x1, False).astype(np.int32)[:, None]
+        return (rows, np.ones(rows.shape, np.float32)), (cols, np.ones(cols.shape, np.float32))
+    if interp in (INTERP_CUBIC, INTERP_LANCZOS3) or np.dtype(dtype) not in (np.uint8, np.float32):
+        return (_filter_taps(in_h, out_h, interp, antialias, y0, y1),
+                _filter_taps(in_w, out_w, interp, antialias, x0, x1))
+    from headrace_kernels.cpu.resampling import triangle_taps  # numba: imported when first needed
+
+    return triangle_taps(in_h, out_h, antialias, y0, y1), triangle_taps(in_w, out_w, antialias, x0, x1)
 
 
 def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: bool,
              region: tuple[float, float, float, float] | None = None) -> np.ndarray:
     """Resize the source `region` (y0, x0, y1, x1; default the whole HWC image) with DALI's filters: NN at pixel
-    centres; LINEAR a triangle, widened by the scale on shrinking axes with antialias (`resampling.resample_linear`,
-    numba; border replicated as DALI does); CUBIC (Catmull-Rom) and LANCZOS3 through exact separable taps;
-    TRIANGULAR is LINEAR. No OpenCV or BLAS here: their results may depend on threads and CPU features."""
-    in_h, in_w, channels = image.shape
-    whole = (0.0, 0.0, float(in_h), float(in_w))
-    region = whole if region is None else tuple(float(v) for v in region)
-    if region == whole and (in_h, in_w) == (out_h, out_w):
+    centres; LINEAR a triangle, widened by the scale on shrinking axes with antialias (numba, border replicated as
+    DALI does); CUBIC (Catmull-Rom) and LANCZOS3 through exact separable taps; TRIANGULAR is LINEAR. Sums run in
+    float32 in a fixed order with no OpenCV or BLAS, whose results may depend on threads and CPU features."""
+    in_h, in_w = image.shape[:2]
+    region = (0.0, 0.0, float(in_h), float(in_w)) if region is None else tuple(float(v) for v in region)
+    taps = resample_taps(in_h, in_w, out_h, out_w, interp, antialias, region, image.dtype)
+    if taps is None:
         return image.copy()
-    if interp == INTERP_GAUSSIAN:
-        raise ValueError("INTERP_GAUSSIAN is not supported")
     if interp == INTERP_NN:
-        return _nearest(image, out_h, out_w, region)
-    if interp in (INTERP_CUBIC, INTERP_LANCZOS3) or image.dtype not in (np.uint8, np.float32):
-        return _resample_separable(image, out_h, out_w, interp, antialias, region)
-    from headrace_kernels.cpu.resampling import resample_linear  # numba: imported when first needed
+        return image[taps[0][0][:, 0][:, None], taps[1][0][:, 0][None, :]]
+    from headrace_kernels.cpu.resampling import resample_with_taps  # numba: imported when first needed
 
-    return resample_linear(image, out_h, out_w, antialias=antialias, region=region)  # the triangle, edge replicated
+    if image.dtype in (np.uint8, np.float32):
+        return resample_with_taps(image, *taps)
+    return _saturate(resample_with_taps(np.ascontiguousarray(image, dtype=np.float32), *taps), image.dtype)
 
 
 def _saturate(values: np.ndarray, dtype) -> np.ndarray:

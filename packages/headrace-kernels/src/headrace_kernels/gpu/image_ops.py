@@ -1,8 +1,9 @@
 """GPU resize, crop, flip, crop_mirror_normalize, random_resized_crop and the fused resize + crop_mirror_normalize.
 
-All of them are one pass of `image_store` in kernels/image.cu (plus `resize_horizontal` for Pillow-style resampling)
-over a whole batch: the host only fills one 144-byte Sample record per sample, with the same geometry rules as the
-CPU kernels (headrace_kernels.windows) and the same normalization coefficients, so CPU and GPU agree."""
+Each is one pass of `image_store` in kernels/image.cu over a whole batch (after `resample_vertical` when a sample
+is resampled). The host fills one Sample record per sample with the CPU kernels' geometry (headrace_kernels.windows)
+and the CPU's own resampling tap tables (`geometry_ops.resample_taps`), normalization coefficients and fill values,
+and the kernels sum in the CPU's order without FMA: CPU and GPU give the same bits."""
 
 from __future__ import annotations
 
@@ -10,40 +11,34 @@ from typing import Any
 
 import numpy as np
 
+from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.cpu.geometry_ops import (
-    INTERP_CUBIC,
     INTERP_GAUSSIAN,
-    INTERP_LANCZOS3,
     INTERP_LINEAR,
-    INTERP_NN,
     INTERP_TRIANGULAR,
     _numpy_dtype,
     normalize_coefficients,
+    resample_taps,
 )
 from headrace_kernels.gpu.runtime import CTYPES, cupy, module
-from headrace_kernels.windows import crop_size, random_crop_window, resize_output_size, round_half_up
+from headrace_kernels.windows import crop_size, random_crop_window, resize_plan, round_half_up
 
-MODE_COPY, MODE_PIL, MODE_LINEAR, MODE_CUBIC, MODE_LANCZOS, MODE_NN = range(6)
-PIL_BILINEAR, PIL_BICUBIC, PIL_LANCZOS = 1, 2, 3
-PIL_VERTICAL_FIRST = 16
-_PIL_OF = {INTERP_LINEAR: PIL_BILINEAR, INTERP_TRIANGULAR: PIL_BILINEAR, INTERP_CUBIC: PIL_BICUBIC,
-           INTERP_LANCZOS3: PIL_LANCZOS}
-_CV_OF = {INTERP_LINEAR: MODE_LINEAR, INTERP_TRIANGULAR: MODE_LINEAR, INTERP_CUBIC: MODE_CUBIC,
-          INTERP_LANCZOS3: MODE_LANCZOS}
+MODE_COPY, MODE_TAPS = 0, 1
 MAXC = 4
 
-SAMPLE = np.dtype([("in", "<u8"), ("out", "<u8"), ("tmp", "<u8"), ("in_h", "<i4"), ("in_w", "<i4"),
-                   ("in_pitch", "<i4"), ("win_y", "<i4"), ("win_x", "<i4"), ("win_h", "<i4"), ("win_w", "<i4"),
-                   ("rs_h", "<i4"), ("rs_w", "<i4"), ("crop_y", "<i4"), ("crop_x", "<i4"), ("out_h", "<i4"),
-                   ("out_w", "<i4"), ("mode", "<i4"), ("filter", "<i4"), ("mirror_x", "<i4"), ("mirror_y", "<i4"),
-                   ("mean", "<f4", (MAXC,)), ("mul", "<f4", (MAXC,)), ("fill", "<f4", (MAXC,)), ("shift", "<f4")])
-assert SAMPLE.itemsize == 144, SAMPLE.itemsize
+SAMPLE = np.dtype([("in", "<u8"), ("out", "<u8"), ("tmp", "<u8"), ("row_idx", "<u8"), ("row_w", "<u8"),
+                   ("col_idx", "<u8"), ("col_w", "<u8"), ("in_h", "<i4"), ("in_w", "<i4"), ("in_pitch", "<i4"),
+                   ("win_y", "<i4"), ("win_x", "<i4"), ("rs_h", "<i4"), ("rs_w", "<i4"), ("ty", "<i4"),
+                   ("tx", "<i4"), ("col_lo", "<i4"), ("col_n", "<i4"), ("crop_y", "<i4"), ("crop_x", "<i4"),
+                   ("out_h", "<i4"), ("out_w", "<i4"), ("mode", "<i4"), ("round_u8", "<i4"), ("mirror_x", "<i4"),
+                   ("mirror_y", "<i4"), ("mean", "<f4", (MAXC,)), ("mul", "<f4", (MAXC,)),
+                   ("fill", "<f4", (MAXC + 1,)), ("shift", "<f4"), ("pad_", "<i4")])
+assert SAMPLE.itemsize == 192, SAMPLE.itemsize
 
 _IN_TYPES = ("uint8", "float32")
 _OUT_TYPES = ("uint8", "int8", "int16", "int32", "float32", "float16")
-_EXPRESSIONS = tuple(f"image_store<{CTYPES[i]}, {CTYPES[o]}>" for i in _IN_TYPES for o in _OUT_TYPES) + (
-    "resize_horizontal<unsigned char, true>", "resize_horizontal<unsigned char, false>",
-    "resize_horizontal<float, false>")
+_EXPRESSIONS = tuple(f"image_store<{CTYPES[i]}, {CTYPES[o]}>" for i in _IN_TYPES for o in _OUT_TYPES) + tuple(
+    f"resample_vertical<{CTYPES[i]}>" for i in _IN_TYPES)
 
 
 class SampleFailureError(Exception):
@@ -79,33 +74,37 @@ def as_hwc(image, index: int, op: str):
 
 
 class Batch:
-    """The Sample records of one launch and the device memory they point into."""
+    """The Sample records of one launch, the tap tables they point to, and the device memory they point into.
+    `dtype` is the samples' own element type (the kernels read uint8 or float32; other types come as float32)."""
 
-    def __init__(self, inputs: list, channels: int, in_dtype: str):
-        self.inputs, self.channels, self.in_dtype = inputs, channels, in_dtype
+    def __init__(self, inputs: list, channels: int, in_dtype: str, dtype: np.dtype):
+        self.inputs, self.channels, self.in_dtype, self.dtype = inputs, channels, in_dtype, dtype
         self.rec = np.zeros(len(inputs), SAMPLE)
         self.rec["in"] = [image.data.ptr for image in inputs]
         self.rec["in_pitch"] = [image.strides[0] // image.itemsize for image in inputs]
         self.rec["in_h"] = [image.shape[0] for image in inputs]
         self.rec["in_w"] = [image.shape[1] for image in inputs]
         self.rec["mul"] = 1.0
+        self.tables: tuple | None = None  # resampled samples' taps: see _set_resizes
 
 
-def gather(images, op: str, channels_from: int = 0):
+def gather(images, op: str):
     """Check the inputs of an image op: HWC, one channel count and one element type for the whole batch."""
+    dtypes = {np.dtype(image.dtype) for image in images}
     inputs = [as_hwc(image, i, op) for i, image in enumerate(images)]
     channels = {image.shape[2] for image in inputs}
     types = {image.dtype.name for image in inputs}
-    if len(channels) > 1 or len(types) > 1:
+    if len(channels) > 1 or len(types) > 1 or len(dtypes) > 1:
         raise SampleFailureError(0, f"{op} on the GPU needs one channel count and one element type per batch, got "
-                               f"channels {sorted(channels)} and types {sorted(types)}")
-    return Batch(inputs, channels.pop(), types.pop())
+                               f"channels {sorted(channels)} and types {sorted(str(t) for t in dtypes)}")
+    return Batch(inputs, channels.pop(), types.pop(), dtypes.pop())
 
 
-def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool, quantize_u8: bool,
+def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool,
            dense_shape_ok: bool = True):
     """Allocate the outputs (one buffer; a dense (N, ...) array when every sample has the same shape), upload the
-    records and run the horizontal pass (if any sample needs it) and the store pass. Returns (dense or None, list)."""
+    records and tap tables in one copy, run the vertical pass (if any sample resamples) and the store pass.
+    Returns (dense or None, list)."""
     cp = cupy()
     rec, n, channels = batch.rec, len(batch.inputs), batch.channels
     out_dtype = np.dtype(out_dtype)
@@ -117,52 +116,81 @@ def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norm
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     flat = cp.empty(int(offsets[-1]), dtype=out_dtype)
     rec["out"] = flat.data.ptr + offsets[:-1] * out_dtype.itemsize
-    pil = rec["mode"] == MODE_PIL
+    resampled = rec["mode"] == MODE_TAPS
     tmp = None
-    fixed = batch.in_dtype == "uint8" and channels in (1, 3, 4)
-    if pil.any():
-        tmp_item = 1 if fixed else 4
-        vertical = (rec["filter"] & PIL_VERTICAL_FIRST) != 0
-        pass_w = np.where(vertical, rec["win_w"], rec["rs_w"]).astype(np.int64)
-        pass_h = np.where(vertical, rec["rs_h"], rec["win_h"]).astype(np.int64)
-        tmp_sizes = np.where(pil, pass_h * pass_w * channels * tmp_item, 0)
+    if resampled.any():
+        tmp_sizes = np.where(resampled, rec["rs_h"].astype(np.int64) * rec["col_n"] * channels * 4, 0)
         tmp_offsets = np.concatenate([[0], np.cumsum(tmp_sizes)])
         tmp = cp.empty(int(tmp_offsets[-1]), dtype=cp.uint8)
-        rec["tmp"] = np.where(pil, tmp.data.ptr + tmp_offsets[:-1], 0).astype(np.uint64)
-    records = cp.asarray(rec.view(np.uint8))
+        rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets[:-1], 0).astype(np.uint64)
+    head = n * SAMPLE.itemsize
+    pieces, at = [rec.view(np.uint8)], head
+    if batch.tables is not None:
+        which, flat_tables, starts = batch.tables
+        device_offsets = []
+        for table in flat_tables:  # row idx, row w, col idx, col w: 4-byte elements, each piece 8-byte aligned
+            raw = np.ascontiguousarray(table).view(np.uint8)
+            device_offsets.append(at)
+            pieces.append(raw)
+            at += raw.size
+            if at % 8:
+                pieces.append(np.zeros(8 - at % 8, np.uint8))
+                at += 8 - at % 8
+    device = cp.empty(at, dtype=cp.uint8)
+    if batch.tables is not None:
+        for field, offset, start in zip(("row_idx", "row_w", "col_idx", "col_w"), device_offsets,
+                                        (starts[0], starts[0], starts[1], starts[1]), strict=True):
+            rec[field][which] = np.uint64(device.data.ptr + offset) + start.astype(np.uint64) * np.uint64(4)
+        pieces[0] = rec.view(np.uint8)
+    device.set(np.concatenate(pieces), stream=cp.cuda.get_current_stream())
     kernels = _kernels()
     in_type = CTYPES[batch.in_dtype]
     if tmp is not None:
-        name = f"resize_horizontal<{in_type}, {'true' if fixed else 'false'}>"
-        grid = (int(-(-pass_w[pil].max() // 32)), int(-(-pass_h[pil].max() // 8)), n)
-        kernels.get_function(name)(grid, (32, 8, 1), (records, np.int32(channels)))
+        width = int((rec["col_n"][resampled].astype(np.int64) * channels).max())
+        grid = (-(-width // 128), min(int(rec["rs_h"][resampled].max()), 65535), n)
+        kernels.get_function(f"resample_vertical<{in_type}>")(grid, (128, 1, 1), (device, np.int32(channels)))
     if n and sizes.max() > 0:
         name = f"image_store<{in_type}, {CTYPES[out_dtype.name]}>"
         grid = (int(-(-rec["out_w"].max() // 32)), int(-(-rec["out_h"].max() // 8)), n)
-        kernels.get_function(name)(grid, (32, 8, 1), (records, np.int32(channels), np.int32(out_channels),
-                                                       np.int32(chw), np.int32(quantize_u8), np.int32(normalize)))
+        kernels.get_function(name)(grid, (32, 8, 1), (device, np.int32(channels), np.int32(out_channels),
+                                                       np.int32(chw), np.int32(normalize)))
     # keep what the kernels read alive until the stream has passed them (the stage holds the batch one step)
-    batch.keep = (records, tmp)
+    batch.keep = (device, tmp)
     if dense_shape_ok and len(set(shapes)) == 1 and n:
         return flat.reshape((n, *shapes[0])), None
     return None, [flat[int(offsets[i]):int(offsets[i + 1])].reshape(shapes[i]) for i in range(n)]
 
 
-def _per_sample(args_list: list[dict], name: str) -> list:
-    return [a[name] for a in args_list]
-
-
-def _fill(args: dict, channels: int) -> np.ndarray:
-    fill = np.asarray(args["fill_values"], dtype=np.float32)
-    return fill if fill.size == channels else np.full(channels, fill[0], dtype=np.float32)
+def _crop_fill(args: dict, channels: int, extra: int, in_dtype: np.dtype | None, out_dtype: np.dtype) -> np.ndarray:
+    """fill_values as the output values the CPU kernels write: for crop, first in the input's type (numpy's
+    astype), then saturated into the output type; for crop_mirror_normalize, saturated into the output type."""
+    fill = np.asarray(args["fill_values"], dtype=np.float32).ravel()
+    total = channels + extra
+    if fill.size == 1:
+        fill = np.full(total, fill[0], dtype=np.float32)
+    elif fill.size == channels and extra:
+        fill = np.concatenate([fill, np.zeros(extra, np.float32)])
+    elif fill.size != total:
+        raise SampleFailureError(0, f"fill_values has {fill.size} values; the output has {total} channels")
+    if in_dtype is not None:
+        with np.errstate(invalid="ignore", over="ignore"):
+            fill = fill.astype(in_dtype)
+    return saturate_cast(fill, out_dtype).astype(np.float32)
 
 
 _CROP_KEYS = ("crop", "crop_h", "crop_w", "crop_pos_x", "crop_pos_y", "out_of_bounds_policy", "fill_values")
 
 
-def _set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths: np.ndarray) -> None:
+def _anchor(pos: np.ndarray, extent: np.ndarray, crop: np.ndarray) -> np.ndarray:
+    """windows.crop_anchor for a whole batch: pos * (extent - crop), rounded half away from zero."""
+    offset = pos * (extent - crop)
+    return np.where(offset >= 0, np.floor(offset + 0.5), -np.floor(-offset + 0.5)).astype(np.int64)
+
+
+def _set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths: np.ndarray, extra: int,
+               in_dtype: np.dtype | None, out_dtype: np.dtype) -> None:
     """The crop windows of every sample in images of (heights, widths): the CPU kernels' `_window` rule
-    (crop_size, crop_anchor, out_of_bounds_policy), computed for the whole batch at once."""
+    (crop_size, crop_anchor, out_of_bounds_policy), computed for the whole batch at once, and the fill values."""
     rec, n = batch.rec, len(args_list)
     uniform = all(a is args_list[0] or all(a[k] == args_list[0][k] for k in _CROP_KEYS) for a in args_list)
     if uniform:
@@ -178,8 +206,7 @@ def _set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths:
         crop_h, crop_w = sizes[:, 0], sizes[:, 1]
         pos_y = np.array([float(a["crop_pos_y"]) for a in args_list])
         pos_x = np.array([float(a["crop_pos_x"]) for a in args_list])
-    y = np.floor(pos_y * (heights - crop_h) + 0.5).astype(np.int64)  # crop_anchor, vectorized
-    x = np.floor(pos_x * (widths - crop_w) + 0.5).astype(np.int64)
+    y, x = _anchor(pos_y, heights, crop_h), _anchor(pos_x, widths, crop_w)
     inside = (y >= 0) & (x >= 0) & (y + crop_h <= heights) & (x + crop_w <= widths)
     if not inside.all():
         policies = np.array([a["out_of_bounds_policy"] for a in args_list])
@@ -196,42 +223,88 @@ def _set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths:
             crop_w = np.where(trim, np.minimum(x + crop_w, widths) - x0, crop_w)
             y, x = np.where(trim, y0, y), np.where(trim, x0, x)
     rec["crop_y"], rec["crop_x"], rec["out_h"], rec["out_w"] = y, x, crop_h, crop_w
+    channels = batch.channels
     if uniform:
-        rec["fill"][:, :batch.channels] = _fill(args_list[0], batch.channels)
+        rec["fill"][:, :channels + extra] = _crop_fill(args_list[0], channels, extra, in_dtype, out_dtype)
     else:
         for i, args in enumerate(args_list):
-            rec["fill"][i, :batch.channels] = _fill(args, batch.channels)
+            rec["fill"][i, :channels + extra] = _crop_fill(args, channels, extra, in_dtype, out_dtype)
 
 
-def _set_resizes(batch: Batch, args_list: list[dict], windows: np.ndarray | None = None,
+def _set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, windows: np.ndarray | None = None,
                  out_sizes: np.ndarray | None = None) -> None:
-    """Resize every sample: `windows` (n, 4) of (y, x, h, w) in the input (default: the whole image) to
-    `out_sizes` (n, 2) (default: resize_output_size of each window), choosing the mode as the CPU does."""
+    """Resize every sample: by `resize_plan` of its arguments (output size and sub-pixel source region), or the
+    integer `windows` (n, 4) of (y, x, h, w) onto `out_sizes` (n, 2), as the CPU resamples a crop of its own.
+    The tap tables are the CPU's (`resample_taps`) for an image of `work_dtype`, the type the CPU kernel resamples
+    in; the common triangle filter's are made for the whole batch in one call."""
     rec, n = batch.rec, len(args_list)
-    if windows is None:
-        windows = np.zeros((n, 4), np.int64)
-        windows[:, 2], windows[:, 3] = rec["in_h"], rec["in_w"]
-    if out_sizes is None:
-        same = all(a is args_list[0] for a in args_list)
-        out_sizes = np.array([resize_output_size(int(h), int(w), args_list[0] if same else args_list[i])
-                              for i, (h, w) in enumerate(windows[:, 2:].tolist())], dtype=np.int64).reshape(n, 2)
-    rec["win_y"], rec["win_x"], rec["win_h"], rec["win_w"] = windows.T
-    rec["rs_h"], rec["rs_w"] = out_sizes.T
+    heights, widths = rec["in_h"].astype(np.int64), rec["in_w"].astype(np.int64)
     interp, antialias = int(args_list[0]["interp_type"]), bool(args_list[0]["antialias"])
-    if interp == INTERP_GAUSSIAN:
-        raise SampleFailureError(0, "INTERP_GAUSSIAN is not supported")
-    in_h, in_w, out_h, out_w = windows[:, 2], windows[:, 3], out_sizes[:, 0], out_sizes[:, 1]
-    shrinking = (out_h < in_h) | (out_w < in_w)
-    if interp == INTERP_NN:
-        mode, flt = np.full(n, MODE_NN), np.zeros(n, np.int64)
+    if windows is None:
+        same = all(a is args_list[0] for a in args_list)
+        plans: dict = {}
+        out = np.empty((n, 2), np.int64)
+        regions = np.empty((n, 4), np.float64)
+        for i, (h, w) in enumerate(zip(heights.tolist(), widths.tolist(), strict=True)):
+            plan = plans.get((h, w)) if same else None
+            if plan is None:
+                plan = resize_plan(h, w, args_list[0] if same else args_list[i])
+                if same:
+                    plans[(h, w)] = plan
+            out[i] = plan[:2]
+            regions[i] = plan[2]
+        extent_h, extent_w, shift_y, shift_x = heights, widths, np.zeros(n, np.int64), np.zeros(n, np.int64)
     else:
-        pil = np.full(n, True) if interp == INTERP_TRIANGULAR else (shrinking if antialias else np.full(n, False))
-        vertical_first = (out_h < in_h) & (out_w > in_w)  # see resample_mode
-        mode = np.where(pil, MODE_PIL, _CV_OF[interp])
-        flt = np.where(pil, _PIL_OF[interp] | np.where(vertical_first, PIL_VERTICAL_FIRST, 0), 0)
-    same_size = (out_h == in_h) & (out_w == in_w)
-    rec["mode"] = np.where(same_size, MODE_COPY, mode)
-    rec["filter"] = np.where(same_size, 0, flt)
+        out = np.asarray(out_sizes, np.int64).reshape(n, 2)
+        extent_h, extent_w = windows[:, 2].astype(np.int64), windows[:, 3].astype(np.int64)
+        shift_y, shift_x = windows[:, 0].astype(np.int64), windows[:, 1].astype(np.int64)
+        regions = np.stack([np.zeros(n), np.zeros(n), extent_h, extent_w], axis=1).astype(np.float64)
+        rec["win_y"], rec["win_x"] = shift_y, shift_x
+    rec["rs_h"], rec["rs_w"] = out[:, 0], out[:, 1]
+    copy = (regions[:, 0] == 0) & (regions[:, 1] == 0) & (regions[:, 2] == extent_h) & \
+        (regions[:, 3] == extent_w) & (out[:, 0] == extent_h) & (out[:, 1] == extent_w)
+    rec["mode"] = np.where(copy, MODE_COPY, MODE_TAPS)
+    which = np.nonzero(~copy)[0]
+    if which.size == 0:
+        return
+    if interp == INTERP_GAUSSIAN:
+        raise SampleFailureError(int(which[0]), "INTERP_GAUSSIAN is not supported")
+    if interp in (INTERP_LINEAR, INTERP_TRIANGULAR) and np.dtype(work_dtype) in (np.uint8, np.float32):
+        from headrace_kernels.cpu.resampling import batch_triangle_taps  # numba: imported when first needed
+
+        rows = batch_triangle_taps(extent_h[which], out[which, 0], antialias, regions[which, 0], regions[which, 2])
+        cols = batch_triangle_taps(extent_w[which], out[which, 1], antialias, regions[which, 1], regions[which, 3])
+    else:
+        rows, cols = _sample_taps(which, extent_h, extent_w, out, regions, interp, antialias, work_dtype)
+    (row_idx, row_w, row_start, ty), (col_idx, col_w, col_start, tx) = rows, cols
+    if windows is not None:  # tables of the crop, moved to where it lies in the image
+        row_idx = row_idx + np.repeat(shift_y[which], out[which, 0] * ty).astype(np.int32)
+        col_idx = col_idx + np.repeat(shift_x[which], out[which, 1] * tx).astype(np.int32)
+    col_lo = np.minimum.reduceat(col_idx, col_start)
+    rec["ty"][which], rec["tx"][which] = ty, tx
+    rec["col_lo"][which], rec["col_n"][which] = col_lo, np.maximum.reduceat(col_idx, col_start) - col_lo + 1
+    batch.tables = (which, (row_idx, row_w, col_idx, col_w), (row_start, col_start))
+
+
+def _sample_taps(which: np.ndarray, extent_h: np.ndarray, extent_w: np.ndarray, out: np.ndarray,
+                 regions: np.ndarray, interp: int, antialias: bool, work_dtype: np.dtype):
+    """The tables of the other filters (nearest, cubic, Lanczos, and every filter on other element types), one
+    sample at a time, flattened as `batch_triangle_taps` returns them."""
+    axes: list[list] = [[], []]
+    for i in which.tolist():
+        region = tuple(float(v) for v in regions[i])
+        taps = resample_taps(int(extent_h[i]), int(extent_w[i]), int(out[i, 0]), int(out[i, 1]), interp, antialias,
+                             region, work_dtype)
+        axes[0].append(taps[0])
+        axes[1].append(taps[1])
+    flat = []
+    for tables in axes:
+        counts = np.array([t[0].shape[1] for t in tables], np.int32)
+        sizes = np.array([t[0].size for t in tables], np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        flat.append((np.concatenate([t[0].ravel() for t in tables]).astype(np.int32),
+                     np.concatenate([t[1].ravel() for t in tables]).astype(np.float32), starts, counts))
+    return flat[0], flat[1]
 
 
 def _set_normalize(batch: Batch, args_list: list[dict], per_sample: bool) -> None:
@@ -247,45 +320,60 @@ def _set_normalize(batch: Batch, args_list: list[dict], per_sample: bool) -> Non
 
 def _full_window(batch: Batch) -> None:
     rec = batch.rec
-    rec["win_h"], rec["win_w"] = rec["in_h"], rec["in_w"]
     rec["rs_h"], rec["rs_w"] = rec["in_h"], rec["in_w"]
     rec["out_h"], rec["out_w"] = rec["in_h"], rec["in_w"]
 
 
+def _resize_types(batch: Batch, args: dict) -> tuple[np.dtype, np.dtype]:
+    """(the type the CPU resize kernel resamples in, its output type) for the batch's element type."""
+    dtype = batch.dtype if args.get("dtype") is None else _numpy_dtype(args["dtype"])
+    work = np.dtype(np.float32) if dtype.kind == "f" and batch.dtype.kind != "f" else batch.dtype
+    return work, dtype
+
+
+def _round_u8(batch: Batch, work: np.dtype) -> None:
+    """A uint8 image resampled as uint8 is rounded to uint8 levels by the resampler itself (+ 0.5, truncated)."""
+    batch.rec["round_u8"] = 1 if work == np.uint8 else 0
+
+
 def resize(images, args_list: list[dict]):
     batch = gather(images, "resize")
-    _set_resizes(batch, args_list)
+    work, out_dtype = _resize_types(batch, args_list[0])
+    _set_resizes(batch, args_list, work)
+    _round_u8(batch, work)
     batch.rec["out_h"], batch.rec["out_w"] = batch.rec["rs_h"], batch.rec["rs_w"]
-    dtype = args_list[0].get("dtype")
-    out_dtype = np.dtype(batch.in_dtype) if dtype is None else np.dtype(np.float32 if int(dtype) == 9 else np.uint8)
-    return launch(batch, out_dtype, batch.channels, False, False, False)
+    return launch(batch, out_dtype, batch.channels, False, False)
 
 
 def crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: bool, resize_args: list[dict] | None = None):
     """crop_mirror_normalize; with `resize_args`, the resize feeding it is fused in (no resized image is stored)."""
     batch = gather(images, "crop_mirror_normalize")
     rec = batch.rec
+    args = args_list[0]
+    out_dtype = _numpy_dtype(args["dtype"])
+    extra = 1 if args["pad_output"] else 0
     if resize_args is None:
         _full_window(batch)
     else:
-        _set_resizes(batch, resize_args)
-    _set_crops(batch, args_list, rec["rs_h"].astype(np.int64), rec["rs_w"].astype(np.int64))
+        work, resized = _resize_types(batch, resize_args[0])
+        if resized != work and resized != batch.dtype:
+            raise SampleFailureError(0, f"a resize to {resized} fused into crop_mirror_normalize is not supported")
+        _set_resizes(batch, resize_args, work)
+        _round_u8(batch, work)
+    _set_crops(batch, args_list, rec["rs_h"].astype(np.int64), rec["rs_w"].astype(np.int64), extra, None, out_dtype)
     rec["mirror_x"] = [1 if int(a["mirror"]) else 0 for a in args_list]
     _set_normalize(batch, args_list, per_sample_norm)
-    args = args_list[0]
-    out_channels = batch.channels + (1 if args["pad_output"] else 0)
-    quantize = resize_args is not None and batch.in_dtype == "uint8" and (
-        resize_args[0].get("dtype") is None or int(resize_args[0]["dtype"]) == 0)
-    return launch(batch, _numpy_dtype(args["dtype"]), out_channels, args["output_layout"] == "CHW", True, quantize)
+    return launch(batch, out_dtype, batch.channels + extra, args["output_layout"] == "CHW", True)
 
 
 def crop(images, args_list: list[dict]):
     batch = gather(images, "crop")
     _full_window(batch)
-    _set_crops(batch, args_list, batch.rec["in_h"].astype(np.int64), batch.rec["in_w"].astype(np.int64))
     dtype = args_list[0].get("dtype")
-    out_dtype = np.dtype(batch.in_dtype) if dtype is None else _numpy_dtype(dtype)
-    return launch(batch, out_dtype, batch.channels, False, False, False)
+    out_dtype = batch.dtype if dtype is None else _numpy_dtype(dtype)
+    _set_crops(batch, args_list, batch.rec["in_h"].astype(np.int64), batch.rec["in_w"].astype(np.int64), 0,
+               batch.dtype, out_dtype)
+    return launch(batch, out_dtype, batch.channels, False, False)
 
 
 def flip(images, args_list: list[dict]):
@@ -293,7 +381,7 @@ def flip(images, args_list: list[dict]):
     _full_window(batch)
     batch.rec["mirror_x"] = [1 if int(a["horizontal"]) else 0 for a in args_list]
     batch.rec["mirror_y"] = [1 if int(a["vertical"]) else 0 for a in args_list]
-    return launch(batch, np.dtype(batch.in_dtype), batch.channels, False, False, False)
+    return launch(batch, batch.dtype, batch.channels, False, False)
 
 
 def random_resized_crop(images, args_list: list[dict], rngs):
@@ -307,9 +395,10 @@ def random_resized_crop(images, args_list: list[dict], rngs):
         windows[i] = random_crop_window(h, w, args["random_area"], args["random_aspect_ratio"], args["num_attempts"],
                                         rngs(i))
         sizes[i] = [int(round(v)) for v in args["size"]]
-    _set_resizes(batch, args_list, windows, sizes)
+    _set_resizes(batch, args_list, batch.dtype, windows, sizes)
+    _round_u8(batch, batch.dtype)
     batch.rec["out_h"], batch.rec["out_w"] = batch.rec["rs_h"], batch.rec["rs_w"]
-    return launch(batch, np.dtype(batch.in_dtype), batch.channels, False, False, False)
+    return launch(batch, batch.dtype, batch.channels, False, False)
 
 
 def describe(value: Any) -> str:

@@ -1,0 +1,50 @@
+// hsv, color_twist and brightness_contrast on a batch of samples of any sizes (blockIdx.y = sample): one affine
+// map per sample in float32, written out term by term in the CPU kernel's order and, with --fmad=false, rounded
+// the same way; integer outputs round half away from zero in float32 and saturate, as the CPU's round_saturate.
+
+#define MODE_MATRIX 0  // RGB: out[c] = in . m[c] + offset (hsv, color_twist)
+#define MODE_SCALE 1   // any channels: out = in * scale + offset (brightness_contrast)
+
+struct ColorSample {
+  unsigned long long in, out;  // contiguous, interleaved channels
+  long long pixels;            // pixels (MODE_MATRIX) or elements (MODE_SCALE)
+  int mode;
+  float m[9];
+  float scale, offset;
+};
+
+template <typename T> __device__ __forceinline__ T round_store(float v);
+template <> __device__ __forceinline__ float round_store<float>(float v) { return v; }
+#define ROUND_INT(T, LO, HI)                                                       \
+  template <> __device__ __forceinline__ T round_store<T>(float v) {               \
+    if (v != v) return (T)0;                                                       \
+    double r = (double)truncf(__fadd_rn(v, copysignf(0.5f, v)));                  \
+    if (r <= (double)(LO)) return (T)(LO);                                         \
+    if (r >= (double)(HI)) return (T)(HI);                                         \
+    return (T)r;                                                                   \
+  }
+ROUND_INT(unsigned char, 0, 255)
+ROUND_INT(signed char, -128, 127)
+ROUND_INT(unsigned short, 0, 65535)
+ROUND_INT(short, -32768, 32767)
+ROUND_INT(int, -2147483647 - 1, 2147483647)
+
+template <typename InT, typename OutT>
+__global__ void color_affine(const ColorSample* samples) {
+  const ColorSample s = samples[blockIdx.y];
+  const InT* in = (const InT*)s.in;
+  OutT* out = (OutT*)s.out;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < s.pixels;
+       i += (long long)gridDim.x * blockDim.x) {
+    if (s.mode == MODE_SCALE) {
+      out[i] = round_store<OutT>(__fadd_rn(__fmul_rn((float)in[i], s.scale), s.offset));
+      continue;
+    }
+    float r = (float)in[3 * i], g = (float)in[3 * i + 1], b = (float)in[3 * i + 2];
+    for (int c = 0; c < 3; c++) {
+      float v = __fadd_rn(__fadd_rn(__fadd_rn(__fmul_rn(r, s.m[3 * c]), __fmul_rn(g, s.m[3 * c + 1])),
+                                    __fmul_rn(b, s.m[3 * c + 2])), s.offset);
+      out[3 * i + c] = round_store<OutT>(v);
+    }
+  }
+}

@@ -1,0 +1,97 @@
+"""What the batch kernels of filter.cu, color.cu, warp.cu and region.cu share on the host: contiguous inputs of
+one element type, one output buffer for a whole batch (a dense (N, ...) array when the shapes agree), and the
+per-sample records uploaded in one copy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from headrace_kernels.gpu.image_ops import SampleFailureError
+from headrace_kernels.gpu.runtime import cupy
+
+# Element types the arithmetic kernels read directly; other inputs are converted to float32 on the GPU first, as
+# the CPU kernels convert them (exactly for 8/16-bit integers and float16).
+KERNEL_INPUTS = ("uint8", "float32")
+# Element types the arithmetic kernels write directly; other float outputs are written as float32 and converted.
+KERNEL_OUTPUTS = {"uint8": "unsigned char", "int8": "signed char", "uint16": "unsigned short", "int16": "short",
+                  "int32": "int", "float32": "float"}
+CTYPES = {"uint8": "unsigned char", "float32": "float", **KERNEL_OUTPUTS}
+# For the copying kernels: an unsigned type of each element size.
+BITS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
+
+
+def kernel_expressions(kernel: str) -> tuple[str, ...]:
+    """The template instances of an arithmetic `kernel<InT, OutT>` to compile."""
+    return tuple(f"{kernel}<{CTYPES[i]}, {CTYPES[o]}>" for i in KERNEL_INPUTS for o in KERNEL_OUTPUTS)
+
+
+def contiguous_samples(samples: list, op: str, ndims: tuple[int, ...] | None = None,
+                       convert: bool = True) -> tuple[list, np.dtype]:
+    """The samples as C-contiguous device arrays, checked for dimensions, of one element type (returned: the
+    type they came in); with `convert`, types the kernels do not read become float32."""
+    cp = cupy()
+    types = {np.dtype(s.dtype) for s in samples}
+    if len(types) > 1:
+        raise SampleFailureError(0, f"{op} on the GPU needs one element type per batch, got "
+                                    f"{sorted(t.name for t in types)}")
+    out = []
+    for i, sample in enumerate(samples):
+        if ndims is not None and sample.ndim not in ndims:
+            raise SampleFailureError(i, f"{op} expects samples with {' or '.join(map(str, ndims))} dimensions, got "
+                                        f"shape {tuple(sample.shape)}")
+        if convert and sample.dtype.name not in KERNEL_INPUTS:
+            sample = sample.astype(cp.float32)
+        out.append(cp.ascontiguousarray(sample))
+    return out, (types.pop() if types else np.dtype(np.float32))
+
+
+def output_type(dtype: np.dtype, op: str) -> tuple[np.dtype, np.dtype]:
+    """(type the kernel writes, type of the op's output)."""
+    dtype = np.dtype(dtype)
+    if dtype.name in KERNEL_OUTPUTS:
+        return dtype, dtype
+    if dtype.kind == "f":
+        return np.dtype(np.float32), dtype
+    raise SampleFailureError(0, f"{op} on the GPU cannot produce {dtype} outputs (supported: "
+                                f"{', '.join(KERNEL_OUTPUTS)}, float16, float64)")
+
+
+class Outputs:
+    """One device buffer holding every output sample of a launch, in `shapes`."""
+
+    def __init__(self, shapes: list[tuple[int, ...]], dtype: np.dtype):
+        cp = cupy()
+        self.shapes, self.dtype = [tuple(int(d) for d in s) for s in shapes], np.dtype(dtype)
+        sizes = np.array([int(np.prod(s)) for s in self.shapes], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.flat = cp.empty(int(self.offsets[-1]), dtype=self.dtype)
+        self.pointers = (self.flat.data.ptr + self.offsets[:-1] * self.dtype.itemsize).astype(np.uint64)
+
+    def result(self, final_dtype: np.dtype | None = None):
+        """(dense, None) when every sample has one shape, else (None, list of samples); converted to
+        `final_dtype` when the kernel wrote another type."""
+        n = len(self.shapes)
+        flat = self.flat
+        if final_dtype is not None and np.dtype(final_dtype) != self.dtype:
+            flat = flat.astype(final_dtype)  # float32 to float16: round to nearest even, inf beyond, as numpy
+        if n and len(set(self.shapes)) == 1:
+            return flat.reshape((n, *self.shapes[0])), None
+        return None, [flat[int(self.offsets[i]):int(self.offsets[i + 1])].reshape(self.shapes[i])
+                      for i in range(n)]
+
+
+def upload(records: np.ndarray):
+    """Structured host records as device bytes (one copy)."""
+    return cupy().asarray(records.view(np.uint8))
+
+
+def per_sample(index: int, call, *args):
+    """call(*args), its ValueError / TypeError turned into a SampleFailureError naming sample `index`."""
+    try:
+        return call(*args)
+    except (ValueError, TypeError) as exc:
+        raise SampleFailureError(index, str(exc)) from None
+
+
+def blocks(count: int, size: int) -> int:
+    return max(1, -(-int(count) // size))
