@@ -10,6 +10,19 @@ def _dense(value):
     return value._dense if value._dense is not None else None
 
 
+def _each(items, func) -> list:
+    """func(*item) for every sample; a ValueError names the sample (SampleFailureError)."""
+    from headrace_kernels.gpu.image_ops import SampleFailureError
+
+    out = []
+    for index, item in enumerate(items):
+        try:
+            out.append(func(*item))
+        except ValueError as exc:
+            raise SampleFailureError(index, str(exc)) from None
+    return out
+
+
 class _Reduce(_Step):
     """reductions.*: one segmented reduction over the batch (variance / std_dev also read the mean)."""
 
@@ -36,7 +49,7 @@ class _Join(_Step):
             return self.outputs((join(dense, axis), None))
         join = tensor_ops.stack if stack else tensor_ops.cat
         columns = [_samples(b) for b in batches]
-        return self.outputs([join(list(parts), axis) for parts in zip(*columns, strict=True)])
+        return self.outputs(_each(zip(*columns, strict=True), lambda *parts: join(list(parts), axis)))
 
 
 class _Reshape(_Step):
@@ -50,8 +63,8 @@ class _Reshape(_Step):
             return self.outputs((dense.reshape(len(dense), *shape), None))
         samples = _samples(first)
         args = self.sample_args(values, len(samples))
-        return self.outputs([s.reshape(tensor_ops.reshape_shape(tuple(s.shape), a))
-                             for s, a in zip(samples, args, strict=True)])
+        return self.outputs(_each(zip(samples, args, strict=True),
+                                  lambda s, a: s.reshape(tensor_ops.reshape_shape(tuple(s.shape), a))))
 
 
 class _Transpose(_Step):
@@ -63,7 +76,7 @@ class _Transpose(_Step):
         dense = _dense(first)
         if dense is not None:
             return self.outputs((tensor_ops.transpose(dense, perm, True), None))
-        return self.outputs([tensor_ops.transpose(s, perm, False) for s in _samples(first)])
+        return self.outputs(_each(((s,) for s in _samples(first)), lambda s: tensor_ops.transpose(s, perm, False)))
 
 
 class _OneHot(_Step):
@@ -74,7 +87,8 @@ class _OneHot(_Step):
         dense = _dense(first)
         if dense is not None:
             return self.outputs((tensor_ops.one_hot(dense, self.args, True), None))
-        return self.outputs([tensor_ops.one_hot(s, self.args, False) for s in _samples(first)])
+        return self.outputs(_each(((s,) for s in _samples(first)),
+                                  lambda s: tensor_ops.one_hot(s, self.args, False)))
 
 
 class _Pad(_Step):

@@ -12,6 +12,7 @@ from headrace_kernels.cpu.axes import resolve_axes
 from headrace_kernels.cpu.convert import numpy_dtype, saturate_cast
 from headrace_kernels.cpu.reduction_ops import _sum_type
 from headrace_kernels.cpu.tensor_ops import _infer
+from headrace_kernels.gpu.image_ops import SampleFailureError
 from headrace_kernels.gpu.runtime import cupy, kernel_source
 
 MAX_DIMS = 6
@@ -83,6 +84,45 @@ def _output_dtype(name: str, source: np.dtype, args: dict) -> np.dtype:
     return _sum_type(source) if name == "reductions.sum" else np.dtype(np.float32)
 
 
+def _describe(name: str, i: int, sample, args: dict, means, records, shapes: list, counts: list,
+              keep_alive: list) -> None:
+    """Fill record i (one sample's extents, strides and output place) and its output shape."""
+    cp = cupy()
+    axes = sorted(set(resolve_axes(args["axes"], args["axis_names"], sample.ndim)))
+    if any(sample.shape[a] == 0 for a in axes):
+        raise ValueError(f"cannot reduce an empty axis (shape {tuple(sample.shape)}, axes {tuple(axes)})")
+    strides = [s // sample.itemsize for s in sample.strides]
+    kept = [a for a in range(sample.ndim) if a not in axes]
+    kept_shape, kept_stride = _collapse([sample.shape[a] for a in kept], [strides[a] for a in kept])
+    red_shape, red_stride = _collapse([sample.shape[a] for a in axes], [strides[a] for a in axes])
+    if len(kept_shape) > MAX_DIMS or len(red_shape) > MAX_DIMS:
+        raise ValueError(f"{name} on the GPU handles at most {MAX_DIMS} non-contiguous axes (shape "
+                         f"{tuple(sample.shape)})")
+    outputs = int(np.prod([sample.shape[a] for a in kept], dtype=np.int64))
+    count = int(np.prod([sample.shape[a] for a in axes], dtype=np.int64))
+    if args["keep_dims"]:
+        shapes.append(tuple(1 if a in axes else n for a, n in enumerate(sample.shape)))
+    else:
+        shapes.append(tuple(sample.shape[a] for a in kept))
+    records["data"][i] = sample.data.ptr
+    records["outputs"][i], records["count"][i] = outputs, count
+    records["kept_ndim"][i], records["red_ndim"][i] = len(kept_shape), len(red_shape)
+    records["kept_shape"][i, :len(kept_shape)] = kept_shape
+    records["kept_stride"][i, :len(kept_stride)] = kept_stride
+    records["red_shape"][i, :len(red_shape)] = red_shape
+    records["red_stride"][i, :len(red_stride)] = red_stride
+    counts.append(count)
+    if means is not None:
+        mean = cp.ascontiguousarray(means[i], dtype=cp.float64)
+        if mean.size != outputs:
+            raise ValueError(f"the mean has shape {tuple(mean.shape)}; reducing shape {tuple(sample.shape)} over "
+                             f"axes {tuple(axes)} needs {outputs} values")
+        if count - args["ddof"] <= 0:
+            raise ValueError(f"ddof={args['ddof']} leaves no degrees of freedom")
+        records["mean"][i] = mean.data.ptr
+        keep_alive.append(mean)
+
+
 def reduce(name: str, samples: list, args: dict, means: list | None = None):
     """`name` (a reductions.* op) of every sample: (dense (N, ...) array or None, list of per-sample arrays)."""
     cp = cupy()
@@ -90,8 +130,15 @@ def reduce(name: str, samples: list, args: dict, means: list | None = None):
     if not samples:
         return None, []
     dtypes = {np.dtype(s.dtype) for s in samples}
-    if len(dtypes) > 1:
-        raise ValueError(f"the samples have different types {sorted(str(t) for t in dtypes)}")
+    if len(dtypes) > 1:  # e.g. merged from branches that gave different types: one reduction per type
+        out: list = [None] * len(samples)
+        for dtype in dtypes:
+            indices = [i for i, s in enumerate(samples) if np.dtype(s.dtype) == dtype]
+            dense, listed = reduce(name, [samples[i] for i in indices], args,
+                                   None if means is None else [means[i] for i in indices])
+            for j, i in enumerate(indices):
+                out[i] = dense[j] if dense is not None else listed[j]
+        return None, out
     source = dtypes.pop()
     data = list(samples)
     if source == np.float16:  # exact in float32; min / max are cast back below
@@ -103,39 +150,10 @@ def reduce(name: str, samples: list, args: dict, means: list | None = None):
     shapes, keep_alive = [], []
     counts = []
     for i, sample in enumerate(data):
-        axes = sorted(set(resolve_axes(args["axes"], args["axis_names"], sample.ndim)))
-        if any(sample.shape[a] == 0 for a in axes):
-            raise ValueError(f"cannot reduce an empty axis (shape {tuple(sample.shape)}, axes {tuple(axes)})")
-        strides = [s // sample.itemsize for s in sample.strides]
-        kept = [a for a in range(sample.ndim) if a not in axes]
-        kept_shape, kept_stride = _collapse([sample.shape[a] for a in kept], [strides[a] for a in kept])
-        red_shape, red_stride = _collapse([sample.shape[a] for a in axes], [strides[a] for a in axes])
-        if len(kept_shape) > MAX_DIMS or len(red_shape) > MAX_DIMS:
-            raise ValueError(f"{name} on the GPU handles at most {MAX_DIMS} non-contiguous axes (shape "
-                             f"{tuple(sample.shape)})")
-        outputs = int(np.prod([sample.shape[a] for a in kept], dtype=np.int64))
-        count = int(np.prod([sample.shape[a] for a in axes], dtype=np.int64))
-        if args["keep_dims"]:
-            shapes.append(tuple(1 if a in axes else n for a, n in enumerate(sample.shape)))
-        else:
-            shapes.append(tuple(sample.shape[a] for a in kept))
-        records["data"][i] = sample.data.ptr
-        records["outputs"][i], records["count"][i] = outputs, count
-        records["kept_ndim"][i], records["red_ndim"][i] = len(kept_shape), len(red_shape)
-        records["kept_shape"][i, :len(kept_shape)] = kept_shape
-        records["kept_stride"][i, :len(kept_stride)] = kept_stride
-        records["red_shape"][i, :len(red_shape)] = red_shape
-        records["red_stride"][i, :len(red_stride)] = red_stride
-        counts.append(count)
-        if means is not None:
-            mean = cp.ascontiguousarray(means[i], dtype=cp.float64)
-            if mean.size != outputs:
-                raise ValueError(f"the mean has shape {tuple(mean.shape)}; reducing shape {tuple(sample.shape)} over "
-                                 f"axes {tuple(axes)} needs {outputs} values")
-            if count - args["ddof"] <= 0:
-                raise ValueError(f"ddof={args['ddof']} leaves no degrees of freedom")
-            records["mean"][i] = mean.data.ptr
-            keep_alive.append(mean)
+        try:
+            _describe(name, i, sample, args, means, records, shapes, counts, keep_alive)
+        except ValueError as exc:
+            raise SampleFailureError(i, str(exc)) from None
     warps = max(counts) > SHORT
     chunks = np.array([-(-c // CHUNK) if warps else 1 for c in counts], dtype=np.int64)
     records["chunks"] = chunks
