@@ -111,7 +111,7 @@ class _Step:
         for i in range(size):
             sample = dict(args)
             for name, ref in arg_inputs:
-                sample[name] = _arg_value(values[ref][i], specs[name].list_of)
+                sample[name] = _arg_value(values[ref][i], specs[name])
             out.append(sample)
         return out
 

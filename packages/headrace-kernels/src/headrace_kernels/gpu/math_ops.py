@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.cpu.geometry_ops import _numpy_dtype
-from headrace_kernels.cpu.math_ops import result_type, scalar_type
+from headrace_kernels.cpu.math_ops import result_type
 from headrace_kernels.gpu.runtime import cupy, module
 
 _TYPE_CODE = {np.dtype(t): c for c, t in enumerate((np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16,
                                                      np.int32, np.int64, np.float16, np.float32, np.float64,
                                                      np.bool_))}
 _BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "floordiv": "floor_divide",
-           "pow": "power", "mod": "mod", "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+           "pow": "power", "mod": "fmod", "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
            "gt": "greater", "ge": "greater_equal", "bitand": "bitwise_and", "bitor": "bitwise_or",
            "bitxor": "bitwise_xor"}
 _UNARY = {"neg": "negative", "pos": "positive", "invert": "invert", "abs": "abs"}
@@ -42,20 +43,24 @@ def cast(batch: list | object, dense: bool, dtype_code: int):
 
 
 def binary(left, right, args: dict):
-    """One sample (or a dense batch, with per-sample numpy broadcasting preserved by the caller)."""
+    """One sample (or a dense batch, with per-sample numpy broadcasting preserved by the caller), with the CPU
+    kernel's rules: the scalar saturated to its `scalar_dtype`, comparisons in the common type, C `//` and `%`."""
     cp = cupy()
     op = args["op"]
     if right is None:
-        scalar_dtype = scalar_type(args["scalar"], args["scalar_is_int"], np.dtype(left.dtype))
-        scalar = cp.asarray(np.asarray(args["scalar"], dtype=scalar_dtype))
+        scalar = cp.asarray(saturate_cast(np.asarray(args["scalar"]), _numpy_dtype(args["scalar_dtype"])))
         left, right = (scalar, left) if args["scalar_on_left"] else (left, scalar)
     out_type = result_type(op, np.dtype(left.dtype), np.dtype(right.dtype))
-    compute = out_type if out_type != np.bool_ else np.result_type(left.dtype, right.dtype)
-    if op in ("bitand", "bitor", "bitxor") and out_type.kind == "f":
-        raise ValueError(f"bitwise '{op}' needs integer or boolean operands, got {left.dtype} and {right.dtype}")
-    if op in ("floordiv", "mod") and out_type.kind in "iu" and bool(cp.any(right == 0)):
+    compute = out_type
+    if out_type == np.bool_ and {left.dtype.kind, right.dtype.kind} != {"b"}:
+        compute = result_type("add", np.dtype(left.dtype), np.dtype(right.dtype))  # compare in the common type
+    if op in ("floordiv", "mod") and compute.kind in "iu" and bool(cp.any(right == 0)):
         raise ValueError(f"integer '{op}' by zero")
-    result = getattr(cp, _BINARY[op])(left.astype(compute, copy=False), right.astype(compute, copy=False))
+    a, b = left.astype(compute, copy=False), right.astype(compute, copy=False)
+    if op == "floordiv":  # DALI's `//`: truncation toward zero for integers, plain division for floats
+        result = cp.true_divide(a, b) if compute.kind == "f" else (a - cp.fmod(a, b)) // b
+    else:
+        result = getattr(cp, _BINARY[op])(a, b)
     return result.astype(out_type, copy=False)
 
 
