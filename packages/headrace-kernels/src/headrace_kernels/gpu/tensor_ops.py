@@ -4,6 +4,7 @@ where the samples share a shape). Same checks, output types and error messages a
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -35,11 +36,10 @@ _PLAN = {"reductions.sum": (0, 0), "reductions.mean": (0, 1), "reductions.mean_s
          "reductions.rms": (1, 2), "reductions.min": (2, 0), "reductions.max": (3, 0),
          "reductions.variance": (4, 1), "reductions.std_dev": (4, 2)}
 
-SAMPLE = np.dtype([("data", np.uint64), ("mean", np.uint64), ("out_offset", np.int64), ("outputs", np.int64),
-                   ("count", np.int64), ("chunks", np.int64), ("work_offset", np.int64), ("kept_ndim", np.int32),
-                   ("red_ndim", np.int32), ("kept_shape", np.int64, MAX_DIMS), ("kept_stride", np.int64, MAX_DIMS),
-                   ("red_shape", np.int64, MAX_DIMS), ("red_stride", np.int64, MAX_DIMS)])
-assert SAMPLE.itemsize == 256  # mirrors struct ReduceSample
+# One ReduceSample record (kernels/reduce.cu) is 32 int64 words: data, mean, out_offset, outputs, count, chunks,
+# work_offset, kept_ndim | red_ndim << 32, then kept_shape, kept_stride, red_shape, red_stride (MAX_DIMS each).
+_DATA, _MEAN, _OUT_OFFSET, _OUTPUTS, _COUNT, _CHUNKS, _WORK_OFFSET, _NDIMS = range(8)
+WORDS = 8 + 4 * MAX_DIMS
 
 _lock = threading.Lock()
 _modules: dict[tuple, object] = {}
@@ -84,43 +84,37 @@ def _output_dtype(name: str, source: np.dtype, args: dict) -> np.dtype:
     return _sum_type(source) if name == "reductions.sum" else np.dtype(np.float32)
 
 
-def _describe(name: str, i: int, sample, args: dict, means, records, shapes: list, counts: list,
-              keep_alive: list) -> None:
-    """Fill record i (one sample's extents, strides and output place) and its output shape."""
+def _describe(name: str, sample, args: dict, mean) -> tuple[list[int], tuple, object]:
+    """One sample's record (as 32 int64 words), its output shape, and its means as float64 (variance / std)."""
     cp = cupy()
     axes = sorted(set(resolve_axes(args["axes"], args["axis_names"], sample.ndim)))
-    if any(sample.shape[a] == 0 for a in axes):
-        raise ValueError(f"cannot reduce an empty axis (shape {tuple(sample.shape)}, axes {tuple(axes)})")
+    shape = tuple(sample.shape)
+    if any(shape[a] == 0 for a in axes):
+        raise ValueError(f"cannot reduce an empty axis (shape {shape}, axes {tuple(axes)})")
     strides = [s // sample.itemsize for s in sample.strides]
     kept = [a for a in range(sample.ndim) if a not in axes]
-    kept_shape, kept_stride = _collapse([sample.shape[a] for a in kept], [strides[a] for a in kept])
-    red_shape, red_stride = _collapse([sample.shape[a] for a in axes], [strides[a] for a in axes])
+    kept_shape, kept_stride = _collapse([shape[a] for a in kept], [strides[a] for a in kept])
+    red_shape, red_stride = _collapse([shape[a] for a in axes], [strides[a] for a in axes])
     if len(kept_shape) > MAX_DIMS or len(red_shape) > MAX_DIMS:
-        raise ValueError(f"{name} on the GPU handles at most {MAX_DIMS} non-contiguous axes (shape "
-                         f"{tuple(sample.shape)})")
-    outputs = int(np.prod([sample.shape[a] for a in kept], dtype=np.int64))
-    count = int(np.prod([sample.shape[a] for a in axes], dtype=np.int64))
-    if args["keep_dims"]:
-        shapes.append(tuple(1 if a in axes else n for a, n in enumerate(sample.shape)))
-    else:
-        shapes.append(tuple(sample.shape[a] for a in kept))
-    records["data"][i] = sample.data.ptr
-    records["outputs"][i], records["count"][i] = outputs, count
-    records["kept_ndim"][i], records["red_ndim"][i] = len(kept_shape), len(red_shape)
-    records["kept_shape"][i, :len(kept_shape)] = kept_shape
-    records["kept_stride"][i, :len(kept_stride)] = kept_stride
-    records["red_shape"][i, :len(red_shape)] = red_shape
-    records["red_stride"][i, :len(red_stride)] = red_stride
-    counts.append(count)
-    if means is not None:
-        mean = cp.ascontiguousarray(means[i], dtype=cp.float64)
+        raise ValueError(f"{name} on the GPU handles at most {MAX_DIMS} non-contiguous axes (shape {shape})")
+    outputs = math.prod(shape[a] for a in kept)
+    count = math.prod(shape[a] for a in axes)
+    out_shape = tuple(1 if a in axes else n for a, n in enumerate(shape)) if args["keep_dims"] else \
+        tuple(shape[a] for a in kept)
+    mean_ptr = 0
+    if mean is not None:
+        mean = cp.ascontiguousarray(mean, dtype=cp.float64)
         if mean.size != outputs:
-            raise ValueError(f"the mean has shape {tuple(mean.shape)}; reducing shape {tuple(sample.shape)} over "
-                             f"axes {tuple(axes)} needs {outputs} values")
+            raise ValueError(f"the mean has shape {tuple(mean.shape)}; reducing shape {shape} over axes "
+                             f"{tuple(axes)} needs {outputs} values")
         if count - args["ddof"] <= 0:
             raise ValueError(f"ddof={args['ddof']} leaves no degrees of freedom")
-        records["mean"][i] = mean.data.ptr
-        keep_alive.append(mean)
+        mean_ptr = mean.data.ptr
+    pad = [0] * MAX_DIMS
+    row = [sample.data.ptr, mean_ptr, 0, outputs, count, 0, 0, len(kept_shape) | (len(red_shape) << 32),
+           *(kept_shape + pad)[:MAX_DIMS], *(kept_stride + pad)[:MAX_DIMS], *(red_shape + pad)[:MAX_DIMS],
+           *(red_stride + pad)[:MAX_DIMS]]
+    return row, out_shape, mean
 
 
 def reduce(name: str, samples: list, args: dict, means: list | None = None):
@@ -146,21 +140,24 @@ def reduce(name: str, samples: list, args: dict, means: list | None = None):
     elif source == np.bool_:
         data = [s.view(cp.uint8) for s in data]
     work = np.dtype(data[0].dtype).name
-    records = np.zeros(len(data), dtype=SAMPLE)
-    shapes, keep_alive = [], []
-    counts = []
+    rows, shapes, keep_alive = [], [], []
     for i, sample in enumerate(data):
         try:
-            _describe(name, i, sample, args, means, records, shapes, counts, keep_alive)
+            row, shape, mean = _describe(name, sample, args, None if means is None else means[i])
         except ValueError as exc:
             raise SampleFailureError(i, str(exc)) from None
-    warps = max(counts) > SHORT
-    chunks = np.array([-(-c // CHUNK) if warps else 1 for c in counts], dtype=np.int64)
-    records["chunks"] = chunks
-    per_sample_items = records["outputs"] * chunks
-    records["work_offset"] = np.concatenate(([0], np.cumsum(per_sample_items)[:-1]))
-    records["out_offset"] = np.concatenate(([0], np.cumsum(records["outputs"])[:-1]))
-    items, total = int(per_sample_items.sum()), int(records["outputs"].sum())
+        rows.append(row)
+        shapes.append(shape)
+        keep_alive.append(mean)
+    records = np.array(rows, dtype=np.int64).reshape(len(rows), WORDS)
+    counts, outputs = records[:, _COUNT], records[:, _OUTPUTS]
+    warps = int(counts.max()) > SHORT
+    chunks = -(-counts // CHUNK) if warps else np.ones_like(counts)
+    records[:, _CHUNKS] = chunks
+    per_sample_items = outputs * chunks
+    records[:, _WORK_OFFSET] = np.cumsum(per_sample_items) - per_sample_items
+    records[:, _OUT_OFFSET] = np.cumsum(outputs) - outputs
+    items, total = int(per_sample_items.sum()), int(outputs.sum())
 
     if op in (2, 3):
         acc = _MINMAX_ACC[work]
@@ -173,7 +170,7 @@ def reduce(name: str, samples: list, args: dict, means: list | None = None):
     result = cp.empty(total, dtype=out_np)
     if total:
         warp_kernel, thread_kernel, finish_kernel = _kernels(_CTYPE[work], acc, out_c, op, finish)
-        table = cp.asarray(records.view(np.uint8))
+        table = cp.asarray(records)
         partials = cp.empty(items, dtype=_NP_OF_C[acc])
         n = np.int32(len(data))
         if warps:
@@ -194,7 +191,7 @@ def reduce(name: str, samples: list, args: dict, means: list | None = None):
     if len(set(shapes)) == 1:
         return result.reshape(len(data), *shapes[0]), None
     out, start = [], 0
-    for shape, count in zip(shapes, records["outputs"], strict=True):
+    for shape, count in zip(shapes, outputs.tolist(), strict=True):
         out.append(result[start:start + int(count)].reshape(shape))
         start += int(count)
     return None, out
