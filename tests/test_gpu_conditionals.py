@@ -26,8 +26,8 @@ def _images() -> list[np.ndarray]:
 IMAGES = _images()
 
 
-def _outputs(pipe) -> list[list[np.ndarray]]:
-    outs = pipe.run()
+def _outputs(pipe, **feeds) -> list[list[np.ndarray]]:
+    outs = pipe.run(**feeds)
     return [[np.asarray(o.at(i)) for i in range(len(o))] for o in (x.as_cpu() if x.device == "gpu" else x
                                                                        for x in outs)]
 
@@ -35,12 +35,12 @@ def _outputs(pipe) -> list[list[np.ndarray]]:
 def branches(device: str):
     @pipeline_def(batch_size=BATCH, num_threads=2, device_id=0, enable_conditionals=True, seed=5)
     def pipe():
-        x = fn.external_source(source=lambda: list(VALUES), batch=True)
-        image = fn.external_source(source=lambda: list(IMAGES), batch=True)
+        x = fn.external_source(name="x")
+        image = fn.external_source(name="images")
         if device == "gpu":
             image = image.gpu()
         if x > 5:
-            out = fn.flip(image * 2, horizontal=1)
+            out = fn.flip(image, horizontal=1) * 2
         elif x > 2 and not (x == 4):
             out = fn.transpose(image, perm=[1, 0, 2])
         else:
@@ -51,9 +51,12 @@ def branches(device: str):
     return pipe()
 
 
+FEEDS = dict(x=list(VALUES), images=list(IMAGES))
+
+
 def _expected_branch(v: int, image: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if v > 5:
-        return (image.astype(dtype) * 2)[:, ::-1]
+        return image[:, ::-1].astype(dtype) * 2
     if v > 2 and v != 4:
         return image.transpose(1, 0, 2)
     return image.astype(np.int32) - 100
@@ -61,20 +64,21 @@ def _expected_branch(v: int, image: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def test_each_sample_takes_its_own_branch_with_gpu_tensors():
     gpu_pipe, cpu_pipe = branches("gpu"), branches("cpu")
-    gpu_out, gpu_total = _outputs(gpu_pipe)
-    cpu_out, cpu_total = _outputs(cpu_pipe)
+    gpu_out, gpu_total = _outputs(gpu_pipe, **FEEDS)
+    cpu_out, cpu_total = _outputs(cpu_pipe, **FEEDS)
     for v in range(BATCH):
         expected = _expected_branch(v, IMAGES[v], cpu_out[v].dtype)
         np.testing.assert_array_equal(cpu_out[v], expected)
         np.testing.assert_array_equal(gpu_out[v], cpu_out[v])
         assert gpu_out[v].dtype == cpu_out[v].dtype
         np.testing.assert_array_equal(gpu_total[v], cpu_total[v])
+        assert gpu_total[v].dtype == cpu_total[v].dtype
 
 
 def test_gpu_branches_round_trip_through_the_pipeline_file():
     pipe = branches("gpu")
     loaded = Pipeline.load(pipe.serialize())
-    for a, b in zip(_outputs(pipe)[0], _outputs(loaded)[0], strict=True):
+    for a, b in zip(_outputs(pipe, **FEEDS)[0], _outputs(loaded, **FEEDS)[0], strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -189,11 +193,10 @@ def test_max_length_unrolling_on_gpu_data():
     assert image.device == "gpu"
     reps = repeats.as_array()
     assert len(set(reps.tolist())) > 1, "the seed should give different counts"
-    images = image.as_cpu()
-    cpu_images = unrolled("cpu").run()[0]
-    for v in range(BATCH):
-        expected = float(v)
-        for _ in range(reps[v]):
-            expected = expected * 2 + 1
-        np.testing.assert_array_equal(images.at(v), np.full((2, 3), expected, np.float32))
-        np.testing.assert_array_equal(images.at(v), cpu_images.at(v))
+    cpu_images, cpu_repeats = unrolled("cpu").run()
+    for images, counts in ((image.as_cpu(), reps), (cpu_images, cpu_repeats.as_array())):
+        for v in range(BATCH):
+            expected = float(v)
+            for _ in range(counts[v]):
+                expected = expected * 2 + 1
+            np.testing.assert_array_equal(images.at(v), np.full((2, 3), expected, np.float32))

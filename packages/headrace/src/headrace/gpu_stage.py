@@ -396,7 +396,8 @@ class GpuStage:
         for index in range(op.num_outputs):
             values[(op.node.name, index)] = [None] * info.size
             if (op.node.name, index) in self.wanted:
-                collectors[(op.node.name, index)] = _Collector(self.executor.buffers, info.size)
+                collectors[(op.node.name, index)] = _Collector(self.executor.buffers, info.size,
+                                                                    self.executor.batch_size)
         self.executor._run_samples([op], values, collectors, info.iteration, info.size, info.sources)
 
     def _error(self, node: OpNode, exc: Exception, info: _BatchInfo) -> SampleError:
