@@ -103,7 +103,8 @@ class TensorListGPU:
         if self._dense is not None:
             return self._dense[index]
         sample = self._samples[index]
-        if not hasattr(sample, "get"):  # a decoder's DeviceImage: view it as a CuPy array
+        if sample is not None and not hasattr(sample, "get"):  # a decoder's DeviceImage: view it as a CuPy array
+            # (None: a sample that did not take the `if` branch this batch was computed in)
             import cupy
 
             sample = self._samples[index] = cupy.asarray(sample)

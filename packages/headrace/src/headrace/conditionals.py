@@ -62,6 +62,9 @@ def predicate(value: DataNode) -> DataNode:
     """A per-sample boolean scalar from `value` (checked at run time)."""
     if value.op.schema.name in PREDICATE_OPS:
         return value
+    if value.device != "cpu":
+        raise SchemaError(f"the condition '{value.name}' ({value.op.schema.name}) is on the GPU; conditions of `if`, "
+                          f"`and`, `or` and `not` on data are evaluated on the CPU: use `{value.name}.cpu()`")
     return _fn()._conditional.predicate(value)
 
 

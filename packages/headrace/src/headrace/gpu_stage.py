@@ -262,8 +262,6 @@ _STEPS = {"decoders.image": _Decode, "decoders.image_random_crop": _Decode, "res
           "flip": _Image, "crop_mirror_normalize": _Image, "random_resized_crop": _Image, "cast": _Math,
           "math.binary": _Math, "math.unary": _Math, "constant": _Constant, "copy": _Copy}
 
-import headrace.gpu_steps_image  # noqa: E402, F401 - adds its steps to _STEPS (needs _Step above)
-
 
 class GpuStage:
     """The GPU half of an executor: its steps, its device context, and the look-ahead that overlaps the CPU stage
@@ -341,7 +339,8 @@ class GpuStage:
         self.timings["cpu stage"] += time.perf_counter() - start
         info = _BatchInfo(iteration, iteration * self.executor.batch_size, size, sources)
         for kind, step in self.steps:
-            if kind == "gpu" and step.prepares and all(ref in values for ref in step.inputs):
+            if kind == "gpu" and step.prepares and step.node.guard is None \
+                    and all(ref in values for ref in step.inputs):  # inside a branch: prepared on its sub-batch
                 try:
                     values[(_PREPARED, step.node.name)] = step.prepare(values, info)
                 except Exception as exc:
@@ -381,7 +380,7 @@ class GpuStage:
                         continue
                     try:
                         start = time.perf_counter()
-                        result = step.run(values, info)
+                        result = run_step(step, values, info)
                         self.timings[f"gpu step {step.node.schema.name}"] += time.perf_counter() - start
                     except SampleError:
                         raise
@@ -452,3 +451,9 @@ class GpuStage:
                 if kind == "gpu" and isinstance(step, _Decode):
                     step.decoder.release()
             self.steps = []
+
+
+# Steps defined in their own modules register into _STEPS when imported (at the end: they subclass _Step).
+import headrace.gpu_steps_image  # noqa: E402
+import headrace.gpu_steps_tensor  # noqa: E402, F401
+from headrace.gpu_conditionals import run_step  # noqa: E402

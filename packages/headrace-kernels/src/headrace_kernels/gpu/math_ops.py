@@ -14,7 +14,7 @@ _TYPE_CODE = {np.dtype(t): c for c, t in enumerate((np.uint8, np.uint16, np.uint
                                                      np.int32, np.int64, np.float16, np.float32, np.float64,
                                                      np.bool_))}
 _BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "floordiv": "floor_divide",
-           "pow": "power", "mod": "mod", "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+           "pow": "power", "mod": "fmod", "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
            "gt": "greater", "ge": "greater_equal", "bitand": "bitwise_and", "bitor": "bitwise_or",
            "bitxor": "bitwise_xor"}
 _UNARY = {"neg": "negative", "pos": "positive", "invert": "invert", "abs": "abs"}

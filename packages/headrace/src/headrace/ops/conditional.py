@@ -27,7 +27,7 @@ register(OpSchema(
     name="_conditional.merge",
     doc="After an `if` on data: inputs (value from the true branch, value from the false branch, predicate); "
         "each sample takes the value of the branch it ran.",
-    min_inputs=3, max_inputs=3, devices=("cpu",),
+    min_inputs=3, max_inputs=3, devices=("cpu", "gpu"),
     state="none",
 ))
 
