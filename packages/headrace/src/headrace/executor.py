@@ -263,6 +263,10 @@ class Executor:
     def close(self) -> None:
         if self.gpu is not None:
             self.gpu.close()
+            # the stage points back here: without this cycle it goes (CUDA stream, memory pool and all) right now,
+            # in this thread, not whenever and wherever the garbage collector next runs
+            self.gpu.executor = None
+            self.gpu = None
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.buffers.release()
 
