@@ -52,6 +52,13 @@ class _SampleOp:
         self.arg_inputs = [(node.schema.all_args[name], (d.op.name, d.index)) for name, d in node.arg_inputs.items()]
         self.num_outputs = len(node.outputs)
         self.guard = (node.guard.op.name, node.guard.index) if node.guard is not None else None
+        # an input-less random op with a whole-batch twin draws the batch in one call (same values)
+        self.batch_draw = None
+        if not self.inputs and not self.arg_inputs and self.guard is None and self.num_outputs == 1 \
+                and not node.schema.whole_batch:
+            from headrace_kernels.registry import get_cpu_batch_draw_kernel
+
+            self.batch_draw = get_cpu_batch_draw_kernel(node.schema.name)
 
 
 def _arg_value(array: np.ndarray, arg: Arg) -> Any:
@@ -195,6 +202,13 @@ class Executor:
             from headrace.whole_batch import run_whole_batch
 
             return run_whole_batch(ops[0], values, collectors, first_sample, size, sources)
+        if any(op.batch_draw is not None for op in ops):
+            for op in ops:  # they take no inputs: drawn first, ahead of the ops of this step that may read them
+                if op.batch_draw is not None:
+                    _run_batch_draw(op, values, collectors, iteration, first_sample, size)
+            ops = [op for op in ops if op.batch_draw is None]
+            if not ops:
+                return
 
         def work(indices) -> None:
             for i in indices:
@@ -265,6 +279,20 @@ class Executor:
             self.gpu.close()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.buffers.release()
+
+
+def _run_batch_draw(op: _SampleOp, values, collectors, iteration: int, first_sample: int, size: int) -> None:
+    try:
+        results = op.batch_draw(op.static_args, op.seed, first_sample, size)
+    except Exception as exc:
+        raise SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on batch {iteration}: {exc}",
+                          node=op.node.name, op=op.node.schema.name) from exc
+    out = values[(op.node.name, 0)]
+    collector = collectors.get((op.node.name, 0))
+    for i, value in enumerate(results):
+        out[i] = value
+        if collector is not None:
+            collector.put(i, value)
 
 
 def _gpu_stage_nodes(nodes: list[OpNode]) -> set[str]:
