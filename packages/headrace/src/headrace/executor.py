@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -126,13 +127,18 @@ class Executor:
             from headrace.gpu_stage import GpuStage
 
             self.gpu = GpuStage(self, self.nodes, gpu_nodes, outputs, device_id)
+        # A GPU pipeline's readers read in the thread that runs its CPU stage: the stage overlaps the GPU work, and
+        # a pool's GIL hand-offs around every file's system calls cost more than reading cached files one by one
+        # (benchmarks/gpu_stage_profile.py). HEADRACE_GPU_PARALLEL_READS=1 gives them the pool (slow storage).
+        reader_pool = self.pool if self.gpu is None or os.environ.get("HEADRACE_GPU_PARALLEL_READS") == "1" \
+            else None
         for node in self.nodes:
             if node.name in gpu_nodes:
                 continue
             if node.schema.batch_op:
                 reader_cls = BATCH_OPS[node.schema.name]
                 self.batch_ops[node.name] = reader_cls(node.name, dict(node.args, **{
-                    a: node.arg(a) for a in node.schema.all_args}), batch_size, node_seed(seed, node), self.pool)
+                    a: node.arg(a) for a in node.schema.all_args}), batch_size, node_seed(seed, node), reader_pool)
                 self.batch_op_kinds[node.name] = node.schema.name
                 self.steps.append(("batch", node))
                 continue

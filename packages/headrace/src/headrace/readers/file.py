@@ -182,8 +182,18 @@ class FileReader:
     def _read(self, index: int) -> np.ndarray:
         path = self.paths[index]
         try:
-            with open(path, "rb", buffering=0) as handle:  # unbuffered: one fstat, one read
-                return np.frombuffer(handle.readall(), dtype=np.uint8)
+            fd = os.open(path, os.O_RDONLY)  # no file object: open, fstat, read, close
+            try:
+                size = os.fstat(fd).st_size
+                data = os.read(fd, size + 1)
+                if len(data) > size:  # the file grew since fstat: read to its end
+                    parts = [data]
+                    while part := os.read(fd, 1 << 20):
+                        parts.append(part)
+                    data = b"".join(parts)
+            finally:
+                os.close(fd)
+            return np.frombuffer(data, dtype=np.uint8)
         except OSError as exc:
             raise OSError(f"readers.file (node '{self.node}'): cannot read '{path}': {exc.strerror}") from None
 
