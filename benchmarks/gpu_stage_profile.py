@@ -163,7 +163,7 @@ def pipeline_profile(root: Path, batches: int, threads: int) -> None:
     from headrace.demo import resnet50_train
     from headrace_kernels.gpu import image_ops
 
-    for lookahead in ("1", "early", "0"):
+    for lookahead in ("1", "after", "0"):
         os.environ["HEADRACE_GPU_LOOKAHEAD"] = lookahead
         pipe = resnet50_train(data_dir=str(root), device="gpu", batch_size=256, num_threads=threads, device_id=0)
         pipe.build()
@@ -192,7 +192,7 @@ def pipeline_profile(root: Path, batches: int, threads: int) -> None:
         decode = sum(s.decoder.decode_seconds for _, s in executor.gpu.steps if hasattr(s, "decoder")) - decode_before
         image_ops.crop_mirror_normalize = original_cmn
         pipe.close()
-        when = {"1": "after the decode", "0": "off", "early": "before the decode"}[lookahead]
+        when = {"after": "after the decode", "0": "off", "1": "before the decode"}[lookahead]
         print(f"\npipeline, look-ahead {when}, {threads} threads: "
               f"{batches * 256 / wall:,.0f} img/s, {wall / batches * 1e3:.2f} ms per batch")
         parts = dict(timer.seconds)

@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
 
     variants = []  # where the time goes: threads, look-ahead, the GIL switch interval (None: Python's default)
     configs = ((2, "1", None, False), (16, "1", None, False), (args.threads, "0", None, False),
-               (args.threads, "early", None, False), (args.threads, "1", 0.0002, False),
+               (args.threads, "after", None, False), (args.threads, "1", 0.0002, False),
                (args.threads, "1", None, True))
     for threads, lookahead, interval, parallel_reads in configs:
         saved = sys.getswitchinterval()
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
         os.environ.pop("HEADRACE_GPU_PARALLEL_READS")
         os.environ.pop("HEADRACE_SWITCH_INTERVAL", None)
         sys.setswitchinterval(saved)
-        when = {"1": "after the decode", "0": "off", "early": "before the decode"}[lookahead]
+        when = {"after": "after the decode", "0": "off", "1": "before the decode"}[lookahead]
         label = f"{threads} threads, look-ahead {when}, switch interval " + (
             "default" if interval is None else f"{interval * 1e6:.0f} us")
         label += ", reads on the pool" if parallel_reads else ""

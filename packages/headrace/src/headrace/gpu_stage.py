@@ -308,13 +308,14 @@ class GpuStage:
         mode = os.environ.get("HEADRACE_GPU_LOOKAHEAD", "1")
         self.lookahead = not any(n.schema.name == "external_source" and n.arg("source") is None for n in nodes) \
             and mode != "0"
-        # The look-ahead starts once the last decoder has returned: nvImageCodec's decode takes the GIL once per
-        # image from its worker threads, and every take waits while another thread runs Python (benchmarks/
-        # gpu_stage_profile.py: 8 ms alone, over 1 s beside a busy thread). So the next batch's CPU stage overlaps
-        # the rest of this batch's GPU stage and the consumer, never a decode. HEADRACE_GPU_LOOKAHEAD=early starts
-        # it before the GPU steps (as before), 0 turns it off.
+        # When the next batch's CPU stage starts: by default before this batch's GPU steps, so it overlaps the
+        # decode. nvImageCodec's decode takes the GIL once per image from its worker threads and every take waits
+        # while another thread runs Python (benchmarks/gpu_stage_profile.py: 8 ms alone, over 1 s beside a busy
+        # thread), so this pays only while the CPU stage is mostly GIL-free: with the reader, draws and windows
+        # batched (numba, system calls) it is, and beats starting after the decode (HEADRACE_GPU_LOOKAHEAD=after,
+        # 14.7k vs 13.1k img/s on an H200) and no look-ahead (=0, 11.1k).
         decoders = [step for kind, step in self.steps if kind == "gpu" and step.prepares]
-        self.lookahead_at = decoders[-1] if decoders and mode != "early" else None
+        self.lookahead_at = decoders[-1] if decoders and mode == "after" else None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
         self._pending: tuple[int, Future] | None = None
         self._previous = None
