@@ -35,6 +35,27 @@ def cpu_kernel(op_name: str) -> Callable[[SampleKernel], SampleKernel]:
     return decorate
 
 
+BatchDrawKernel = Callable[[dict[str, Any], int, int, int], list[Any]]
+_CPU_BATCH: dict[str, BatchDrawKernel] = {}
+
+
+def cpu_batch_draw_kernel(op_name: str) -> Callable[[BatchDrawKernel], BatchDrawKernel]:
+    """Register a whole-batch twin of an input-less random op's CPU kernel: (args, seed, first_sample, size) ->
+    one result per sample, equal to what the per-sample kernel gives sample first_sample + i (so the executor may
+    use either, with any number of threads)."""
+
+    def decorate(fn: BatchDrawKernel) -> BatchDrawKernel:
+        _CPU_BATCH[op_name] = fn
+        return fn
+
+    return decorate
+
+
+def get_cpu_batch_draw_kernel(op_name: str) -> BatchDrawKernel | None:
+    get_cpu_kernel(op_name)  # loads the kernel modules
+    return _CPU_BATCH.get(op_name)
+
+
 def get_cpu_kernel(op_name: str) -> SampleKernel | None:
     """The CPU kernel of `op_name`, importing the kernel modules on first use."""
     if not _LOADED:  # not `if not _CPU`: importing one kernel module (as the GPU decoder does) fills _CPU partly

@@ -108,6 +108,27 @@ def resize_output_size(height: int, width: int, args: dict[str, Any]) -> tuple[i
     return tuple(max(1, round_half_up(abs(float(o)))) for o in _requested_size(height, width, args))
 
 
+def fixed_resize_size(args: dict[str, Any]) -> tuple[int, int] | None:
+    """(h, w) when `resize` maps every input, whole, onto the same whole-pixel size (both extents given as positive
+    whole numbers, mode default or stretch, no max_size): then `resize_plan` of any input is ((h, w), the whole
+    image), and a batch needs no per-sample plan. None otherwise."""
+    if args.get("resize_shorter") or args.get("resize_longer") or args.get("max_size"):
+        return None
+    if (args.get("mode") or "default") not in ("default", "stretch"):
+        return None
+    size = args.get("size")
+    wanted = list(size) if size else [args.get("resize_y") or 0, args.get("resize_x") or 0]
+    if len(wanted) != 2:
+        return None
+    out = []
+    for value in wanted:
+        value = float(np.float32(value))
+        if not value > 0 or value != math.floor(value):
+            return None
+        out.append(int(value))
+    return out[0], out[1]
+
+
 def resize_plan(height: int, width: int, args: dict[str, Any]) -> tuple[int, int, tuple[float, float, float, float]]:
     """(out_h, out_w, source region (y0, x0, y1, x1)) of `resize`. With subpixel_scale (DALI's default) a
     fractional requested size keeps its exact scale: the source region shrinks or grows about its centre by

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -52,6 +53,13 @@ class _SampleOp:
         self.arg_inputs = [(node.schema.all_args[name], (d.op.name, d.index)) for name, d in node.arg_inputs.items()]
         self.num_outputs = len(node.outputs)
         self.guard = (node.guard.op.name, node.guard.index) if node.guard is not None else None
+        # an input-less random op with a whole-batch twin draws the batch in one call (same values)
+        self.batch_draw = None
+        if not self.inputs and not self.arg_inputs and self.guard is None and self.num_outputs == 1 \
+                and not node.schema.whole_batch:
+            from headrace_kernels.registry import get_cpu_batch_draw_kernel
+
+            self.batch_draw = get_cpu_batch_draw_kernel(node.schema.name)
 
 
 def _arg_value(array: np.ndarray, arg: Arg) -> Any:
@@ -119,13 +127,18 @@ class Executor:
             from headrace.gpu_stage import GpuStage
 
             self.gpu = GpuStage(self, self.nodes, gpu_nodes, outputs, device_id)
+        # A GPU pipeline's readers read in the thread that runs its CPU stage: the stage overlaps the GPU work, and
+        # a pool's GIL hand-offs around every file's system calls cost more than reading cached files one by one
+        # (benchmarks/gpu_stage_profile.py). HEADRACE_GPU_PARALLEL_READS=1 gives them the pool (slow storage).
+        reader_pool = self.pool if self.gpu is None or os.environ.get("HEADRACE_GPU_PARALLEL_READS") == "1" \
+            else None
         for node in self.nodes:
             if node.name in gpu_nodes:
                 continue
             if node.schema.batch_op:
                 reader_cls = BATCH_OPS[node.schema.name]
                 self.batch_ops[node.name] = reader_cls(node.name, dict(node.args, **{
-                    a: node.arg(a) for a in node.schema.all_args}), batch_size, node_seed(seed, node), self.pool)
+                    a: node.arg(a) for a in node.schema.all_args}), batch_size, node_seed(seed, node), reader_pool)
                 self.batch_op_kinds[node.name] = node.schema.name
                 self.steps.append(("batch", node))
                 continue
@@ -195,6 +208,13 @@ class Executor:
             from headrace.whole_batch import run_whole_batch
 
             return run_whole_batch(ops[0], values, collectors, first_sample, size, sources)
+        if any(op.batch_draw is not None for op in ops):
+            for op in ops:  # they take no inputs: drawn first, ahead of the ops of this step that may read them
+                if op.batch_draw is not None:
+                    _run_batch_draw(op, values, collectors, iteration, first_sample, size)
+            ops = [op for op in ops if op.batch_draw is None]
+            if not ops:
+                return
 
         def work(indices) -> None:
             for i in indices:
@@ -269,6 +289,20 @@ class Executor:
             self.gpu = None
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.buffers.release()
+
+
+def _run_batch_draw(op: _SampleOp, values, collectors, iteration: int, first_sample: int, size: int) -> None:
+    try:
+        results = op.batch_draw(op.static_args, op.seed, first_sample, size)
+    except Exception as exc:
+        raise SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on batch {iteration}: {exc}",
+                          node=op.node.name, op=op.node.schema.name) from exc
+    out = values[(op.node.name, 0)]
+    collector = collectors.get((op.node.name, 0))
+    for i, value in enumerate(results):
+        out[i] = value
+        if collector is not None:
+            collector.put(i, value)
 
 
 def _gpu_stage_nodes(nodes: list[OpNode]) -> set[str]:

@@ -147,7 +147,7 @@ class _Decode(_Step):
         encoded = values[self.inputs[0]]
         if isinstance(encoded, TensorListGPU):
             encoded = encoded.as_cpu()
-        return self.decoder.prepare(list(encoded), info.rngs(self.seed))
+        return self.decoder.prepare(list(encoded), self.seed, info.first_sample)
 
     def run(self, values: dict, info: _BatchInfo):
         prepared = values.get((_PREPARED, self.node.name))
@@ -305,8 +305,17 @@ class GpuStage:
             self.steps.append(("gpu", step))
         self.fused = [name for name in fused if isinstance(name, str)]
         self.wanted = {(o.op.name, o.index) for o in outputs}
+        mode = os.environ.get("HEADRACE_GPU_LOOKAHEAD", "1")
         self.lookahead = not any(n.schema.name == "external_source" and n.arg("source") is None for n in nodes) \
-            and os.environ.get("HEADRACE_GPU_LOOKAHEAD", "1") != "0"
+            and mode != "0"
+        # When the next batch's CPU stage starts: by default before this batch's GPU steps, so it overlaps the
+        # decode. nvImageCodec's decode takes the GIL once per image from its worker threads and every take waits
+        # while another thread runs Python (benchmarks/gpu_stage_profile.py: 8 ms alone, over 1 s beside a busy
+        # thread), so this pays only while the CPU stage is mostly GIL-free: with the reader, draws and windows
+        # batched (numba, system calls) it is, and beats starting after the decode (HEADRACE_GPU_LOOKAHEAD=after,
+        # 14.7k vs 13.1k img/s on an H200) and no look-ahead (=0, 11.1k).
+        decoders = [step for kind, step in self.steps if kind == "gpu" and step.prepares]
+        self.lookahead_at = decoders[-1] if decoders and mode == "after" else None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
         self._pending: tuple[int, Future] | None = None
         self._previous = None
@@ -365,8 +374,8 @@ class GpuStage:
             wait = time.perf_counter()
             values, sources, collectors, info = self._next_cpu_stage(iteration)
             self.timings["gpu stage waiting for cpu stage"] += time.perf_counter() - wait
-            if self.lookahead:
-                self._pending = (iteration + 1, self._thread.submit(self._cpu_stage, iteration + 1))
+            if self.lookahead and self.lookahead_at is None:
+                self._look_ahead(iteration)
             with self.ctx.active():
                 if self._previous is not None:  # what the last batch's kernels read may be freed now
                     self._previous[0].synchronize()
@@ -387,8 +396,13 @@ class GpuStage:
                     except Exception as exc:
                         raise self._error(step.node, exc, info) from exc
                     values[(step.node.name, 0)] = result
+                    if step is self.lookahead_at and self.lookahead:
+                        self._look_ahead(iteration)
                 self._previous = (self.ctx.stream.record(), values)
             return values, sources, collectors
+
+    def _look_ahead(self, iteration: int) -> None:
+        self._pending = (iteration + 1, self._thread.submit(self._cpu_stage, iteration + 1))
 
     def _run_cpu_op(self, op, values: dict, collectors: dict, info: _BatchInfo) -> None:
         from headrace.executor import _Collector

@@ -6,7 +6,7 @@ import numpy as np
 
 from headrace_kernels.cpu.convert import numpy_dtype as _numpy_dtype
 from headrace_kernels.cpu.convert import saturate_cast as _saturate
-from headrace_kernels.registry import cpu_kernel
+from headrace_kernels.registry import cpu_batch_draw_kernel, cpu_kernel
 
 
 def _shape(args) -> tuple[int, ...]:
@@ -21,6 +21,17 @@ def _scalar(value) -> float:
 def coin_flip(inputs, args, ctx):
     draws = ctx.rng.random(_shape(args)) < _scalar(args["probability"])
     return np.asarray(draws).astype(_numpy_dtype(args["dtype"]))
+
+
+@cpu_batch_draw_kernel("random.coin_flip")
+def coin_flip_batch(args, seed: int, first_sample: int, size: int) -> list[np.ndarray]:
+    """coin_flip for samples first_sample..first_sample+size-1 in one numba call (no Python per sample)."""
+    from headrace_kernels.philox import batch_doubles
+
+    shape = _shape(args)
+    draws = batch_doubles(seed, first_sample, size, int(np.prod(shape, dtype=np.int64)))
+    flips = (draws < _scalar(args["probability"])).astype(_numpy_dtype(args["dtype"])).reshape((size, *shape))
+    return [flips[i, ...] for i in range(size)]
 
 
 @cpu_kernel("random.uniform")

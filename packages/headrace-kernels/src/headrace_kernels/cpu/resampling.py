@@ -30,7 +30,16 @@ def triangle_taps(in_size: int, out_size: int, antialias: bool, lo: float, hi: f
     taps = int(math.ceil(2 * stretch)) + 1
     index = np.zeros((out_size, taps), np.int32)
     weight = np.zeros((out_size, taps), np.float32)
-    raw = np.empty(taps, np.float64)
+    _fill_triangle_taps(in_size, out_size, antialias, lo, hi, index, weight, np.empty(taps, np.float64))
+    return index, weight
+
+
+@numba.njit(nogil=True, cache=True)
+def _fill_triangle_taps(in_size, out_size, antialias, lo, hi, index, weight, raw) -> None:
+    """triangle_taps into zeroed (out_size, taps) `index` and `weight`, with `raw` (taps) as scratch."""
+    scale = (hi - lo) / out_size
+    stretch = max(1.0, scale) if antialias else 1.0
+    taps = index.shape[1]
     for o in range(out_size):
         centre = lo + (o + 0.5) * scale - 0.5
         first = int(math.floor(centre - stretch)) + 1
@@ -48,27 +57,30 @@ def triangle_taps(in_size: int, out_size: int, antialias: bool, lo: float, hi: f
             weight[o, k] = raw[k] / total
         for k in range(n, taps):
             index[o, k] = index[o, n - 1]
-    return index, weight
 
 
 @numba.njit(nogil=True, cache=True)
 def batch_triangle_taps(in_sizes: np.ndarray, out_sizes: np.ndarray, antialias: bool, lo: np.ndarray,
                         hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """`triangle_taps` of many axes at once (one call instead of one per sample, for the GPU kernels' tables):
-    (indices, weights, first element of each axis's table, taps per output pixel of each axis)."""
+    """`triangle_taps` of many axes at once (one call instead of one per sample, for the GPU kernels' tables),
+    written in place: (indices, weights, first element of each axis's table, taps per output pixel of each axis)."""
     n = in_sizes.shape[0]
     starts = np.zeros(n + 1, np.int64)
     counts = np.zeros(n, np.int32)
+    widest = 1
     for i in range(n):
         stretch = max(1.0, (hi[i] - lo[i]) / out_sizes[i]) if antialias else 1.0
         counts[i] = int(math.ceil(2 * stretch)) + 1
+        widest = max(widest, counts[i])
         starts[i + 1] = starts[i] + out_sizes[i] * counts[i]
-    index = np.empty(starts[n], np.int32)
-    weight = np.empty(starts[n], np.float32)
+    index = np.zeros(starts[n], np.int32)
+    weight = np.zeros(starts[n], np.float32)
+    raw = np.empty(widest, np.float64)
     for i in range(n):
-        idx, w = triangle_taps(in_sizes[i], out_sizes[i], antialias, lo[i], hi[i])
-        index[starts[i]:starts[i + 1]] = idx.ravel()
-        weight[starts[i]:starts[i + 1]] = w.ravel()
+        shape = (np.int64(out_sizes[i]), np.int64(counts[i]))
+        _fill_triangle_taps(in_sizes[i], out_sizes[i], antialias, lo[i], hi[i],
+                            index[starts[i]:starts[i + 1]].reshape(shape),
+                            weight[starts[i]:starts[i + 1]].reshape(shape), raw)
     return index, weight, starts[:n], counts
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from headrace_kernels.cpu import decode as cpu_decode
 from headrace_kernels.gpu.image_ops import SampleFailureError
 from headrace_kernels.gpu.runtime import cupy
-from headrace_kernels.windows import random_crop_window
+from headrace_kernels.philox import batch_crop_windows
 
 RGB, BGR, GRAY, YCBCR = cpu_decode.RGB, cpu_decode.BGR, cpu_decode.GRAY, cpu_decode.YCBCR
 
@@ -59,6 +59,20 @@ class Prepared:
     streams: list
     windows: list
     encoded: list
+
+
+def _parse(data):
+    """cpu_decode.code_stream without its copy: a contiguous uint8 array is parsed in place (the Prepared batch
+    keeps it alive until the decode)."""
+    if isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1 and data.size and \
+            data.flags.c_contiguous:
+        try:
+            stream = cpu_decode._codec().CodeStream(data)
+            _ = stream.width  # parses the header
+        except Exception as exc:  # noqa: BLE001 - nvimgcodec raises RuntimeError with its own text
+            raise ValueError(f"not a decodable image ({exc})") from None
+        return stream
+    return cpu_decode.code_stream(data)
 
 
 class MixedDecoder:
@@ -108,25 +122,27 @@ class MixedDecoder:
         with self._lock:
             self._decoder = None
 
-    def prepare(self, encoded: list, rngs) -> Prepared:
-        """Parse every header and, for random crops, choose the window and cut the sub-code-stream (host work)."""
+    def prepare(self, encoded: list, seed: int, first_sample: int) -> Prepared:
+        """Parse every header and, for random crops, choose the windows (sample i's from the per-sample stream
+        keyed by (seed, first_sample + i), as the CPU kernel draws it) and cut the sub code streams (host work)."""
         nv = cpu_decode._codec()
-        streams, windows = [], []
-        args = self.args
+        streams = []
         for i, data in enumerate(encoded):
             try:
-                stream = cpu_decode.code_stream(data)
+                streams.append(_parse(data))
             except ValueError as exc:
                 raise SampleFailureError(i, str(exc)) from None
-            window = None
-            if self.random_crop:
-                window = random_crop_window(stream.height, stream.width, args["random_area"],
-                                            args["random_aspect_ratio"], args["num_attempts"], rngs(i))
-                y, x, h, w = window
-                stream = stream.get_sub_code_stream(region=nv.Region(start=(y, x), end=(y + h, x + w)))
-            streams.append(stream)
-            windows.append(window)
-        return Prepared(streams, windows, encoded)
+        if not self.random_crop:
+            return Prepared(streams, [None] * len(streams), encoded)
+        args = self.args
+        heights = np.fromiter((s.height for s in streams), np.int64, len(streams))
+        widths = np.fromiter((s.width for s in streams), np.int64, len(streams))
+        boxes = batch_crop_windows(heights, widths, args["random_area"], args["random_aspect_ratio"],
+                                   args["num_attempts"], seed, first_sample)
+        region = nv.Region
+        streams = [s.get_sub_code_stream(region=region(start=(y, x), end=(y + h, x + w)))
+                   for s, (y, x, h, w) in zip(streams, boxes.tolist(), strict=True)]
+        return Prepared(streams, [tuple(b) for b in boxes.tolist()], encoded)
 
     def run(self, prepared: Prepared, stream) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU."""

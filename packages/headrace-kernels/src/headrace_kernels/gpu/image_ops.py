@@ -21,7 +21,7 @@ from headrace_kernels.cpu.geometry_ops import (
     resample_taps,
 )
 from headrace_kernels.gpu.runtime import CTYPES, cupy, module
-from headrace_kernels.windows import crop_size, random_crop_window, resize_plan, round_half_up
+from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, resize_plan, round_half_up
 
 MODE_COPY, MODE_TAPS = 0, 1
 MAXC = 4
@@ -36,6 +36,7 @@ SAMPLE = np.dtype([("in", "<u8"), ("out", "<u8"), ("tmp", "<u8"), ("row_idx", "<
 assert SAMPLE.itemsize == 192, SAMPLE.itemsize
 
 _IN_TYPES = ("uint8", "float32")
+_IN_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32))
 _OUT_TYPES = ("uint8", "int8", "int16", "int32", "float32", "float16")
 _EXPRESSIONS = tuple(f"image_store<{CTYPES[i]}, {CTYPES[o]}>" for i in _IN_TYPES for o in _OUT_TYPES) + tuple(
     f"resample_vertical<{CTYPES[i]}>" for i in _IN_TYPES)
@@ -63,7 +64,7 @@ def as_hwc(image, index: int, op: str):
         raise SampleFailureError(index, f"{op} expects HWC images (3 dims), got shape {tuple(image.shape)}")
     if image.shape[2] > MAXC:
         raise SampleFailureError(index, f"{op} on the GPU takes at most {MAXC} channels, got {image.shape[2]}")
-    if image.dtype.name not in _IN_TYPES:
+    if image.dtype not in _IN_DTYPES:  # dtype comparison: `.name` is a slow Python property
         image = image.astype(cp.float32)
     item = image.itemsize
     channels = image.shape[2]
@@ -93,11 +94,11 @@ def gather(images, op: str):
     dtypes = {np.dtype(image.dtype) for image in images}
     inputs = [as_hwc(image, i, op) for i, image in enumerate(images)]
     channels = {image.shape[2] for image in inputs}
-    types = {image.dtype.name for image in inputs}
+    types = {image.dtype for image in inputs}
     if len(channels) > 1 or len(types) > 1 or len(dtypes) > 1:
         raise SampleFailureError(0, f"{op} on the GPU needs one channel count and one element type per batch, got "
                                f"channels {sorted(channels)} and types {sorted(str(t) for t in dtypes)}")
-    return Batch(inputs, channels.pop(), types.pop(), dtypes.pop())
+    return Batch(inputs, channels.pop(), np.dtype(types.pop()).name, dtypes.pop())
 
 
 def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool,
@@ -240,7 +241,13 @@ def _set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, wind
     rec, n = batch.rec, len(args_list)
     heights, widths = rec["in_h"].astype(np.int64), rec["in_w"].astype(np.int64)
     interp, antialias = int(args_list[0]["interp_type"]), bool(args_list[0]["antialias"])
-    if windows is None:
+    fixed = fixed_resize_size(args_list[0]) if windows is None and all(a is args_list[0] for a in args_list) \
+        else None
+    if fixed is not None:  # every sample to the same whole-pixel size, from its whole image
+        out = np.tile(np.asarray(fixed, np.int64), (n, 1))
+        regions = np.stack([np.zeros(n), np.zeros(n), heights, widths], axis=1).astype(np.float64)
+        extent_h, extent_w, shift_y, shift_x = heights, widths, np.zeros(n, np.int64), np.zeros(n, np.int64)
+    elif windows is None:
         same = all(a is args_list[0] for a in args_list)
         plans: dict = {}
         out = np.empty((n, 2), np.int64)

@@ -182,16 +182,36 @@ class FileReader:
     def _read(self, index: int) -> np.ndarray:
         path = self.paths[index]
         try:
-            with open(path, "rb") as handle:
-                return np.frombuffer(handle.read(), dtype=np.uint8)
+            fd = os.open(path, os.O_RDONLY)  # no file object: open, fstat, read, close
+            try:
+                size = os.fstat(fd).st_size
+                data = os.read(fd, size + 1)
+                if len(data) > size:  # the file grew since fstat: read to its end
+                    parts = [data]
+                    while part := os.read(fd, 1 << 20):
+                        parts.append(part)
+                    data = b"".join(parts)
+            finally:
+                os.close(fd)
+            return np.frombuffer(data, dtype=np.uint8)
         except OSError as exc:
             raise OSError(f"readers.file (node '{self.node}'): cannot read '{path}': {exc.strerror}") from None
+
+    def _read_all(self, indices: list[int]) -> list[np.ndarray]:
+        return [self._read(i) for i in indices]
 
     def next_batch(self, iteration: int) -> tuple[list[list[np.ndarray]], list[str]]:
         """([encoded bytes per sample, label per sample], source path per sample)."""
         indices = self.next_indices()
-        reader = self.pool.map if self.pool is not None else map
-        data = list(reader(self._read, indices))
+        workers = getattr(self.pool, "_max_workers", 1) if self.pool is not None else 1
+        if workers > 1 and len(indices) > 1:
+            # one task per worker, each reading a contiguous run of files: a future per file cost more host time
+            # than the read of a cached ~100 KB file
+            step = -(-len(indices) // workers)
+            runs = self.pool.map(self._read_all, [indices[k:k + step] for k in range(0, len(indices), step)])
+            data = [array for run in runs for array in run]
+        else:
+            data = self._read_all(indices)
         labels = [self.labels[i:i + 1].copy() for i in indices]
         return [data, labels], [self.paths[i] for i in indices]
 
