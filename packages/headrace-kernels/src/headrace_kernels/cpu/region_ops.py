@@ -68,12 +68,12 @@ def erase(inputs, args, ctx):
     return out
 
 
-@cpu_kernel("paste")
-def paste(inputs, args, ctx):
-    image = np.asarray(inputs[0])
-    if image.ndim != 3:
-        raise ValueError(f"paste expects HWC images, got shape {image.shape}")
-    height, width, channels = image.shape
+def paste_canvas(image_shape: tuple[int, ...], args: dict) -> tuple[int, int, int, int, np.ndarray]:
+    """(out_h, out_w, top, left, fill per channel) of `paste` for one image, with its checks. Shared with the GPU
+    kernel."""
+    if len(image_shape) != 3:
+        raise ValueError(f"paste expects HWC images, got shape {tuple(image_shape)}")
+    height, width, channels = image_shape
     if channels != args["n_channels"]:
         raise ValueError(f"the image has {channels} channels; n_channels is {args['n_channels']}")
     ratio = args["ratio"]
@@ -89,7 +89,15 @@ def paste(inputs, args, ctx):
     fill = np.asarray(args["fill_value"], dtype=np.float64).ravel()
     if fill.size not in (1, channels):
         raise ValueError(f"fill_value has {fill.size} values; the image has {channels} channels")
+    return out_h, out_w, top, left, np.broadcast_to(fill, (channels,))
+
+
+@cpu_kernel("paste")
+def paste(inputs, args, ctx):
+    image = np.asarray(inputs[0])
+    out_h, out_w, top, left, fill = paste_canvas(image.shape, args)
+    height, width, channels = image.shape
     out = np.empty((out_h, out_w, channels), dtype=image.dtype)
-    out[...] = _saturate(np.broadcast_to(fill, (channels,)), image.dtype)
+    out[...] = _saturate(fill, image.dtype)
     out[top:top + height, left:left + width] = image
     return out

@@ -113,13 +113,10 @@ def one_hot(inputs, args, ctx):
     return _saturate(np.moveaxis(values, -1, axis % ndim), _numpy_dtype(args["dtype"]))
 
 
-@cpu_kernel("pad")
-def pad(batch_inputs, batch_args, contexts):
-    """Whole batch: every sample's `axes` grow to the batch's largest extent (or `shape`), aligned up."""
-    samples = [np.asarray(inputs[0]) for inputs in batch_inputs]
-    if not samples:
-        return []
-    ndims = {s.ndim for s in samples}
+def pad_extents(shapes: list[tuple[int, ...]], batch_args: list[dict]) -> list[tuple[int, ...]]:
+    """The padded shape of every sample (CPU and GPU kernels): its `axes` grown to the batch's largest extent (or
+    the sample's `shape`, -1 meaning the largest), aligned up to `align`."""
+    ndims = {len(s) for s in shapes}
     if len(ndims) > 1:
         raise ValueError(f"pad: samples have different numbers of dimensions {sorted(ndims)}")
     ndim = ndims.pop()
@@ -129,21 +126,33 @@ def pad(batch_inputs, batch_args, contexts):
     if len(align) not in (1, len(axes)) or any(a < 1 for a in align):
         raise ValueError(f"align {align} needs one positive value or one per padded axis ({len(axes)})")
     align = align * len(axes) if len(align) == 1 else align
-    largest = [max(s.shape[a] for s in samples) for a in axes]
-    outputs = []
-    for index, (sample, sample_args) in enumerate(zip(samples, batch_args, strict=True)):
+    largest = [max(s[a] for s in shapes) for a in axes]
+    padded = []
+    for index, (shape, sample_args) in enumerate(zip(shapes, batch_args, strict=True)):
         wanted = sample_args["shape"]
         if wanted is not None and len(wanted) != len(axes):
             raise ValueError(f"sample {index}: shape {wanted} needs one extent per padded axis ({len(axes)})")
-        extents = list(sample.shape)
+        extents = list(shape)
         for k, axis in enumerate(axes):
             target = largest[k] if wanted is None or wanted[k] == -1 else wanted[k]
             target = -(-target // align[k]) * align[k]
-            if target < sample.shape[axis]:
+            if target < shape[axis]:
                 raise ValueError(f"sample {index}: shape {wanted} is smaller than the sample's extent "
-                                 f"{sample.shape[axis]} on axis {axis}")
+                                 f"{shape[axis]} on axis {axis}")
             extents[axis] = target
-        out = _saturate(np.full(extents, args["fill_value"], dtype=np.float64), sample.dtype)
+        padded.append(tuple(extents))
+    return padded
+
+
+@cpu_kernel("pad")
+def pad(batch_inputs, batch_args, contexts):
+    """Whole batch: every sample's `axes` grow to the batch's largest extent (or `shape`), aligned up."""
+    samples = [np.asarray(inputs[0]) for inputs in batch_inputs]
+    if not samples:
+        return []
+    outputs = []
+    for sample, extents in zip(samples, pad_extents([s.shape for s in samples], batch_args), strict=True):
+        out = _saturate(np.full(extents, batch_args[0]["fill_value"], dtype=np.float64), sample.dtype)
         out[tuple(slice(0, n) for n in sample.shape)] = sample
         outputs.append(out)
     return outputs

@@ -58,10 +58,9 @@ def rotated_size(height: int, width: int, degrees: float) -> tuple[int, int]:
     return sized[0], sized[1]
 
 
-@cpu_kernel("rotate")
-def rotate(inputs, args, ctx):
-    image = _image(inputs, "rotate")
-    height, width = image.shape[:2]
+def rotation_geometry(height: int, width: int, args: dict) -> tuple[np.ndarray, int, int]:
+    """(output-to-input 2x3 matrix, out_h, out_w) of `rotate` for an image of (height, width): counter-clockwise
+    on screen (y down), input = R (output - out centre) + in centre. Shared with the GPU kernel."""
     if args["size"] is not None:
         out_h, out_w = (int(round(v)) for v in args["size"])
     elif args["keep_size"]:
@@ -70,16 +69,15 @@ def rotate(inputs, args, ctx):
         out_h, out_w = rotated_size(height, width, args["angle"])
     angle = math.radians(args["angle"])
     cos, sin = math.cos(angle), math.sin(angle)
-    # counter-clockwise on screen (y down): input = R (output - out centre) + in centre
     linear = np.array([[cos, -sin], [sin, cos]])
     shift = np.array([width / 2, height / 2]) - linear @ np.array([out_w / 2, out_h / 2])
-    return warp(image, np.hstack([linear, shift[:, None]]), out_h, out_w, args)
+    return np.hstack([linear, shift[:, None]]), out_h, out_w
 
 
-@cpu_kernel("warp_affine")
-def warp_affine(inputs, args, ctx):
-    image = _image(inputs, "warp_affine")
-    matrix = inputs[1] if len(inputs) > 1 else args["matrix"]
+def affine_geometry(height: int, width: int, args: dict, matrix=None) -> tuple[np.ndarray, int, int]:
+    """(output-to-input 2x3 matrix, out_h, out_w) of `warp_affine`: the matrix from the second input or the
+    argument, inverted unless `inverse_map`. Shared with the GPU kernel."""
+    matrix = args["matrix"] if matrix is None else matrix
     if matrix is None:
         raise ValueError("give the matrix (argument or second input)")
     matrix = np.asarray(matrix, dtype=np.float64)
@@ -91,5 +89,19 @@ def warp_affine(inputs, args, ctx):
         if abs(np.linalg.det(full)) < 1e-12:
             raise ValueError(f"the matrix {matrix.tolist()} is not invertible")
         matrix = np.linalg.inv(full)[:2]
-    out_h, out_w = (int(round(v)) for v in args["size"]) if args["size"] is not None else image.shape[:2]
+    out_h, out_w = (int(round(v)) for v in args["size"]) if args["size"] is not None else (height, width)
+    return matrix, out_h, out_w
+
+
+@cpu_kernel("rotate")
+def rotate(inputs, args, ctx):
+    image = _image(inputs, "rotate")
+    matrix, out_h, out_w = rotation_geometry(image.shape[0], image.shape[1], args)
+    return warp(image, matrix, out_h, out_w, args)
+
+
+@cpu_kernel("warp_affine")
+def warp_affine(inputs, args, ctx):
+    image = _image(inputs, "warp_affine")
+    matrix, out_h, out_w = affine_geometry(image.shape[0], image.shape[1], args, inputs[1] if len(inputs) > 1 else None)
     return warp(image, matrix, out_h, out_w, args)

@@ -9,7 +9,7 @@ import numpy as np
 
 from headrace_kernels.cpu.axes import resolve_axes
 from headrace_kernels.cpu.geometry_ops import _saturate
-from headrace_kernels.cpu.region_ops import _channel_axis
+from headrace_kernels.cpu.region_ops import _channel_axis, paste_canvas
 from headrace_kernels.gpu.image_ops import SampleFailureError
 from headrace_kernels.gpu.packing import BITS, Outputs, blocks, contiguous_samples, per_sample, upload
 from headrace_kernels.gpu.runtime import cupy, module
@@ -102,29 +102,6 @@ def erase(samples: list, args_list: list[dict]):
     return outputs.result()
 
 
-def _canvas(image_shape: tuple[int, ...], args: dict) -> tuple[int, int, int, int, np.ndarray]:
-    """(out_h, out_w, top, left, fill per channel) of one sample, with the CPU kernel's checks."""
-    if len(image_shape) != 3:
-        raise ValueError(f"paste expects HWC images, got shape {image_shape}")
-    height, width, channels = image_shape
-    if channels != args["n_channels"]:
-        raise ValueError(f"the image has {channels} channels; n_channels is {args['n_channels']}")
-    ratio = args["ratio"]
-    if ratio < 1:
-        raise ValueError(f"ratio must be at least 1, got {ratio}")
-    out_h = max(int(round(height * ratio)), int(round(args["min_canvas_size"])))
-    out_w = max(int(round(width * ratio)), int(round(args["min_canvas_size"])))
-    for name in ("paste_x", "paste_y"):
-        if not 0 <= args[name] <= 1:
-            raise ValueError(f"{name} must be in [0, 1], got {args[name]}")
-    top = int(round(args["paste_y"] * (out_h - height)))
-    left = int(round(args["paste_x"] * (out_w - width)))
-    fill = np.asarray(args["fill_value"], dtype=np.float64).ravel()
-    if fill.size not in (1, channels):
-        raise ValueError(f"fill_value has {fill.size} values; the image has {channels} channels")
-    return out_h, out_w, top, left, np.broadcast_to(fill, (channels,))
-
-
 def paste(samples: list, args_list: list[dict]):
     """paste of every sample on its own canvas; returns (dense or None, list)."""
     cp = cupy()
@@ -134,7 +111,7 @@ def paste(samples: list, args_list: list[dict]):
     fills, shapes = [], []
     fill_count = 0
     for i, (image, args) in enumerate(zip(data, args_list, strict=True)):
-        out_h, out_w, top, left, fill = per_sample(i, _canvas, tuple(image.shape), args)
+        out_h, out_w, top, left, fill = per_sample(i, paste_canvas, tuple(image.shape), args)
         channels = image.shape[2]
         rec[i] = (0, 0, image.shape[0], image.shape[1], channels, out_h, out_w, top, left, fill_count)
         fill_count += channels

@@ -12,7 +12,7 @@ import numpy as np
 from headrace_kernels.cpu.axes import resolve_axes
 from headrace_kernels.cpu.convert import numpy_dtype, saturate_cast
 from headrace_kernels.cpu.reduction_ops import _sum_type
-from headrace_kernels.cpu.tensor_ops import _infer
+from headrace_kernels.cpu.tensor_ops import _infer, pad_extents
 from headrace_kernels.gpu.image_ops import SampleFailureError
 from headrace_kernels.gpu.runtime import cupy, kernel_source
 
@@ -323,31 +323,8 @@ def pad(samples: list, batch_args: list[dict]):
     cp = cupy()
     if not samples:
         return None, []
-    ndims = {s.ndim for s in samples}
-    if len(ndims) > 1:
-        raise ValueError(f"pad: samples have different numbers of dimensions {sorted(ndims)}")
-    ndim = ndims.pop()
     args = batch_args[0]
-    axes = resolve_axes(args["axes"], args["axis_names"], ndim)
-    align = list(args["align"] or [1])
-    if len(align) not in (1, len(axes)) or any(a < 1 for a in align):
-        raise ValueError(f"align {align} needs one positive value or one per padded axis ({len(axes)})")
-    align = align * len(axes) if len(align) == 1 else align
-    largest = [max(s.shape[a] for s in samples) for a in axes]
-    extents_all = []
-    for index, (sample, sample_args) in enumerate(zip(samples, batch_args, strict=True)):
-        wanted = sample_args["shape"]
-        if wanted is not None and len(wanted) != len(axes):
-            raise ValueError(f"sample {index}: shape {wanted} needs one extent per padded axis ({len(axes)})")
-        extents = list(sample.shape)
-        for k, axis in enumerate(axes):
-            target = largest[k] if wanted is None or wanted[k] == -1 else wanted[k]
-            target = -(-target // align[k]) * align[k]
-            if target < sample.shape[axis]:
-                raise ValueError(f"sample {index}: shape {wanted} is smaller than the sample's extent "
-                                 f"{sample.shape[axis]} on axis {axis}")
-            extents[axis] = target
-        extents_all.append(tuple(extents))
+    extents_all = pad_extents([tuple(s.shape) for s in samples], batch_args)
     dtypes = {np.dtype(s.dtype) for s in samples}
     if len(set(extents_all)) == 1 and len(dtypes) == 1:
         dtype = dtypes.pop()

@@ -3,12 +3,10 @@ sample (pixel centres at integers, as handed to OpenCV), resampled for the whole
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from headrace_kernels.cpu.geometry_ops import _numpy_dtype
-from headrace_kernels.cpu.warp_ops import rotated_size
+from headrace_kernels.cpu.warp_ops import affine_geometry, rotation_geometry
 from headrace_kernels.gpu.image_ops import SampleFailureError
 from headrace_kernels.gpu.packing import (
     CTYPES,
@@ -28,37 +26,6 @@ RECORD = np.dtype([("in", "<u8"), ("out", "<u8"), ("in_h", "<i4"), ("in_w", "<i4
 assert RECORD.itemsize == 72, RECORD.itemsize
 
 
-def _rotation(height: int, width: int, args: dict) -> tuple[np.ndarray, int, int]:
-    if args["size"] is not None:
-        out_h, out_w = (int(round(v)) for v in args["size"])
-    elif args["keep_size"]:
-        out_h, out_w = height, width
-    else:
-        out_h, out_w = rotated_size(height, width, args["angle"])
-    angle = math.radians(args["angle"])
-    cos, sin = math.cos(angle), math.sin(angle)
-    linear = np.array([[cos, -sin], [sin, cos]])
-    shift = np.array([width / 2, height / 2]) - linear @ np.array([out_w / 2, out_h / 2])
-    return np.hstack([linear, shift[:, None]]), out_h, out_w
-
-
-def _affine(height: int, width: int, args: dict, matrix) -> tuple[np.ndarray, int, int]:
-    matrix = args["matrix"] if matrix is None else matrix
-    if matrix is None:
-        raise ValueError("give the matrix (argument or second input)")
-    matrix = np.asarray(matrix, dtype=np.float64)
-    if matrix.size != 6:
-        raise ValueError(f"the matrix needs 6 values (2x3), got shape {matrix.shape}")
-    matrix = matrix.reshape(2, 3)
-    if not args["inverse_map"]:
-        full = np.vstack([matrix, [0, 0, 1]])
-        if abs(np.linalg.det(full)) < 1e-12:
-            raise ValueError(f"the matrix {matrix.tolist()} is not invertible")
-        matrix = np.linalg.inv(full)[:2]
-    out_h, out_w = (int(round(v)) for v in args["size"]) if args["size"] is not None else (height, width)
-    return matrix, out_h, out_w
-
-
 def _centred(out_to_in: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
     """The matrix in pixel-centre-at-integer coordinates (the CPU kernel's `warp`)."""
     if out_h <= 0 or out_w <= 0:
@@ -76,9 +43,9 @@ def warp(op: str, samples: list, args_list: list[dict], matrices: list | None = 
     for i, (image, args) in enumerate(zip(images, args_list, strict=True)):
         height, width = image.shape[:2]
         if op == "rotate":
-            matrix, out_h, out_w = per_sample(i, _rotation, height, width, args)
+            matrix, out_h, out_w = per_sample(i, rotation_geometry, height, width, args)
         else:
-            matrix, out_h, out_w = per_sample(i, _affine, height, width, args, None if matrices is None
+            matrix, out_h, out_w = per_sample(i, affine_geometry, height, width, args, None if matrices is None
                                               else matrices[i])
         rec["m"][i] = per_sample(i, _centred, matrix, out_h, out_w).astype(np.float32).ravel()
         rec["in_h"][i], rec["in_w"][i], rec["out_h"][i], rec["out_w"][i] = height, width, out_h, out_w
