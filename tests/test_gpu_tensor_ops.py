@@ -192,20 +192,12 @@ def test_constant_on_the_gpu_and_comparisons_on_gpu_data():
 H, W, P = 24, 32, 6
 
 
-def _has_gpu_step(name: str) -> bool:
-    from headrace.gpu_stage import _STEPS
-
-    return name in _STEPS
-
-
 @pipeline_def(batch_size=8, num_threads=2, device_id=0)
 def dynamic_blur_gpu():
     masks = fn.external_source(name="masks", dtype=types.UINT8, device="gpu")
     nonzero_ratio = fn.reductions.mean(fn.cast(masks > 0, dtype=types.FLOAT), axes=(0, 1))
     blur_size = fn.cast(16 + nonzero_ratio.cpu() * 300, dtype=types.INT32)
-    if _has_gpu_step("gaussian_blur"):
-        return fn.gaussian_blur(masks, window_size=blur_size), nonzero_ratio, blur_size
-    return masks, nonzero_ratio, blur_size
+    return fn.gaussian_blur(masks, window_size=blur_size), nonzero_ratio, blur_size
 
 
 def test_dynamic_blur_ratio_and_window_sizes_on_the_gpu():
@@ -220,8 +212,6 @@ def test_dynamic_blur_ratio_and_window_sizes_on_the_gpu():
                                                     for r in expected])
 
 
-@pytest.mark.skipif(not _has_gpu_step("gaussian_blur"),
-                    reason="gaussian_blur has no GPU step yet (its kernel comes with the gpuops-image branch)")
 def test_dynamic_blur_on_the_gpu_matches_numpy():
     from test_dynamic_pipelines import _masks, _odd_window_counts, reference_blur
 
@@ -243,8 +233,7 @@ def erase_with_gpu_mean():
     mask = types.Constant(value=0, shape=(2, H, W), dtype=types.FLOAT, device="gpu")
     mean = fn.reductions.mean(images, axes=(0, 1))
     anchor = fn.stack(x, y)
-    if _has_gpu_step("erase"):
-        mask = fn.erase(mask, fill_value=mean.cpu(), anchor=anchor, shape=fn.stack(P, P), axes=(1, 2))
+    mask = fn.erase(mask, fill_value=mean.cpu(), anchor=anchor, shape=fn.stack(P, P), axes=(1, 2))
     return mask, mean, anchor
 
 
@@ -256,12 +245,8 @@ def test_erase_pipeline_parts_on_the_gpu():
     expected_means = np.stack([im.mean(axis=(0, 1), dtype=np.float64) for im in images]).astype(np.float32)
     np.testing.assert_allclose(mean.as_cpu().as_array(), expected_means, rtol=1e-6)
     assert anchor.as_array().shape == (4, 2)
-    if not _has_gpu_step("erase"):
-        np.testing.assert_array_equal(mask.as_cpu().as_array(), np.zeros((4, 2, H, W), np.float32))
 
 
-@pytest.mark.skipif(not _has_gpu_step("erase"),
-                    reason="erase has no GPU step yet (its kernel comes with the gpuops-image branch)")
 def test_erase_pipeline_on_the_gpu_matches_numpy():
     rng = np.random.default_rng(3)
     images = [rng.uniform(0, 1, (H, W, 2)).astype(np.float32) for _ in range(4)]
