@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from headrace_kernels import exif
 from headrace_kernels.cpu import decode as cpu_decode
 from headrace_kernels.gpu.image_ops import SampleFailureError
 from headrace_kernels.gpu.runtime import cupy
@@ -137,6 +138,10 @@ class MixedDecoder:
         args = self.args
         heights = np.fromiter((s.height for s in streams), np.int64, len(streams))
         widths = np.fromiter((s.width for s in streams), np.int64, len(streams))
+        if args["adjust_orientation"]:  # windows in the displayed frame, as the CPU kernel and the decoder take them
+            turned = np.fromiter((exif.swaps_axes(exif.orientation(memoryview(np.asarray(d)))) for d in encoded),
+                                 bool, len(streams))
+            heights, widths = np.where(turned, widths, heights), np.where(turned, heights, widths)
         boxes = batch_crop_windows(heights, widths, args["random_area"], args["random_aspect_ratio"],
                                    args["num_attempts"], seed, first_sample)
         region = nv.Region
