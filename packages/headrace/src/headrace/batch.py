@@ -9,7 +9,47 @@ from collections.abc import Sequence
 import numpy as np
 
 
-class TensorListCPU:
+class _TensorList:
+    """What CPU and GPU batches share: a dense (N, ...) array or a list of samples, a layout, sample sources."""
+
+    _dense: object
+    _samples: list | None
+    _layout: str
+    _source_info: list[str] | None
+
+    def __len__(self) -> int:
+        return len(self._dense) if self._dense is not None else len(self._samples)
+
+    def at(self, index: int):
+        raise NotImplementedError
+
+    def __getitem__(self, index: int):
+        return self.at(index)
+
+    def __iter__(self):
+        return (self.at(i) for i in range(len(self)))
+
+    def is_dense_tensor(self) -> bool:
+        if self._dense is not None:
+            return True
+        first = self._samples[0] if self._samples else None
+        return all(tuple(s.shape) == tuple(first.shape) and s.dtype == first.dtype for s in self._samples)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.at(0).dtype)
+
+    def layout(self) -> str:
+        return self._layout
+
+    def source_info(self, index: int) -> str:
+        return self._source_info[index] if self._source_info else ""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(len={len(self)}, dtype={self.dtype}, layout={self._layout!r})"
+
+
+class TensorListCPU(_TensorList):
     """A batch on the host, as DALI's TensorListCPU: `at(i)`, `as_array()`, `as_tensor()`, `__dlpack__`."""
 
     device = "cpu"
@@ -21,22 +61,8 @@ class TensorListCPU:
         self._layout = layout
         self._source_info = list(source_info) if source_info is not None else None
 
-    def __len__(self) -> int:
-        return len(self._dense) if self._dense is not None else len(self._samples)
-
     def at(self, index: int) -> np.ndarray:
         return self._dense[index] if self._dense is not None else self._samples[index]
-
-    __getitem__ = at
-
-    def __iter__(self):
-        return (self.at(i) for i in range(len(self)))
-
-    def is_dense_tensor(self) -> bool:
-        if self._dense is not None:
-            return True
-        first = self._samples[0] if self._samples else None
-        return all(s.shape == first.shape and s.dtype == first.dtype for s in self._samples)
 
     def as_array(self) -> np.ndarray:
         """The batch as one (N, ...) array; a view when the batch is dense already."""
@@ -65,21 +91,9 @@ class TensorListCPU:
     def shape(self) -> list[tuple[int, ...]]:
         return [tuple(self.at(i).shape) for i in range(len(self))]
 
-    @property
-    def dtype(self) -> np.dtype:
-        return self.at(0).dtype
-
-    def layout(self) -> str:
-        return self._layout
-
-    def source_info(self, index: int) -> str:
-        return self._source_info[index] if self._source_info else ""
-
-    def __repr__(self) -> str:
-        return f"TensorListCPU(len={len(self)}, dtype={self.dtype}, layout={self._layout!r})"
 
 
-class TensorListGPU:
+class TensorListGPU(_TensorList):
     """A batch in GPU memory, as DALI's TensorListGPU: `at(i)` (CuPy arrays), `as_tensor()`, `as_cpu()`, and zero-copy
     `__dlpack__` / `__cuda_array_interface__` for torch and CuPy. The data is produced on the pipeline's CUDA stream;
     both protocols make the consumer wait for it."""
@@ -95,9 +109,6 @@ class TensorListGPU:
         self.stream = stream
         self.device_id = device_id
 
-    def __len__(self) -> int:
-        return len(self._dense) if self._dense is not None else len(self._samples)
-
     def at(self, index: int):
         """Sample `index` as a CuPy array (a view of the batch)."""
         if self._dense is not None:
@@ -109,17 +120,6 @@ class TensorListGPU:
 
             sample = self._samples[index] = cupy.asarray(sample)
         return sample
-
-    __getitem__ = at
-
-    def __iter__(self):
-        return (self.at(i) for i in range(len(self)))
-
-    def is_dense_tensor(self) -> bool:
-        if self._dense is not None:
-            return True
-        first = self._samples[0] if self._samples else None
-        return all(tuple(s.shape) == tuple(first.shape) and s.dtype == first.dtype for s in self._samples)
 
     def as_array(self):
         """The batch as one dense (N, ...) CuPy array; samples of different shapes raise ValueError."""
@@ -191,18 +191,6 @@ class TensorListGPU:
     def shape(self) -> list[tuple[int, ...]]:
         return [tuple(self.at(i).shape) for i in range(len(self))]
 
-    @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(self.at(0).dtype)
-
-    def layout(self) -> str:
-        return self._layout
-
-    def source_info(self, index: int) -> str:
-        return self._source_info[index] if self._source_info else ""
-
-    def __repr__(self) -> str:
-        return f"TensorListGPU(len={len(self)}, dtype={self.dtype}, layout={self._layout!r})"
 
 
 class BufferPool:
