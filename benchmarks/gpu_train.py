@@ -231,6 +231,12 @@ def main(argv: list[str] | None = None) -> None:
     hw, _, _ = time_headrace(lambda d, b, t: train_hw_only(data_dir=str(d), batch_size=b, num_threads=t),
                              data, len(files), args.batch_size, args.epochs, args.threads, report_memory=False)
     rows.append(("headrace GPU (hw_decoder_load=1.0)", hw))
+    os.environ["HEADRACE_NVIMGCODEC_CAPI"] = "0"  # the same pipeline decoding through nvImageCodec's Python binding
+    binding, _, _ = time_headrace(
+        lambda d, b, t: resnet50_train(data_dir=str(d), device="gpu", batch_size=b, num_threads=t, device_id=0),
+        data, len(files), args.batch_size, args.epochs, args.threads, report_memory=False)
+    os.environ.pop("HEADRACE_NVIMGCODEC_CAPI")
+    rows.append(("headrace GPU (demo pipeline, Python binding decode)", binding))
     if not args.skip_torchvision:
         rows.append(("torchvision GPU (decode_jpeg cuda + resized_crop)", time_torchvision(files, args.batch_size,
                                                                                            args.epochs)))

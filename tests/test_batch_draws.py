@@ -137,9 +137,11 @@ def test_file_reader_reads_in_runs_in_order(image_folder):
                 assert a.tobytes() == open(path, "rb").read()
 
 
-def test_mixed_decoder_host_half_draws_the_cpu_windows(image_folder):
-    """MixedDecoder.prepare (no GPU needed): sample i's window is random_crop_window of its size drawn from
-    sample_rng(seed, first + i), and the sub code stream carries exactly that region."""
+@pytest.mark.parametrize("c_api", [True, False])
+def test_mixed_decoder_host_half_draws_the_cpu_windows(image_folder, c_api):
+    """MixedDecoder.prepare (no GPU needed), through nvImageCodec's C API and its Python binding: sample i's window
+    is random_crop_window of its size drawn from sample_rng(seed, first + i), and the sub code stream carries
+    exactly that region (the C API's output shapes are the windows')."""
     from headrace_kernels.cpu.decode import code_stream
     from headrace_kernels.gpu.decode import MixedDecoder
 
@@ -148,12 +150,18 @@ def test_mixed_decoder_host_half_draws_the_cpu_windows(image_folder):
     files = sorted(image_folder.rglob("*.jpg"))[:12]
     encoded = [np.fromfile(f, np.uint8) for f in files]
     decoder = MixedDecoder(args, 0, 2, random_crop=True)
+    if c_api and not decoder.c_api:
+        pytest.skip("nvImageCodec's C library is not available")
+    decoder.c_api = c_api
     prepared = decoder.prepare(encoded, 1234, 512)
     for i, data in enumerate(encoded):
         stream = code_stream(data)
         window = random_crop_window(stream.height, stream.width, args["random_area"], args["random_aspect_ratio"],
                                     args["num_attempts"], sample_rng(1234, 512 + i))
         assert prepared.windows[i] == window
-        region = prepared.streams[i].view.region
         y, x, h, w = window
+        if c_api:
+            assert tuple(prepared.shapes[i]) == (h, w, 3)
+            continue
+        region = prepared.streams[i].view.region
         assert (tuple(region.start), tuple(region.end)) == ((y, x), (y + h, x + w))

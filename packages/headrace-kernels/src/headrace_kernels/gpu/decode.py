@@ -1,45 +1,60 @@
 """`device="mixed"` image decoding through nvImageCodec's GPU backends: the hardware JPEG decoder where the GPU has
 one (share set by `hw_decoder_load`), CUDA decoding otherwise, and a per-image CPU fallback for anything they return
-None for. `image_random_crop` decodes only the crop window (ROI decode), chosen by the same rule and the same
-per-sample random stream as the CPU kernel, so CPU and GPU crop the same window."""
+nothing for. `image_random_crop` decodes only the crop window (ROI decode), chosen by the same rule and the same
+per-sample random stream as the CPU kernel, so CPU and GPU crop the same window.
+
+The batch goes through nvImageCodec's C API (`headrace_kernels.nvimgcodec_capi`) where its version is supported:
+one allocation for the whole batch's outputs, and the GIL released once per batch instead of re-taken per image.
+Otherwise (or with HEADRACE_NVIMGCODEC_CAPI=0) through the Python binding, with the same backends and options."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 
 import numpy as np
 
 from headrace_kernels import exif
+from headrace_kernels import nvimgcodec_capi as capi
 from headrace_kernels.cpu import decode as cpu_decode
 from headrace_kernels.gpu.image_ops import SampleFailureError
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.philox import batch_crop_windows
 
 RGB, BGR, GRAY, YCBCR = cpu_decode.RGB, cpu_decode.BGR, cpu_decode.GRAY, cpu_decode.YCBCR
+_ALIGN = 256  # each decoded image starts on a 256-byte boundary of the batch's allocation, as cudaMalloc's would
 
 
 class DeviceImage:
-    """A decoded image in device memory owned by nvImageCodec. Its pointer, shape and strides are read once from
-    the CUDA array interface: no CUDA call per image (each would hand the GIL to the other pipeline thread).
-    CuPy views it through `__cuda_array_interface__` when asked."""
+    """A decoded HWC uint8 image in device memory: its pointer, shape and strides as plain fields (no CUDA call
+    per image: each would hand the GIL to the other pipeline thread), and the owner of the memory. CuPy views it
+    through `__cuda_array_interface__` when asked."""
 
     __slots__ = ("owner", "stream", "ptr", "shape", "strides", "dtype", "itemsize", "ndim")
 
     def __init__(self, owner, stream=None):
         interface = owner.__cuda_array_interface__
-        self.owner = owner
-        self.stream = stream  # the image was decoded on it and is freed on it: it must outlive the image
-        self.ptr = interface["data"][0]
-        self.shape = tuple(interface["shape"])
-        self.dtype = np.dtype(interface["typestr"])
-        self.itemsize = self.dtype.itemsize
-        self.ndim = len(self.shape)
+        shape = tuple(interface["shape"])
         strides = interface.get("strides")
+        self._set(owner, stream, interface["data"][0], shape, np.dtype(interface["typestr"]),
+                  None if strides is None else tuple(strides))
+
+    @classmethod
+    def at(cls, owner, ptr: int, shape: tuple, stream=None) -> DeviceImage:
+        """A packed uint8 image at `ptr` inside `owner` (the batch's allocation, kept alive by the record)."""
+        image = cls.__new__(cls)
+        image._set(owner, stream, ptr, shape, np.dtype(np.uint8), None)
+        return image
+
+    def _set(self, owner, stream, ptr: int, shape: tuple, dtype: np.dtype, strides) -> None:
+        self.owner = owner
+        self.stream = stream  # the image was decoded on it (and nvImageCodec's own images are freed on it)
+        self.ptr, self.shape, self.dtype, self.itemsize, self.ndim = ptr, shape, dtype, dtype.itemsize, len(shape)
         if strides is None:
             strides, step = [], self.itemsize
-            for extent in reversed(self.shape):
+            for extent in reversed(shape):
                 strides.insert(0, step)
                 step *= extent
         self.strides = tuple(strides)
@@ -50,16 +65,20 @@ class DeviceImage:
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        return self.owner.__cuda_array_interface__
+        stream = self.stream.ptr if self.stream is not None and self.stream.ptr else None
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "strides": self.strides,
+                "version": 3, "stream": stream}
 
 
 @dataclasses.dataclass
 class Prepared:
-    """One batch's parsed code streams (the host half of the decode, done in the CPU stage)."""
+    """One batch's parsed code streams (the host half of the decode, done in the CPU stage): a list of the Python
+    binding's CodeStreams, or one `nvimgcodec_capi.CodeStreams` with the output shapes (rows h, w, c)."""
 
-    streams: list
+    streams: object
     windows: list
     encoded: list
+    shapes: np.ndarray | None = None
 
 
 def _parse(data):
@@ -88,23 +107,29 @@ class MixedDecoder:
         self.backend_names: list[str] = []
         self.fallbacks = 0
         self.decode_seconds = 0.0  # inside nvImageCodec's decode call
+        self.c_api = self.output_type != YCBCR and capi.available() and \
+            os.environ.get("HEADRACE_NVIMGCODEC_CAPI", "1") != "0"
+
+    def _backend_attempts(self) -> list[tuple[list[tuple[int, float]], str]]:
+        """Backend lists (kind, load hint) to try in turn, most capable first: a GPU without a hardware decoder
+        or CUDA decoding refuses the first ones."""
+        hw = [(capi.BACKEND_HW_GPU_ONLY, self.hw_load)] if self.hw_load > 0 else []
+        cuda, hybrid, cpu = (capi.BACKEND_GPU_ONLY, 1.0), (capi.BACKEND_HYBRID, 1.0), (capi.BACKEND_CPU_ONLY, 1.0)
+        return [(hw + [cuda, hybrid, cpu], "hardware+cuda+hybrid+cpu"), (hw + [hybrid, cpu], "hardware+hybrid+cpu"),
+                ([cuda, cpu], "cuda+cpu")]
 
     def _make_decoder(self):
-        nv = cpu_decode._codec()
-        kinds = nv.BackendKind
-        hw = [nv.Backend(kinds.HW_GPU_ONLY, load_hint=self.hw_load)] if self.hw_load > 0 else []
-        attempts = [
-            (hw + [nv.Backend(kinds.GPU_ONLY), nv.Backend(kinds.HYBRID_CPU_GPU), nv.Backend(kinds.CPU_ONLY)],
-             "hardware+cuda+hybrid+cpu"),
-            (hw + [nv.Backend(kinds.HYBRID_CPU_GPU), nv.Backend(kinds.CPU_ONLY)], "hardware+hybrid+cpu"),
-            ([nv.Backend(kinds.GPU_ONLY), nv.Backend(kinds.CPU_ONLY)], "cuda+cpu"),
-        ]
+        nv = None if self.c_api else cpu_decode._codec()
         errors = []
-        for backends, label in attempts:
+        for backends, label in self._backend_attempts():
             try:
-                decoder = nv.Decoder(device_id=self.device_id, max_num_cpu_threads=self.num_threads,
-                                     backends=backends)
-                self.backend_names.append(label)
+                if self.c_api:
+                    decoder = capi.Decoder(capi.Instance.shared(), self.device_id, self.num_threads, backends)
+                else:
+                    decoder = nv.Decoder(device_id=self.device_id, max_num_cpu_threads=self.num_threads,
+                                         backends=[nv.Backend(nv.BackendKind(kind), load_hint=load)
+                                                   for kind, load in backends])
+                self.backend_names.append(label + (" (C API)" if self.c_api else ""))
                 return decoder
             except Exception as exc:  # noqa: BLE001 - nvimgcodec raises RuntimeError with a code
                 errors.append(f"{label}: {exc}")
@@ -121,11 +146,15 @@ class MixedDecoder:
     def release(self) -> None:
         """Drop the decoder (its device buffers go with it); the next batch makes a new one."""
         with self._lock:
-            self._decoder = None
+            decoder, self._decoder = self._decoder, None
+        if isinstance(decoder, capi.Decoder):
+            decoder.close()
 
     def prepare(self, encoded: list, seed: int, first_sample: int) -> Prepared:
         """Parse every header and, for random crops, choose the windows (sample i's from the per-sample stream
         keyed by (seed, first_sample + i), as the CPU kernel draws it) and cut the sub code streams (host work)."""
+        if self.c_api:
+            return self._prepare_c(encoded, seed, first_sample)
         nv = cpu_decode._codec()
         streams = []
         for i, data in enumerate(encoded):
@@ -139,8 +168,7 @@ class MixedDecoder:
         heights = np.fromiter((s.height for s in streams), np.int64, len(streams))
         widths = np.fromiter((s.width for s in streams), np.int64, len(streams))
         if args["adjust_orientation"]:  # windows in the displayed frame, as the CPU kernel and the decoder take them
-            turned = np.fromiter((exif.swaps_axes(exif.orientation(memoryview(np.asarray(d)))) for d in encoded),
-                                 bool, len(streams))
+            turned = self._turned([np.asarray(d) for d in encoded])
             heights, widths = np.where(turned, widths, heights), np.where(turned, heights, widths)
         boxes = batch_crop_windows(heights, widths, args["random_area"], args["random_aspect_ratio"],
                                    args["num_attempts"], seed, first_sample)
@@ -149,8 +177,80 @@ class MixedDecoder:
                    for s, (y, x, h, w) in zip(streams, boxes.tolist(), strict=True)]
         return Prepared(streams, [tuple(b) for b in boxes.tolist()], encoded)
 
+    def _turned(self, encoded: list) -> np.ndarray:
+        """Whether each image's EXIF orientation swaps its axes (as the CPU kernel reads it)."""
+        return np.fromiter((exif.swaps_axes(exif.orientation(memoryview(d))) for d in encoded), bool, len(encoded))
+
+    def _prepare_c(self, encoded: list, seed: int, first_sample: int) -> Prepared:
+        arrays = []
+        for i, data in enumerate(encoded):
+            array = np.asarray(data)
+            if array.dtype != np.uint8 or array.ndim != 1:
+                raise SampleFailureError(i, f"expected encoded bytes (1-D uint8), got {array.dtype} with shape "
+                                            f"{array.shape}")
+            arrays.append(np.ascontiguousarray(array))
+        streams = capi.CodeStreams(capi.Instance.shared(), arrays)
+        if streams.failed:
+            first = min(streams.failed)
+            streams.close()
+            raise SampleFailureError(first, streams.failed[first])
+        channels = np.full(len(arrays), 1 if self.output_type == GRAY else 3, np.int64)
+        heights, widths = streams.heights, streams.widths
+        if not self.random_crop:
+            if self.args["adjust_orientation"]:  # the decoder turns by the orientation it parsed
+                rotated = streams.infos["orientation"]["rotated"]
+                turned = (rotated // 90) % 2 == 1
+                heights, widths = np.where(turned, widths, heights), np.where(turned, heights, widths)
+            shapes = np.stack([heights, widths, channels], axis=1)
+            return Prepared(streams, [None] * len(arrays), arrays, shapes)
+        args = self.args
+        if args["adjust_orientation"]:  # windows in the displayed frame, as the CPU kernel and the decoder take them
+            turned = self._turned(arrays)
+            heights, widths = np.where(turned, widths, heights), np.where(turned, heights, widths)
+        boxes = batch_crop_windows(heights, widths, args["random_area"], args["random_aspect_ratio"],
+                                   args["num_attempts"], seed, first_sample)
+        boxes = np.asarray(boxes, np.int64)
+        streams.cut(boxes)
+        if streams.failed:
+            first = min(streams.failed)
+            streams.close()
+            raise SampleFailureError(first, streams.failed[first])
+        shapes = np.stack([boxes[:, 2], boxes[:, 3], channels], axis=1)
+        return Prepared(streams, [tuple(b) for b in boxes.tolist()], arrays, shapes)
+
+    def _run_c(self, prepared: Prepared, stream) -> list:
+        """The C API decode: one pool allocation for the batch, one decode call, CPU fallback per failed image."""
+        cp = cupy()
+        shapes = prepared.shapes
+        sizes = (shapes.prod(axis=1) + _ALIGN - 1) // _ALIGN * _ALIGN
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64)
+        memory = cp.cuda.alloc(max(int(sizes.sum()), _ALIGN))
+        gray = self.output_type == GRAY
+        start = time.perf_counter()
+        try:
+            ok = self.decoder.decode(prepared.streams, np.arange(len(shapes)), shapes, memory.ptr + offsets,
+                                     stream.ptr, gray, bool(self.args["adjust_orientation"]))
+        except capi.CApiError:
+            ok = np.zeros(len(shapes), bool)
+        finally:
+            self.decode_seconds += time.perf_counter() - start
+            prepared.streams.close()
+        out = []
+        base = memory.ptr
+        rows = zip(map(tuple, shapes.tolist()), offsets.tolist(), ok.tolist(), strict=True)
+        for i, (shape, offset, good) in enumerate(rows):
+            if not good:
+                out.append(self._cpu_decode(prepared, i))
+            elif self.output_type == BGR:
+                out.append(self._channels(cp.asarray(DeviceImage.at(memory, base + offset, shape, stream)), gray))
+            else:
+                out.append(DeviceImage.at(memory, base + offset, shape, stream))
+        return out
+
     def run(self, prepared: Prepared, stream) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU."""
+        if prepared.shapes is not None:
+            return self._run_c(prepared, stream)
         cp = cupy()
         nv = cpu_decode._codec()
         gray = self.output_type == GRAY

@@ -1,0 +1,363 @@
+"""nvImageCodec's C API through ctypes: batch decodes that never hand the GIL back and forth per image.
+
+Why: the Python binding's `Decoder.decode` releases and re-takes the GIL twice per image before it decodes (image
+info, then output allocation). While another thread runs Python, every re-take waits out the interpreter's switch
+interval, so a 256-image batch that decodes in 8 ms took over a second beside the CPU stage
+(benchmarks/gil_decode_probe.py). Here the short per-image calls keep the GIL (`PyDLL`: microseconds each, no
+hand-off), and only the decode itself and its wait release it (`CDLL`), once per batch.
+
+The structures are numpy dtypes with the offsets of nvimgcodec.h for the versions in `SUPPORTED` (checked against
+the header by tests/test_nvimgcodec_capi.py); any other version, or a missing library, makes `available()` false
+and callers use the Python binding."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from pathlib import Path
+
+import numpy as np
+
+SUPPORTED = range(900, 1000)  # nvImageCodec 0.9.x: MAKE_SEMANTIC_VERSION(major, minor, patch)
+
+# nvimgcodecStructureType_t
+ST_INSTANCE_CREATE_INFO, ST_DECODE_PARAMS, ST_ORIENTATION, ST_REGION = 2, 5, 7, 8
+ST_CODE_STREAM_VIEW, ST_IMAGE_INFO, ST_IMAGE_PLANE_INFO, ST_BACKEND, ST_BACKEND_PARAMS = 9, 11, 12, 17, 29
+ST_EXECUTION_PARAMS, ST_PROPERTIES = 30, 1
+# enums
+BACKEND_CPU_ONLY, BACKEND_GPU_ONLY, BACKEND_HYBRID, BACKEND_HW_GPU_ONLY = 1, 2, 3, 4
+LOAD_HINT_FIXED = 2
+COLORSPEC_SRGB, COLORSPEC_GRAY = 1, 2
+SAMPLEFORMAT_P_Y, SAMPLEFORMAT_I_RGB = 3, 8
+SAMPLE_UINT8 = 0x0802
+BUFFER_DEVICE, BUFFER_HOST = 1, 2
+PROCESSING_SUCCESS = 1
+DEVICE_CPU_ONLY = -99999
+
+_HEADER = [("struct_type", "<i4"), ("_pad0", "<i4"), ("struct_size", "<u8"), ("struct_next", "<u8")]
+
+
+def _struct(fields: list, size: int) -> np.dtype:
+    """A C structure as a numpy dtype: (name, type, offset) fields and the C sizeof."""
+    names = [f[0] for f in fields]
+    return np.dtype({"names": names, "formats": [f[1] for f in fields], "offsets": [f[2] for f in fields],
+                     "itemsize": size})
+
+
+def _with_header(fields: list, size: int) -> np.dtype:
+    return _struct([("struct_type", "<i4", 0), ("struct_size", "<u8", 8), ("struct_next", "<u8", 16), *fields], size)
+
+
+PROPERTIES = _with_header([("version", "<u4", 24), ("cudart_version", "<u4", 28)], 32)
+ORIENTATION = _with_header([("rotated", "<i4", 24), ("flip_x", "<i4", 28), ("flip_y", "<i4", 32)], 40)
+PLANE_INFO = _with_header([("width", "<u4", 24), ("height", "<u4", 28), ("row_stride", "<u8", 32),
+                           ("num_channels", "<u4", 40), ("sample_type", "<i4", 44), ("precision", "u1", 48)], 56)
+MAX_PLANES = 32
+IMAGE_INFO = _with_header([("codec_name", "S256", 24), ("color_spec", "<i4", 280), ("chroma_subsampling", "<i4", 284),
+                           ("sample_format", "<i4", 288), ("orientation", ORIENTATION, 296),
+                           ("num_planes", "<u4", 336), ("plane_info", (PLANE_INFO, MAX_PLANES), 344),
+                           ("buffer", "<u8", 2136), ("buffer_kind", "<i4", 2144), ("cuda_stream", "<u8", 2152)],
+                          2160)
+REGION = _with_header([("ndim", "<i4", 24), ("start", ("<i4", 5), 28), ("end", ("<i4", 5), 48),
+                       ("out_of_bounds_policy", "<i4", 68), ("out_of_bounds_samples", ("<u4", 10), 72)], 112)
+CODE_STREAM_VIEW = _with_header([("image_idx", "<u8", 24), ("region", REGION, 32), ("bitstream_offset", "<u8", 144)],
+                                152)
+DECODE_PARAMS = _with_header([("apply_exif_orientation", "<i4", 24)], 32)
+BACKEND_PARAMS = _with_header([("load_hint", "<f4", 24), ("load_hint_policy", "<i4", 28)], 32)
+BACKEND = _with_header([("kind", "<i4", 24), ("params", BACKEND_PARAMS, 32)], 64)
+EXECUTION_PARAMS = _with_header([("device_allocator", "<u8", 24), ("pinned_allocator", "<u8", 32),
+                                 ("max_num_cpu_threads", "<i4", 40), ("executor", "<u8", 48), ("device_id", "<i4", 56),
+                                 ("pre_init", "<i4", 60), ("skip_pre_sync", "<i4", 64), ("num_backends", "<i4", 68),
+                                 ("backends", "<u8", 72)], 80)
+INSTANCE_CREATE_INFO = _with_header([("load_builtin_modules", "<i4", 24), ("load_extension_modules", "<i4", 28),
+                                     ("extension_modules_path", "<u8", 32), ("create_debug_messenger", "<i4", 40),
+                                     ("debug_messenger_desc", "<u8", 48), ("message_severity", "<u4", 56),
+                                     ("message_category", "<u4", 60)], 64)
+
+STRUCTS = {"nvimgcodecProperties_t": PROPERTIES, "nvimgcodecOrientation_t": ORIENTATION,
+           "nvimgcodecImagePlaneInfo_t": PLANE_INFO, "nvimgcodecImageInfo_t": IMAGE_INFO,
+           "nvimgcodecRegion_t": REGION, "nvimgcodecCodeStreamView_t": CODE_STREAM_VIEW,
+           "nvimgcodecDecodeParams_t": DECODE_PARAMS, "nvimgcodecBackendParams_t": BACKEND_PARAMS,
+           "nvimgcodecBackend_t": BACKEND, "nvimgcodecExecutionParams_t": EXECUTION_PARAMS,
+           "nvimgcodecInstanceCreateInfo_t": INSTANCE_CREATE_INFO}
+_TYPES = {"nvimgcodecProperties_t": ST_PROPERTIES, "nvimgcodecOrientation_t": ST_ORIENTATION,
+          "nvimgcodecImagePlaneInfo_t": ST_IMAGE_PLANE_INFO, "nvimgcodecImageInfo_t": ST_IMAGE_INFO,
+          "nvimgcodecRegion_t": ST_REGION, "nvimgcodecCodeStreamView_t": ST_CODE_STREAM_VIEW,
+          "nvimgcodecDecodeParams_t": ST_DECODE_PARAMS, "nvimgcodecBackendParams_t": ST_BACKEND_PARAMS,
+          "nvimgcodecBackend_t": ST_BACKEND, "nvimgcodecExecutionParams_t": ST_EXECUTION_PARAMS,
+          "nvimgcodecInstanceCreateInfo_t": ST_INSTANCE_CREATE_INFO}
+
+
+def new(name: str, count: int | None = None) -> np.ndarray:
+    """Zeroed structure(s) with struct_type and struct_size filled in (nested headers too)."""
+    dtype = STRUCTS[name]
+    array = np.zeros(1 if count is None else count, dtype)
+    _fill_headers(array, name)
+    return array
+
+
+def _fill_headers(array: np.ndarray, name: str) -> None:
+    array["struct_type"] = _TYPES[name]
+    array["struct_size"] = STRUCTS[name].itemsize
+    nested = {"nvimgcodecImageInfo_t": [("orientation", "nvimgcodecOrientation_t"),
+                                        ("plane_info", "nvimgcodecImagePlaneInfo_t")],
+              "nvimgcodecCodeStreamView_t": [("region", "nvimgcodecRegion_t")],
+              "nvimgcodecBackend_t": [("params", "nvimgcodecBackendParams_t")]}
+    for field, inner in nested.get(name, []):
+        _fill_headers(array[field], inner)
+
+
+def pointer(array: np.ndarray, index: int = 0) -> int:
+    return array.ctypes.data + index * array.dtype.itemsize
+
+
+class CApiError(RuntimeError):
+    pass
+
+
+def _package_dir() -> Path | None:
+    try:
+        from nvidia import nvimgcodec
+    except ImportError:
+        return None
+    return Path(nvimgcodec.__file__).parent
+
+
+class Library:
+    """libnvimgcodec loaded twice over: `fast` keeps the GIL during a call (for calls of microseconds: no hand-off
+    to wait for), `slow` releases it (decoder creation, the decode and its wait)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fast = ctypes.PyDLL(str(path))
+        self.slow = ctypes.CDLL(str(path))
+        u64, i32, status = ctypes.c_uint64, ctypes.c_int, ctypes.c_int
+        signatures = {  # every pointer travels as a 64-bit integer (x86-64 / aarch64 ABI)
+            "nvimgcodecGetProperties": [u64],
+            "nvimgcodecInstanceCreate": [u64, u64],
+            "nvimgcodecInstanceDestroy": [u64],
+            "nvimgcodecCodeStreamCreateFromHostMem": [u64, u64, u64, u64, u64],
+            "nvimgcodecCodeStreamDestroy": [u64],
+            "nvimgcodecCodeStreamGetImageInfo": [u64, u64],
+            "nvimgcodecCodeStreamGetSubCodeStream": [u64, u64, u64],
+            "nvimgcodecImageCreate": [u64, u64, u64],
+            "nvimgcodecImageDestroy": [u64],
+            "nvimgcodecDecoderCreate": [u64, u64, u64, ctypes.c_char_p],
+            "nvimgcodecDecoderDestroy": [u64],
+            "nvimgcodecDecoderDecode": [u64, u64, u64, i32, u64, u64],
+            "nvimgcodecFutureWaitForAll": [u64],
+            "nvimgcodecFutureGetProcessingStatus": [u64, u64, u64],
+            "nvimgcodecFutureDestroy": [u64],
+        }
+        for lib in (self.fast, self.slow):
+            for name, args in signatures.items():
+                function = getattr(lib, name)
+                function.argtypes, function.restype = args, status
+        properties = new("nvimgcodecProperties_t")
+        self.check(self.fast.nvimgcodecGetProperties(pointer(properties)), "nvimgcodecGetProperties")
+        self.version = int(properties["version"][0])
+
+    @staticmethod
+    def check(status: int, what: str) -> None:
+        if status != 0:
+            raise CApiError(f"{what} failed with nvimgcodecStatus_t {status}")
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> Library | None:
+    """The C library next to the installed Python binding, when its version's layouts are known here."""
+    directory = _package_dir()
+    if directory is None or not (directory / "libnvimgcodec.so.0").is_file():
+        return None
+    try:
+        lib = Library(directory / "libnvimgcodec.so.0")
+    except (OSError, AttributeError, CApiError):
+        return None
+    return lib if lib.version in SUPPORTED else None
+
+
+def available() -> bool:
+    return library() is not None
+
+
+class Instance:
+    """One nvimgcodecInstance_t with the built-in and extension modules (as the Python binding makes its own)."""
+
+    _lock = threading.Lock()
+    _shared: dict[str, Instance] = {}
+
+    def __init__(self, lib: Library):
+        self.lib = lib
+        info = new("nvimgcodecInstanceCreateInfo_t")
+        info["load_builtin_modules"] = 1
+        info["load_extension_modules"] = 1
+        handle = np.zeros(1, np.uint64)
+        lib.check(lib.slow.nvimgcodecInstanceCreate(pointer(handle), pointer(info)), "nvimgcodecInstanceCreate")
+        self.handle = int(handle[0])
+
+    @classmethod
+    def shared(cls) -> Instance:
+        lib = library()
+        if lib is None:
+            raise CApiError("nvImageCodec's C library is not available in a supported version")
+        with cls._lock:
+            instance = cls._shared.get("default")
+            if instance is None:
+                instance = cls._shared["default"] = cls(lib)
+        return instance
+
+
+class CodeStreams:
+    """A batch of parsed code streams (with their image infos), and the sub code streams cut for regions. The
+    encoded bytes must stay alive and unchanged until `close()`: nvImageCodec reads them in place."""
+
+    def __init__(self, instance: Instance, encoded: list):
+        self.instance, self.lib = instance, instance.lib
+        n = len(encoded)
+        self.encoded = encoded
+        self.handles = np.zeros(n, np.uint64)
+        self.parents = np.zeros(n, np.uint64)  # the whole streams of regions cut from them
+        self.infos = new("nvimgcodecImageInfo_t", n)
+        self.failed: dict[int, str] = {}
+        create = self.lib.fast.nvimgcodecCodeStreamCreateFromHostMem
+        get_info = self.lib.fast.nvimgcodecCodeStreamGetImageInfo
+        handle_ptr, info_ptr, info_size = self.handles.ctypes.data, self.infos.ctypes.data, IMAGE_INFO.itemsize
+        inst = instance.handle
+        for i, data in enumerate(encoded):
+            if data.size == 0:
+                self.failed[i] = "the encoded image is empty (0 bytes)"
+                continue
+            status = create(inst, handle_ptr + 8 * i, data.ctypes.data, data.size, 0)
+            if status == 0:
+                status = get_info(int(self.handles[i]), info_ptr + i * info_size)
+            if status != 0:
+                self.failed[i] = f"not a decodable image (nvImageCodec status {status} reading its header)"
+
+    @property
+    def heights(self) -> np.ndarray:
+        return self.infos["plane_info"][:, 0]["height"].astype(np.int64)
+
+    @property
+    def widths(self) -> np.ndarray:
+        return self.infos["plane_info"][:, 0]["width"].astype(np.int64)
+
+    def cut(self, boxes: np.ndarray) -> None:
+        """Replace each stream by its sub code stream of region (y, x, h, w) (rows of `boxes`)."""
+        n = len(self.handles)
+        views = new("nvimgcodecCodeStreamView_t", n)
+        region = views["region"]
+        region["ndim"] = 2
+        region["start"][:, 0], region["start"][:, 1] = boxes[:, 0], boxes[:, 1]
+        region["end"][:, 0], region["end"][:, 1] = boxes[:, 0] + boxes[:, 2], boxes[:, 1] + boxes[:, 3]
+        self.parents, self.handles = self.handles, np.zeros(n, np.uint64)
+        sub = self.lib.fast.nvimgcodecCodeStreamGetSubCodeStream
+        out_ptr, view_ptr, view_size = self.handles.ctypes.data, views.ctypes.data, CODE_STREAM_VIEW.itemsize
+        for i, parent in enumerate(self.parents.tolist()):
+            if parent:
+                status = sub(parent, out_ptr + 8 * i, view_ptr + i * view_size)
+                if status != 0:
+                    self.failed[i] = f"nvImageCodec could not cut the region {tuple(boxes[i])} (status {status})"
+
+    def close(self) -> None:
+        destroy = self.lib.fast.nvimgcodecCodeStreamDestroy
+        for handle in self.handles.tolist() + self.parents.tolist():
+            if handle:
+                destroy(handle)
+        self.handles[:] = 0
+        self.parents[:] = 0
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class Decoder:
+    """One nvimgcodecDecoder_t: `backends` is a list of (kind, load_hint); options default to the Python binding's
+    (none in 0.9: fancy upsampling on, as libjpeg-turbo's default)."""
+
+    def __init__(self, instance: Instance, device_id: int, num_threads: int, backends: list[tuple[int, float]],
+                 options: str = ""):
+        self.instance, self.lib = instance, instance.lib
+        self.backends = new("nvimgcodecBackend_t", len(backends))
+        for i, (kind, load) in enumerate(backends):
+            self.backends[i]["kind"] = kind
+            self.backends[i]["params"]["load_hint"] = load
+            self.backends[i]["params"]["load_hint_policy"] = LOAD_HINT_FIXED
+        params = new("nvimgcodecExecutionParams_t")
+        params["device_id"] = device_id
+        params["max_num_cpu_threads"] = num_threads
+        params["num_backends"] = len(backends)
+        params["backends"] = self.backends.ctypes.data
+        handle = np.zeros(1, np.uint64)
+        self.lib.check(self.lib.slow.nvimgcodecDecoderCreate(instance.handle, pointer(handle), pointer(params),
+                                                             options.encode()), "nvimgcodecDecoderCreate")
+        self.handle = int(handle[0])
+        if not self.handle:
+            raise CApiError("nvimgcodecDecoderCreate returned no decoder")
+        self.cpu_only = all(kind == BACKEND_CPU_ONLY for kind, _ in backends)
+
+    def decode(self, streams: CodeStreams, which: np.ndarray, shapes: np.ndarray, buffers: np.ndarray,
+               stream_ptr: int, gray: bool, apply_exif: bool) -> np.ndarray:
+        """Decode streams[which] into `buffers` (one address per decoded image, HWC uint8 of `shapes` rows (h, w,
+        c), rows packed). Returns one bool per entry of `which`: decoded or not. The GIL is released only for the
+        decode and its wait."""
+        n = len(which)
+        ok = np.zeros(n, bool)
+        if n == 0:
+            return ok
+        infos = streams.infos[which]  # the streams' own infos (orientation included: the decoder reads it there)
+        infos["chroma_subsampling"] = 0
+        infos["color_spec"] = COLORSPEC_GRAY if gray else COLORSPEC_SRGB
+        infos["sample_format"] = SAMPLEFORMAT_P_Y if gray else SAMPLEFORMAT_I_RGB
+        infos["num_planes"] = 1
+        plane = infos["plane_info"][:, 0]
+        plane["height"], plane["width"], plane["num_channels"] = shapes[:, 0], shapes[:, 1], shapes[:, 2]
+        plane["row_stride"] = shapes[:, 1] * shapes[:, 2]
+        plane["sample_type"] = SAMPLE_UINT8
+        infos["buffer"] = buffers
+        infos["buffer_kind"] = BUFFER_HOST if self.cpu_only else BUFFER_DEVICE
+        infos["cuda_stream"] = stream_ptr
+        images = np.zeros(n, np.uint64)
+        create = self.lib.fast.nvimgcodecImageCreate
+        inst, image_ptr, info_ptr = self.instance.handle, images.ctypes.data, infos.ctypes.data
+        size = IMAGE_INFO.itemsize
+        try:
+            for k in range(n):
+                self.lib.check(create(inst, image_ptr + 8 * k, info_ptr + k * size), "nvimgcodecImageCreate")
+            code_streams = np.ascontiguousarray(streams.handles[which])
+            params = new("nvimgcodecDecodeParams_t")
+            params["apply_exif_orientation"] = int(apply_exif)
+            future = np.zeros(1, np.uint64)
+            statuses = np.zeros(n, np.uint32)
+            count = np.zeros(1, np.uint64)
+            slow = self.lib.slow
+            self.lib.check(slow.nvimgcodecDecoderDecode(self.handle, code_streams.ctypes.data, image_ptr, n,
+                                                        pointer(params), pointer(future)), "nvimgcodecDecoderDecode")
+            try:
+                slow.nvimgcodecFutureWaitForAll(int(future[0]))
+                self.lib.check(slow.nvimgcodecFutureGetProcessingStatus(int(future[0]), statuses.ctypes.data,
+                                                                        count.ctypes.data),
+                               "nvimgcodecFutureGetProcessingStatus")
+            finally:
+                self.lib.fast.nvimgcodecFutureDestroy(int(future[0]))
+            ok[:] = statuses == PROCESSING_SUCCESS
+        finally:
+            destroy = self.lib.fast.nvimgcodecImageDestroy
+            for image in images.tolist():
+                if image:
+                    destroy(image)
+        return ok
+
+    def close(self) -> None:
+        if getattr(self, "handle", 0):
+            self.lib.slow.nvimgcodecDecoderDestroy(self.handle)
+            self.handle = 0
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
