@@ -101,3 +101,31 @@ def test_sharded_order_matches_dali(image_folder, shards):
     dali_meta = p.reader_meta("Reader")
     for key in ("epoch_size", "number_of_shards", "shard_id", "pad_last_batch", "stick_to_shard"):
         assert meta[key] == dali_meta[key], key
+
+
+def test_batch_reads_equal_file_reads_and_report_errors_per_file(tmp_path):
+    """headrace_kernels.batch_read (libc through numba, GIL released per batch) returns each file's bytes exactly,
+    empty files too, and hands a missing file to the per-file reader, whose error names it."""
+    from headrace_kernels.batch_read import BatchFileReader
+
+    if not BatchFileReader.available():
+        pytest.skip("batch reads need Linux")
+    rng = np.random.default_rng(0)
+    paths = []
+    for i, size in enumerate([0, 1, 4096, 100_003, 7]):
+        path = tmp_path / f"f{i}.bin"
+        path.write_bytes(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+        paths.append(str(path))
+    paths.append(str(tmp_path / "missing.bin"))
+    reader = BatchFileReader(paths)
+
+    def fallback(index):
+        if not os.path.exists(paths[index]):
+            raise OSError(f"cannot read '{paths[index]}'")
+        return np.fromfile(paths[index], np.uint8)
+
+    order = [3, 0, 4, 1, 2, 3]
+    for index, data in zip(order, reader.read(order, fallback), strict=True):
+        assert data.dtype == np.uint8 and data.tobytes() == open(paths[index], "rb").read()
+    with pytest.raises(OSError, match="missing.bin"):
+        reader.read([1, 5], fallback)

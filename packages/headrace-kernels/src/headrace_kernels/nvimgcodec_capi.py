@@ -3,8 +3,8 @@
 Why: the Python binding's `Decoder.decode` releases and re-takes the GIL twice per image before it decodes (image
 info, then output allocation). While another thread runs Python, every re-take waits out the interpreter's switch
 interval, so a 256-image batch that decodes in 8 ms took over a second beside the CPU stage
-(benchmarks/gil_decode_probe.py). Here the short per-image calls keep the GIL (`PyDLL`: microseconds each, no
-hand-off), and only the decode itself and its wait release it (`CDLL`), once per batch.
+(benchmarks/gil_decode_probe.py). Here every per-image loop (parse, cut regions, create output images, decode,
+destroy) is one numba function that calls the C functions without the GIL: one release per loop, per batch.
 
 The structures are numpy dtypes with the offsets of nvimgcodec.h for the versions in `SUPPORTED` (checked against
 the header by tests/test_nvimgcodec_capi.py); any other version, or a missing library, makes `available()` false
@@ -125,14 +125,12 @@ def _package_dir() -> Path | None:
 
 
 class Library:
-    """libnvimgcodec loaded twice over: `fast` keeps the GIL during a call (for calls of microseconds: no hand-off
-    to wait for), `slow` releases it (decoder creation, the decode and its wait)."""
+    """libnvimgcodec through ctypes (every call releases the GIL), and numba loops over its per-image calls."""
 
     def __init__(self, path: Path):
         self.path = path
-        self.fast = ctypes.PyDLL(str(path))
-        self.slow = ctypes.CDLL(str(path))
-        u64, i32, status = ctypes.c_uint64, ctypes.c_int, ctypes.c_int
+        self.c = ctypes.CDLL(str(path))
+        u64, i32, status = ctypes.c_uint64, ctypes.c_int32, ctypes.c_int
         signatures = {  # every pointer travels as a 64-bit integer (x86-64 / aarch64 ABI)
             "nvimgcodecGetProperties": [u64],
             "nvimgcodecInstanceCreate": [u64, u64],
@@ -150,18 +148,92 @@ class Library:
             "nvimgcodecFutureGetProcessingStatus": [u64, u64, u64],
             "nvimgcodecFutureDestroy": [u64],
         }
-        for lib in (self.fast, self.slow):
-            for name, args in signatures.items():
-                function = getattr(lib, name)
-                function.argtypes, function.restype = args, status
+        for name, args in signatures.items():
+            function = getattr(self.c, name)
+            function.argtypes, function.restype = args, status
         properties = new("nvimgcodecProperties_t")
-        self.check(self.fast.nvimgcodecGetProperties(pointer(properties)), "nvimgcodecGetProperties")
+        self.check(self.c.nvimgcodecGetProperties(pointer(properties)), "nvimgcodecGetProperties")
         self.version = int(properties["version"][0])
+        self._loops = None
+        self._loops_lock = threading.Lock()
 
     @staticmethod
     def check(status: int, what: str) -> None:
         if status != 0:
             raise CApiError(f"{what} failed with nvimgcodecStatus_t {status}")
+
+    @property
+    def loops(self):
+        """The numba loops, compiled on first use (they call this process's function addresses: not cached)."""
+        if self._loops is None:
+            with self._loops_lock:
+                if self._loops is None:
+                    self._loops = _compile_loops(self.c)
+        return self._loops
+
+
+def _compile_loops(c):
+    """nogil numba loops over the per-image C calls. Pointers are uint64 array entries, computed by the caller."""
+    import types
+
+    import numba
+
+    create, get_info = c.nvimgcodecCodeStreamCreateFromHostMem, c.nvimgcodecCodeStreamGetImageInfo
+    get_sub, destroy_stream = c.nvimgcodecCodeStreamGetSubCodeStream, c.nvimgcodecCodeStreamDestroy
+    create_image, destroy_image = c.nvimgcodecImageCreate, c.nvimgcodecImageDestroy
+    decode, wait = c.nvimgcodecDecoderDecode, c.nvimgcodecFutureWaitForAll
+    get_status, destroy_future = c.nvimgcodecFutureGetProcessingStatus, c.nvimgcodecFutureDestroy
+
+    @numba.njit(nogil=True)
+    def parse(instance, handles, handle_at, data_at, sizes, info_at, statuses):
+        for i in range(len(sizes)):
+            if sizes[i] == 0:
+                statuses[i] = -1
+                continue
+            status = create(instance, handle_at[i], data_at[i], sizes[i], np.uint64(0))
+            if status == 0:
+                status = get_info(handles[i], info_at[i])
+            statuses[i] = status
+
+    @numba.njit(nogil=True)
+    def cut(parents, sub_at, view_at, statuses):
+        for i in range(len(parents)):
+            if parents[i] != 0:
+                statuses[i] = get_sub(parents[i], sub_at[i], view_at[i])
+
+    @numba.njit(nogil=True)
+    def destroy_streams(handles):
+        for i in range(len(handles)):
+            if handles[i] != 0:
+                destroy_stream(handles[i])
+                handles[i] = 0
+
+    @numba.njit(nogil=True)
+    def run_decode(instance, decoder, images, image_at, info_at, streams_ptr, params_ptr, future, future_ptr,
+                   statuses_ptr, count_ptr):
+        status = 0
+        for k in range(len(images)):
+            status = create_image(instance, image_at[k], info_at[k])
+            if status != 0:
+                break
+        if status == 0:
+            status = decode(decoder, streams_ptr, image_at[0], np.int32(len(images)), params_ptr, future_ptr)
+            if status == 0:
+                wait(future[0])
+                status = get_status(future[0], statuses_ptr, count_ptr)
+                destroy_future(future[0])
+        for k in range(len(images)):
+            if images[k] != 0:
+                destroy_image(images[k])
+                images[k] = 0
+        return status
+
+    return types.SimpleNamespace(parse=parse, cut=cut, destroy_streams=destroy_streams, run_decode=run_decode)
+
+
+def _addresses(array: np.ndarray) -> np.ndarray:
+    """The address of every element of a contiguous 1-D array, as uint64."""
+    return np.uint64(array.ctypes.data) + np.arange(len(array), dtype=np.uint64) * np.uint64(array.dtype.itemsize)
 
 
 @functools.lru_cache(maxsize=1)
@@ -193,7 +265,7 @@ class Instance:
         info["load_builtin_modules"] = 1
         info["load_extension_modules"] = 1
         handle = np.zeros(1, np.uint64)
-        lib.check(lib.slow.nvimgcodecInstanceCreate(pointer(handle), pointer(info)), "nvimgcodecInstanceCreate")
+        lib.check(lib.c.nvimgcodecInstanceCreate(pointer(handle), pointer(info)), "nvimgcodecInstanceCreate")
         self.handle = int(handle[0])
 
     @classmethod
@@ -219,20 +291,15 @@ class CodeStreams:
         self.handles = np.zeros(n, np.uint64)
         self.parents = np.zeros(n, np.uint64)  # the whole streams of regions cut from them
         self.infos = new("nvimgcodecImageInfo_t", n)
+        sizes = np.fromiter((d.size for d in encoded), np.uint64, n)
+        data_at = np.fromiter((d.ctypes.data for d in encoded), np.uint64, n)
+        statuses = np.zeros(n, np.int32)
+        self.lib.loops.parse(instance.handle, self.handles, _addresses(self.handles), data_at, sizes,
+                             _addresses(self.infos), statuses)
         self.failed: dict[int, str] = {}
-        create = self.lib.fast.nvimgcodecCodeStreamCreateFromHostMem
-        get_info = self.lib.fast.nvimgcodecCodeStreamGetImageInfo
-        handle_ptr, info_ptr, info_size = self.handles.ctypes.data, self.infos.ctypes.data, IMAGE_INFO.itemsize
-        inst = instance.handle
-        for i, data in enumerate(encoded):
-            if data.size == 0:
-                self.failed[i] = "the encoded image is empty (0 bytes)"
-                continue
-            status = create(inst, handle_ptr + 8 * i, data.ctypes.data, data.size, 0)
-            if status == 0:
-                status = get_info(int(self.handles[i]), info_ptr + i * info_size)
-            if status != 0:
-                self.failed[i] = f"not a decodable image (nvImageCodec status {status} reading its header)"
+        for i in np.flatnonzero(statuses).tolist():
+            self.failed[i] = "the encoded image is empty (0 bytes)" if statuses[i] == -1 else \
+                f"not a decodable image (nvImageCodec status {statuses[i]} reading its header)"
 
     @property
     def heights(self) -> np.ndarray:
@@ -251,21 +318,15 @@ class CodeStreams:
         region["start"][:, 0], region["start"][:, 1] = boxes[:, 0], boxes[:, 1]
         region["end"][:, 0], region["end"][:, 1] = boxes[:, 0] + boxes[:, 2], boxes[:, 1] + boxes[:, 3]
         self.parents, self.handles = self.handles, np.zeros(n, np.uint64)
-        sub = self.lib.fast.nvimgcodecCodeStreamGetSubCodeStream
-        out_ptr, view_ptr, view_size = self.handles.ctypes.data, views.ctypes.data, CODE_STREAM_VIEW.itemsize
-        for i, parent in enumerate(self.parents.tolist()):
-            if parent:
-                status = sub(parent, out_ptr + 8 * i, view_ptr + i * view_size)
-                if status != 0:
-                    self.failed[i] = f"nvImageCodec could not cut the region {tuple(boxes[i])} (status {status})"
+        statuses = np.zeros(n, np.int32)
+        self.lib.loops.cut(self.parents, _addresses(self.handles), _addresses(views), statuses)
+        for i in np.flatnonzero(statuses).tolist():
+            self.failed[i] = f"nvImageCodec could not cut the region {tuple(boxes[i])} (status {statuses[i]})"
 
     def close(self) -> None:
-        destroy = self.lib.fast.nvimgcodecCodeStreamDestroy
-        for handle in self.handles.tolist() + self.parents.tolist():
-            if handle:
-                destroy(handle)
-        self.handles[:] = 0
-        self.parents[:] = 0
+        loops = self.lib.loops
+        loops.destroy_streams(self.handles)
+        loops.destroy_streams(self.parents)
 
     def __del__(self) -> None:
         try:
@@ -292,8 +353,8 @@ class Decoder:
         params["num_backends"] = len(backends)
         params["backends"] = self.backends.ctypes.data
         handle = np.zeros(1, np.uint64)
-        self.lib.check(self.lib.slow.nvimgcodecDecoderCreate(instance.handle, pointer(handle), pointer(params),
-                                                             options.encode()), "nvimgcodecDecoderCreate")
+        self.lib.check(self.lib.c.nvimgcodecDecoderCreate(instance.handle, pointer(handle), pointer(params),
+                                                          options.encode()), "nvimgcodecDecoderCreate")
         self.handle = int(handle[0])
         if not self.handle:
             raise CApiError("nvimgcodecDecoderCreate returned no decoder")
@@ -302,12 +363,11 @@ class Decoder:
     def decode(self, streams: CodeStreams, which: np.ndarray, shapes: np.ndarray, buffers: np.ndarray,
                stream_ptr: int, gray: bool, apply_exif: bool) -> np.ndarray:
         """Decode streams[which] into `buffers` (one address per decoded image, HWC uint8 of `shapes` rows (h, w,
-        c), rows packed). Returns one bool per entry of `which`: decoded or not. The GIL is released only for the
-        decode and its wait."""
+        c), rows packed). Returns one bool per entry of `which`: decoded or not. One numba call without the GIL
+        creates the output images, decodes, waits and destroys them."""
         n = len(which)
-        ok = np.zeros(n, bool)
         if n == 0:
-            return ok
+            return np.zeros(0, bool)
         infos = streams.infos[which]  # the streams' own infos (orientation included: the decoder reads it there)
         infos["chroma_subsampling"] = 0
         infos["color_spec"] = COLORSPEC_GRAY if gray else COLORSPEC_SRGB
@@ -317,43 +377,26 @@ class Decoder:
         plane["height"], plane["width"], plane["num_channels"] = shapes[:, 0], shapes[:, 1], shapes[:, 2]
         plane["row_stride"] = shapes[:, 1] * shapes[:, 2]
         plane["sample_type"] = SAMPLE_UINT8
+        plane["precision"] = 0
         infos["buffer"] = buffers
         infos["buffer_kind"] = BUFFER_HOST if self.cpu_only else BUFFER_DEVICE
         infos["cuda_stream"] = stream_ptr
         images = np.zeros(n, np.uint64)
-        create = self.lib.fast.nvimgcodecImageCreate
-        inst, image_ptr, info_ptr = self.instance.handle, images.ctypes.data, infos.ctypes.data
-        size = IMAGE_INFO.itemsize
-        try:
-            for k in range(n):
-                self.lib.check(create(inst, image_ptr + 8 * k, info_ptr + k * size), "nvimgcodecImageCreate")
-            code_streams = np.ascontiguousarray(streams.handles[which])
-            params = new("nvimgcodecDecodeParams_t")
-            params["apply_exif_orientation"] = int(apply_exif)
-            future = np.zeros(1, np.uint64)
-            statuses = np.zeros(n, np.uint32)
-            count = np.zeros(1, np.uint64)
-            slow = self.lib.slow
-            self.lib.check(slow.nvimgcodecDecoderDecode(self.handle, code_streams.ctypes.data, image_ptr, n,
-                                                        pointer(params), pointer(future)), "nvimgcodecDecoderDecode")
-            try:
-                slow.nvimgcodecFutureWaitForAll(int(future[0]))
-                self.lib.check(slow.nvimgcodecFutureGetProcessingStatus(int(future[0]), statuses.ctypes.data,
-                                                                        count.ctypes.data),
-                               "nvimgcodecFutureGetProcessingStatus")
-            finally:
-                self.lib.fast.nvimgcodecFutureDestroy(int(future[0]))
-            ok[:] = statuses == PROCESSING_SUCCESS
-        finally:
-            destroy = self.lib.fast.nvimgcodecImageDestroy
-            for image in images.tolist():
-                if image:
-                    destroy(image)
-        return ok
+        code_streams = np.ascontiguousarray(streams.handles[which])
+        params = new("nvimgcodecDecodeParams_t")
+        params["apply_exif_orientation"] = int(apply_exif)
+        future = np.zeros(1, np.uint64)
+        statuses = np.zeros(n, np.uint32)
+        count = np.zeros(1, np.uint64)
+        status = self.lib.loops.run_decode(self.instance.handle, self.handle, images, _addresses(images),
+                                           _addresses(infos), code_streams.ctypes.data, pointer(params), future,
+                                           pointer(future), statuses.ctypes.data, count.ctypes.data)
+        self.lib.check(int(status), "nvImageCodec's batch decode")
+        return statuses == PROCESSING_SUCCESS
 
     def close(self) -> None:
         if getattr(self, "handle", 0):
-            self.lib.slow.nvimgcodecDecoderDestroy(self.handle)
+            self.lib.c.nvimgcodecDecoderDestroy(self.handle)
             self.handle = 0
 
     def __del__(self) -> None:

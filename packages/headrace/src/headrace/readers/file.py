@@ -114,6 +114,7 @@ class FileReader:
         self.labels = np.asarray([label for _, label in samples], dtype=np.int32)
         self.state = ReaderState()
         self._cached_order: tuple[int, np.ndarray] | None = None
+        self._batch_reader = None  # made on the first serial batch
 
     # Sharding, as DALI: shard k holds samples [k*N//S, (k+1)*N//S).
     def shard_bounds(self, shard: int) -> tuple[int, int]:
@@ -200,6 +201,16 @@ class FileReader:
     def _read_all(self, indices: list[int]) -> list[np.ndarray]:
         return [self._read(i) for i in indices]
 
+    def _read_batch(self, indices: list[int]) -> list[np.ndarray]:
+        """Every file of the batch with the GIL released once (headrace_kernels.batch_read), per file otherwise."""
+        if self._batch_reader is None:
+            from headrace_kernels.batch_read import BatchFileReader
+
+            self._batch_reader = BatchFileReader(self.paths) if BatchFileReader.available() else False
+        if self._batch_reader is False:
+            return self._read_all(indices)
+        return self._batch_reader.read(indices, self._read)
+
     def next_batch(self, iteration: int) -> tuple[list[list[np.ndarray]], list[str]]:
         """([encoded bytes per sample, label per sample], source path per sample)."""
         indices = self.next_indices()
@@ -211,7 +222,7 @@ class FileReader:
             runs = self.pool.map(self._read_all, [indices[k:k + step] for k in range(0, len(indices), step)])
             data = [array for run in runs for array in run]
         else:
-            data = self._read_all(indices)
+            data = self._read_batch(indices)
         labels = [self.labels[i:i + 1].copy() for i in indices]
         return [data, labels], [self.paths[i] for i in indices]
 

@@ -1,0 +1,91 @@
+"""Read a batch of files with the GIL released once per batch, not four times per file.
+
+Python's os.open / fstat / read / close each release and re-take the GIL; beside a thread running Python (the GPU
+stage wrapping a decode, the look-ahead's host work) every re-take can wait out the interpreter's switch interval.
+Here two numba loops call libc's open, lseek, pread and close directly: sizes first, then every file into one
+buffer. Anything unusual (an error, a file that changed size between the two loops) is left to the caller's
+per-file reader, which raises the error with its message."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import sys
+
+import numpy as np
+
+
+@functools.lru_cache(maxsize=1)
+def _loops():
+    """(sizes, read) numba loops over libc's calls; None where libc cannot be called this way."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import numba
+
+    libc = ctypes.CDLL(None)
+    u64, i32, i64 = ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64
+    c_open, c_lseek, c_pread, c_close = libc.open, libc.lseek, libc.pread, libc.close
+    c_open.argtypes, c_open.restype = [u64, i32], i32  # open(path, O_RDONLY): no mode argument is read
+    c_lseek.argtypes, c_lseek.restype = [i32, i64, i32], i64
+    c_pread.argtypes, c_pread.restype = [i32, u64, u64, i64], i64
+    c_close.argtypes, c_close.restype = [i32], i32
+    read_only, seek_end = np.int32(os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), np.int32(os.SEEK_END)
+
+    @numba.njit(nogil=True)
+    def open_and_size(name_at, fds, sizes):
+        for i in range(len(name_at)):
+            fd = c_open(name_at[i], read_only)
+            fds[i] = fd
+            sizes[i] = c_lseek(fd, 0, seek_end) if fd >= 0 else -1
+
+    @numba.njit(nogil=True)
+    def read_and_close(fds, sizes, out_at, got):
+        for i in range(len(fds)):
+            if fds[i] < 0:
+                got[i] = -1
+                continue
+            total = 0
+            while total < sizes[i]:  # pread may return less than asked
+                step = c_pread(fds[i], out_at[i] + np.uint64(total), np.uint64(sizes[i] - total), total)
+                if step <= 0:
+                    break
+                total += step
+            got[i] = total
+            c_close(fds[i])
+
+    return open_and_size, read_and_close
+
+
+class BatchFileReader:
+    """Reads files of a fixed list by index; `read(indices, fallback)` returns one uint8 array per index (views
+    into one buffer per batch), with `fallback(index)` reading the files the fast path could not."""
+
+    def __init__(self, paths: list[str]):
+        encoded = [os.fsencode(p) + b"\0" for p in paths]
+        self.names = np.frombuffer(b"".join(encoded), np.uint8)
+        starts = np.concatenate([[0], np.cumsum([len(e) for e in encoded])[:-1]]) if encoded else np.zeros(0)
+        self.name_at = np.uint64(self.names.ctypes.data) + starts.astype(np.uint64)
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            return _loops() is not None
+        except (OSError, AttributeError, ImportError):
+            return False
+
+    def read(self, indices: list[int], fallback) -> list[np.ndarray]:
+        open_and_size, read_and_close = _loops()
+        n = len(indices)
+        fds, sizes = np.zeros(n, np.int32), np.zeros(n, np.int64)
+        open_and_size(self.name_at[np.asarray(indices, np.int64)], fds, sizes)
+        sizes_ok = np.maximum(sizes, 0)
+        ends = np.cumsum(sizes_ok)
+        buffer = np.empty(max(int(ends[-1]) if n else 0, 1), np.uint8)
+        starts = ends - sizes_ok
+        got = np.zeros(n, np.int64)
+        read_and_close(fds, sizes, np.uint64(buffer.ctypes.data) + starts.astype(np.uint64), got)
+        out = [buffer[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+        for i in np.flatnonzero((got != sizes) | (fds < 0)).tolist():
+            out[i] = fallback(indices[i])  # an error to report, or a file that changed under us: read it alone
+        return out
