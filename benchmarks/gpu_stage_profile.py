@@ -6,7 +6,7 @@ the GIL per image. Part 2 overlaps the host half of the next batch (parse, windo
 as the GPU stage's look-ahead does. Part 3 runs the demo training pipeline and prints the host time of every part
 per batch (reader, CPU ops, decoder host half, decode, fused resize + normalize), look-ahead on and off.
 
-    python benchmarks/gpu_stage_profile.py [--skip-probe] [--batches 40]
+    python benchmarks/gpu_stage_profile.py [--skip-probe] [--batches 40] [--cprofile]
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ class _Timer:
         setattr(owner, name, timed)
 
 
-def pipeline_profile(root: Path, batches: int, threads: int) -> None:
+def pipeline_profile(root: Path, batches: int, threads: int, profile: bool = False) -> None:
     from headrace.demo import resnet50_train
     from headrace_kernels.gpu import image_ops
 
@@ -190,13 +190,26 @@ def pipeline_profile(root: Path, batches: int, threads: int) -> None:
         out.synchronize()
         wall = time.perf_counter() - start
         decode = sum(s.decoder.decode_seconds for _, s in executor.gpu.steps if hasattr(s, "decoder")) - decode_before
+        stage_timings = dict(executor.gpu.timings)
+        if lookahead == "0" and profile:  # one thread: Python's profiler sees every host function of a batch
+            import cProfile
+            import pstats
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(batches):
+                out, _ = pipe.run()
+            out.synchronize()
+            profiler.disable()
+            print(f"\nhost functions, look-ahead off, {batches} batches (cProfile, by own time):")
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
         image_ops.crop_mirror_normalize = original_cmn
         pipe.close()
         when = {"after": "after the decode", "0": "off", "1": "before the decode"}[lookahead]
         print(f"\npipeline, look-ahead {when}, {threads} threads: "
               f"{batches * 256 / wall:,.0f} img/s, {wall / batches * 1e3:.2f} ms per batch")
         parts = dict(timer.seconds)
-        parts.update({f"stage: {k}": v for k, v in executor.gpu.timings.items()})
+        parts.update({f"stage: {k}": v for k, v in stage_timings.items()})
         parts["gpu: inside nvImageCodec decode()"] = decode
         for name, seconds in sorted(parts.items()):
             print(f"  {name:50s} {seconds / batches * 1e3:8.2f} ms/batch")
@@ -208,6 +221,7 @@ def main() -> None:
     parser.add_argument("--skip-probe", action="store_true")
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--cprofile", action="store_true", help="also profile the host functions (look-ahead off)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = make_image_folder(Path(tmp) / "images", num_images=2048, num_classes=16, size=(375, 500),
@@ -215,7 +229,7 @@ def main() -> None:
         files = sorted(root.rglob("*.jpg"))
         if not args.skip_probe:
             probe(files)
-        pipeline_profile(root, args.batches, args.threads)
+        pipeline_profile(root, args.batches, args.threads, args.cprofile)
 
 
 if __name__ == "__main__":

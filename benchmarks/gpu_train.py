@@ -252,8 +252,9 @@ def main(argv: list[str] | None = None) -> None:
 
     variants = []  # where the time goes: threads, look-ahead, the GIL switch interval (None: Python's default)
     configs = ((2, "1", None, False), (16, "1", None, False), (args.threads, "0", None, False),
-               (args.threads, "after", None, False), (args.threads, "1", 0.0002, False),
-               (args.threads, "1", None, True))
+               (args.threads, "after", None, False), (args.threads, "1", 0.00005, False),
+               (args.threads, "1", 0.0001, False), (args.threads, "1", 0.0002, False),
+               (args.threads, "1", 0.0005, False), (args.threads, "1", None, True))
     for threads, lookahead, interval, parallel_reads in configs:
         saved = sys.getswitchinterval()
         os.environ["HEADRACE_GPU_LOOKAHEAD"] = lookahead
