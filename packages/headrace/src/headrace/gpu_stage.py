@@ -22,6 +22,7 @@ from headrace.errors import DeviceError, SampleError, SchemaError
 from headrace.graph import OpNode
 
 _PREPARED = "__prepared__"
+_PLANNED = "__planned__"
 
 
 def gpu_stage_nodes(nodes: list[OpNode]) -> set[str]:
@@ -86,7 +87,8 @@ def _upload(value) -> TensorListGPU | None:
 class _Step:
     """One GPU op of the graph, with its static arguments and where its per-sample argument inputs come from."""
 
-    prepares = False
+    prepares = False  # has a host half (`prepare`) that the CPU stage runs, ahead
+    plans = False  # can plan its launch (`plan`) on the prepared records of a decoder, ahead
 
     def __init__(self, stage: GpuStage, node: OpNode):
         from headrace.executor import node_seed
@@ -147,7 +149,10 @@ class _Decode(_Step):
         encoded = values[self.inputs[0]]
         if isinstance(encoded, TensorListGPU):
             encoded = encoded.as_cpu()
-        return self.decoder.prepare(list(encoded), self.seed, info.first_sample)
+        prepared = self.decoder.prepare(list(encoded), self.seed, info.first_sample)
+        with self.stage.ctx.active():  # the outputs' memory and records now: the next steps can plan on them
+            self.decoder.allocate(prepared, self.stage.ctx.stream)
+        return prepared
 
     def run(self, values: dict, info: _BatchInfo):
         prepared = values.get((_PREPARED, self.node.name))
@@ -178,7 +183,11 @@ class _Image(_Step):
 
 
 class _FusedResizeNormalize(_Step):
-    """resize feeding crop_mirror_normalize: one pass from the source image to the normalized output."""
+    """resize feeding crop_mirror_normalize: one pass from the source image to the normalized output. Fed by a
+    decoder, it plans its records and tap tables in the CPU stage (on the decoder's output records), so that after
+    the decode only the launch is left."""
+
+    plans = True
 
     def __init__(self, stage: GpuStage, resize: OpNode, cmn: OpNode):
         super().__init__(stage, cmn)
@@ -187,14 +196,31 @@ class _FusedResizeNormalize(_Step):
         self.resize_arg_inputs = [(name, (d.op.name, d.index)) for name, d in resize.arg_inputs.items()]
         self.inputs = [(i.op.name, i.index) for i in resize.inputs]
 
+    def _plan(self, values: dict, images: list):
+        from headrace_kernels.gpu import image_ops
+
+        args = self.sample_args(values, len(images))
+        resize_args = self.sample_args(values, len(images), self.resize, self.resize_args, self.resize_arg_inputs)
+        per_sample = any(n in ("mean", "std") for n, _ in self.arg_inputs)
+        return image_ops.plan_crop_mirror_normalize(images, args, per_sample, resize_args)
+
+    def plan(self, values: dict, info: _BatchInfo):
+        """The launch plan on the records of the decoder feeding this step, or None where there is none yet."""
+        prepared = values.get((_PREPARED, self.inputs[0][0]))
+        images = getattr(prepared, "images", None)
+        refs = [ref for _, ref in self.arg_inputs + self.resize_arg_inputs]
+        if images is None or self.inputs[0][1] != 0 or not all(ref in values for ref in refs):
+            return None
+        return self._plan(values, images)
+
     def run(self, values: dict, info: _BatchInfo):
         from headrace_kernels.gpu import image_ops
 
         images = _samples(self.input_value(values), raw=True)
-        args = self.sample_args(values, len(images))
-        resize_args = self.sample_args(values, len(images), self.resize, self.resize_args, self.resize_arg_inputs)
-        per_sample = any(n in ("mean", "std") for n, _ in self.arg_inputs)
-        return self.outputs(image_ops.crop_mirror_normalize(images, args, per_sample, resize_args))
+        plan = values.pop((_PLANNED, self.node.name), None)
+        if plan is None or not image_ops.adopt_inputs(plan, images):
+            plan = self._plan(values, images)
+        return self.outputs(image_ops.launch_plan(plan))
 
 
 class _Math(_Step):
@@ -354,6 +380,15 @@ class GpuStage:
                     values[(_PREPARED, step.node.name)] = step.prepare(values, info)
                 except Exception as exc:
                     raise self._error(step.node, exc, info) from exc
+        for kind, step in self.steps:
+            if kind == "gpu" and step.plans and step.node.guard is None:
+                try:
+                    with self.ctx.active():
+                        plan = step.plan(values, info)
+                except Exception:  # noqa: BLE001 - planning ahead is an optimization: the step's run plans again
+                    plan = None  # and reports the error there, with the decoded images at hand
+                if plan is not None:
+                    values[(_PLANNED, step.node.name)] = plan
         self.timings["cpu stage + host half of decoders"] += time.perf_counter() - start
         return values, sources, collectors, info
 

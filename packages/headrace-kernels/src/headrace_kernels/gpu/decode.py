@@ -79,6 +79,9 @@ class Prepared:
     windows: list
     encoded: list
     shapes: np.ndarray | None = None
+    memory: object = None  # with the C API: the batch's output allocation (`MixedDecoder.allocate`) ...
+    addresses: np.ndarray | None = None  # ... each image's address in it ...
+    images: list | None = None  # ... and the DeviceImage records the decode will fill
 
 
 def _parse(data):
@@ -218,33 +221,40 @@ class MixedDecoder:
         shapes = np.stack([boxes[:, 2], boxes[:, 3], channels], axis=1)
         return Prepared(streams, [tuple(b) for b in boxes.tolist()], arrays, shapes)
 
-    def _run_c(self, prepared: Prepared, stream) -> list:
-        """The C API decode: one pool allocation for the batch, one decode call, CPU fallback per failed image."""
+    def allocate(self, prepared: Prepared, stream) -> None:
+        """The batch's output memory (one allocation from the current CuPy pool) and its image records, ahead of
+        the decode (C API path; call with the GPU context active): later steps can plan their launches on them."""
+        if prepared.shapes is None or prepared.memory is not None:
+            return
         cp = cupy()
         shapes = prepared.shapes
         sizes = (shapes.prod(axis=1) + _ALIGN - 1) // _ALIGN * _ALIGN
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64)
         memory = cp.cuda.alloc(max(int(sizes.sum()), _ALIGN))
+        prepared.memory, prepared.addresses = memory, memory.ptr + offsets
+        prepared.images = [DeviceImage.at(memory, address, shape, stream)
+                           for address, shape in zip(prepared.addresses.tolist(), map(tuple, shapes.tolist()),
+                                                     strict=True)]
+
+    def _run_c(self, prepared: Prepared, stream) -> list:
+        """The C API decode into the batch's allocation: one decode call, CPU fallback per failed image."""
+        self.allocate(prepared, stream)
         gray = self.output_type == GRAY
         start = time.perf_counter()
         try:
-            ok = self.decoder.decode(prepared.streams, np.arange(len(shapes)), shapes, memory.ptr + offsets,
-                                     stream.ptr, gray, bool(self.args["adjust_orientation"]))
+            ok = self.decoder.decode(prepared.streams, np.arange(len(prepared.shapes)), prepared.shapes,
+                                     prepared.addresses, stream.ptr, gray, bool(self.args["adjust_orientation"]))
         except capi.CApiError:
-            ok = np.zeros(len(shapes), bool)
+            ok = np.zeros(len(prepared.shapes), bool)
         finally:
             self.decode_seconds += time.perf_counter() - start
             prepared.streams.close()
-        out = []
-        base = memory.ptr
-        rows = zip(map(tuple, shapes.tolist()), offsets.tolist(), ok.tolist(), strict=True)
-        for i, (shape, offset, good) in enumerate(rows):
-            if not good:
-                out.append(self._cpu_decode(prepared, i))
-            elif self.output_type == BGR:
-                out.append(self._channels(cp.asarray(DeviceImage.at(memory, base + offset, shape, stream)), gray))
-            else:
-                out.append(DeviceImage.at(memory, base + offset, shape, stream))
+        out = list(prepared.images)
+        for i in np.flatnonzero(~ok).tolist():
+            out[i] = self._cpu_decode(prepared, i)
+        if self.output_type == BGR:
+            cp = cupy()
+            out = [self._channels(cp.asarray(image), gray) for image in out]
         return out
 
     def run(self, prepared: Prepared, stream) -> list:

@@ -354,6 +354,34 @@ def resize(images, args_list: list[dict]):
 
 def crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: bool, resize_args: list[dict] | None = None):
     """crop_mirror_normalize; with `resize_args`, the resize feeding it is fused in (no resized image is stored)."""
+    return launch_plan(plan_crop_mirror_normalize(images, args_list, per_sample_norm, resize_args))
+
+
+def launch_plan(plan: tuple):
+    batch, out_dtype, out_channels, chw, normalize = plan
+    return launch(batch, out_dtype, out_channels, chw, normalize)
+
+
+def adopt_inputs(plan: tuple, images: list) -> bool:
+    """Point a plan made on records of the decoder's outputs at the images it really produced (a CPU fallback
+    lives elsewhere); False when an image differs in shape, type or strides (the plan no longer applies)."""
+    batch = plan[0]
+    if len(images) != len(batch.inputs):
+        return False
+    for i, (old, new) in enumerate(zip(batch.inputs, images, strict=True)):
+        if new is old:
+            continue
+        if tuple(new.shape) != tuple(old.shape) or new.dtype != old.dtype or tuple(new.strides) != tuple(old.strides):
+            return False
+        batch.rec["in"][i] = new.data.ptr
+        batch.inputs[i] = new
+    return True
+
+
+def plan_crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: bool,
+                               resize_args: list[dict] | None = None) -> tuple:
+    """Everything of crop_mirror_normalize but the launch: the records and tap tables of the batch (host work that
+    the GPU stage can do ahead, on the decoder's output records, while the previous batch decodes)."""
     batch = gather(images, "crop_mirror_normalize")
     rec = batch.rec
     args = args_list[0]
@@ -370,7 +398,7 @@ def crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: bool, 
     _set_crops(batch, args_list, rec["rs_h"].astype(np.int64), rec["rs_w"].astype(np.int64), extra, None, out_dtype)
     rec["mirror_x"] = [1 if int(a["mirror"]) else 0 for a in args_list]
     _set_normalize(batch, args_list, per_sample_norm)
-    return launch(batch, out_dtype, batch.channels + extra, args["output_layout"] == "CHW", True)
+    return batch, out_dtype, batch.channels + extra, args["output_layout"] == "CHW", True
 
 
 def crop(images, args_list: list[dict]):
