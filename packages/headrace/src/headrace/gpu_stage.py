@@ -289,6 +289,40 @@ _STEPS = {"decoders.image": _Decode, "decoders.image_random_crop": _Decode, "res
           "math.binary": _Math, "math.unary": _Math, "constant": _Constant, "copy": _Copy}
 
 
+class _SwitchInterval:
+    """The interpreter's GIL switch interval, shortened while a GPU stage exists, restored after the last one.
+
+    Two threads run Python in a GPU pipeline (the GPU stage and the look-ahead CPU stage), each mostly between
+    GIL-free stretches (the decode, numba loops, reads). A thread coming back from one waits for the GIL until
+    the other's interval runs out: 5 ms by default, a whole decode's worth. With the per-image GIL hand-offs gone
+    (nvImageCodec's C API, batched reads) a short interval costs little and pays: 13.9k -> 19.0k img/s at 100 us
+    on an H100 (benchmarks/gpu_train.py's variants). HEADRACE_SWITCH_INTERVAL (seconds) sets it; 0 leaves the
+    interpreter's own."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._saved: float | None = None
+
+    def hold(self) -> None:
+        interval = float(os.environ.get("HEADRACE_SWITCH_INTERVAL", "0.0001"))
+        with self._lock:
+            self._holders += 1
+            if self._holders == 1 and 0 < interval < sys.getswitchinterval():
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(interval)
+
+    def release(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0 and self._saved is not None:
+                sys.setswitchinterval(self._saved)
+                self._saved = None
+
+
+_switch_interval = _SwitchInterval()
+
+
 class GpuStage:
     """The GPU half of an executor: its steps, its device context, and the look-ahead that overlaps the CPU stage
     of the next batch with this one's GPU work."""
@@ -297,14 +331,8 @@ class GpuStage:
         from headrace_kernels.gpu.runtime import GpuContext
 
         check_device(device_id, nodes)
-        # nvImageCodec's decode takes the GIL once per image from its worker threads; while the CPU stage of the
-        # next batch runs Python, each take waits out the interpreter's switch interval (benchmarks/
-        # gil_decode_probe.py: 256 images 8 ms alone, 1.3 s beside a busy Python thread at the default 5 ms, 24 ms
-        # at 10 us). In the whole pipeline no interval helped (benchmarks/gpu_train.py's variants), so the
-        # interpreter's setting is left alone unless HEADRACE_SWITCH_INTERVAL (seconds) asks for a smaller one.
-        interval = float(os.environ.get("HEADRACE_SWITCH_INTERVAL", "0"))
-        if 0 < interval < sys.getswitchinterval():
-            sys.setswitchinterval(interval)
+        _switch_interval.hold()
+        self._holds_interval = True
         self.executor = executor
         limit = int(os.environ.get("HEADRACE_GPU_POOL_LIMIT", "0") or 0)
         self.ctx = GpuContext(device_id, limit_bytes=limit)
@@ -464,6 +492,12 @@ class GpuStage:
     # Memory
     def release_memory(self) -> None:
         """Free every pooled device block nothing refers to, and the decoders' own buffers."""
+        pending = self._pending
+        if pending is not None:  # the look-ahead allocates too: let it finish (its batch keeps its memory)
+            try:
+                pending[1].result()
+            except BaseException:  # noqa: BLE001 - reported when that batch is asked for
+                pass
         with self._lock:
             if self._previous is not None:
                 self._previous[0].synchronize()
@@ -482,6 +516,9 @@ class GpuStage:
             pass
 
     def close(self) -> None:
+        if getattr(self, "_holds_interval", False):
+            self._holds_interval = False
+            _switch_interval.release()
         if not hasattr(self, "_thread"):
             return  # __init__ failed (no GPU): nothing was made
         pending, self._pending = self._pending, None
