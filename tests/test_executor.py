@@ -219,3 +219,23 @@ def test_sample_error_names_the_external_source_sample():
     with pytest.raises(SampleError, match=r"decoders\.image.*blobs\[0\]\[0\]"):
         p.run()
     p.close()
+
+
+def test_batched_argument_values_equal_per_sample_ones():
+    """_arg_values (one conversion for a batch of numeric scalars) gives _arg_value's values, types included, and
+    falls back to it (and its errors) for anything else."""
+    from headrace.executor import _arg_value, _arg_values
+    from headrace.schema import Arg
+
+    cases = [(Arg("mirror", "int"), [np.array([v], np.int32) for v in (0, 1, 1, 0)]),
+             (Arg("angle", "float"), [np.array(v, np.float32) for v in (0.5, -3.25, 7.0)]),
+             (Arg("angle", "float"), [np.array([v], np.int64) for v in (2, 3)]),
+             (Arg("flag", "bool"), [np.array([v]) for v in (True, False)]),
+             (Arg("mirror", "int"), [np.array([1], np.int32), np.array([2], np.int64)]),  # mixed: per sample
+             (Arg("anchor", "float", list_of=True), [np.array([1.0, 2.0], np.float32)] * 2)]
+    for arg, samples in cases:
+        expected = [_arg_value(s, arg) for s in samples]
+        got = _arg_values(samples, arg, len(samples))
+        assert got == expected and [type(v) for v in got] == [type(v) for v in expected]
+    with pytest.raises(ValueError, match="one value per sample"):
+        _arg_values([np.array([1, 2], np.int32)] * 2, Arg("mirror", "int"), 2)

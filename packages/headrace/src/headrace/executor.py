@@ -77,6 +77,23 @@ def _arg_value(array: np.ndarray, arg: Arg) -> Any:
             from None
 
 
+_VECTOR_KINDS = {"int": "iu", "float": "iuf", "bool": "b"}
+
+
+def _arg_values(samples, arg: Arg, size: int) -> list:
+    """`_arg_value` of the first `size` samples; numeric scalars of one type are converted for the whole batch at
+    once (the same Python values), anything else sample by sample."""
+    kinds = _VECTOR_KINDS.get(arg.kind) if not arg.list_of and arg.choices is None else None
+    if kinds is not None and size:
+        arrays = [samples[i] for i in range(size)]
+        first = arrays[0]
+        if isinstance(first, np.ndarray) and first.dtype.kind in kinds and \
+                all(isinstance(a, np.ndarray) and a.size == 1 and a.dtype == first.dtype for a in arrays):
+            flat = np.concatenate([a.reshape(1) for a in arrays]).tolist()
+            return [float(v) for v in flat] if arg.kind == "float" else flat
+    return [_arg_value(samples[i], arg) for i in range(size)]
+
+
 class _Collector:
     """Copies one output's samples straight into a pooled (N, ...) buffer while they are made, so the batch is
     dense without a second pass; falls back to a list when shapes differ."""

@@ -101,20 +101,18 @@ class _Step:
 
     def sample_args(self, values: dict, size: int, node: OpNode | None = None, args: dict | None = None,
                     arg_inputs: list | None = None) -> list[dict]:
-        from headrace.executor import _arg_value
-
         node = node or self.node
         args = self.args if args is None else args
         arg_inputs = self.arg_inputs if arg_inputs is None else arg_inputs
         if not arg_inputs:
             return [args] * size
+        from headrace.executor import _arg_values
+
         specs = node.schema.all_args
-        out = []
-        for i in range(size):
-            sample = dict(args)
-            for name, ref in arg_inputs:
-                sample[name] = _arg_value(values[ref][i], specs[name])
-            out.append(sample)
+        out = [dict(args) for _ in range(size)]
+        for name, ref in arg_inputs:
+            for sample, value in zip(out, _arg_values(values[ref], specs[name], size), strict=True):
+                sample[name] = value
         return out
 
     def input_value(self, values: dict, k: int = 0):
@@ -196,13 +194,13 @@ class _FusedResizeNormalize(_Step):
         self.resize_arg_inputs = [(name, (d.op.name, d.index)) for name, d in resize.arg_inputs.items()]
         self.inputs = [(i.op.name, i.index) for i in resize.inputs]
 
-    def _plan(self, values: dict, images: list):
+    def _plan(self, values: dict, images: list, packed: tuple | None = None):
         from headrace_kernels.gpu import image_ops
 
         args = self.sample_args(values, len(images))
         resize_args = self.sample_args(values, len(images), self.resize, self.resize_args, self.resize_arg_inputs)
         per_sample = any(n in ("mean", "std") for n, _ in self.arg_inputs)
-        return image_ops.plan_crop_mirror_normalize(images, args, per_sample, resize_args)
+        return image_ops.plan_crop_mirror_normalize(images, args, per_sample, resize_args, packed)
 
     def plan(self, values: dict, info: _BatchInfo):
         """The launch plan on the records of the decoder feeding this step, or None where there is none yet."""
@@ -211,7 +209,7 @@ class _FusedResizeNormalize(_Step):
         refs = [ref for _, ref in self.arg_inputs + self.resize_arg_inputs]
         if images is None or self.inputs[0][1] != 0 or not all(ref in values for ref in refs):
             return None
-        return self._plan(values, images)
+        return self._plan(values, images, (prepared.addresses, prepared.shapes))
 
     def run(self, values: dict, info: _BatchInfo):
         from headrace_kernels.gpu import image_ops

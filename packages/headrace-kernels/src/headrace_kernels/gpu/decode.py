@@ -24,6 +24,7 @@ from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.philox import batch_crop_windows
 
 RGB, BGR, GRAY, YCBCR = cpu_decode.RGB, cpu_decode.BGR, cpu_decode.GRAY, cpu_decode.YCBCR
+_UINT8 = np.dtype(np.uint8)
 _ALIGN = 256  # each decoded image starts on a 256-byte boundary of the batch's allocation, as cudaMalloc's would
 
 
@@ -43,9 +44,11 @@ class DeviceImage:
 
     @classmethod
     def at(cls, owner, ptr: int, shape: tuple, stream=None) -> DeviceImage:
-        """A packed uint8 image at `ptr` inside `owner` (the batch's allocation, kept alive by the record)."""
+        """A packed HWC uint8 image at `ptr` inside `owner` (the batch's allocation, kept alive by the record)."""
         image = cls.__new__(cls)
-        image._set(owner, stream, ptr, shape, np.dtype(np.uint8), None)
+        image.owner, image.stream, image.ptr, image.shape = owner, stream, ptr, shape
+        image.dtype, image.itemsize, image.ndim = _UINT8, 1, 3
+        image.strides = (shape[1] * shape[2], shape[2], 1)
         return image
 
     def _set(self, owner, stream, ptr: int, shape: tuple, dtype: np.dtype, strides) -> None:
@@ -171,7 +174,7 @@ class MixedDecoder:
         heights = np.fromiter((s.height for s in streams), np.int64, len(streams))
         widths = np.fromiter((s.width for s in streams), np.int64, len(streams))
         if args["adjust_orientation"]:  # windows in the displayed frame, as the CPU kernel and the decoder take them
-            turned = self._turned([np.asarray(d) for d in encoded])
+            turned = self._turned([np.ascontiguousarray(d, np.uint8) for d in encoded])
             heights, widths = np.where(turned, widths, heights), np.where(turned, heights, widths)
         boxes = batch_crop_windows(heights, widths, args["random_area"], args["random_aspect_ratio"],
                                    args["num_attempts"], seed, first_sample)
@@ -182,7 +185,7 @@ class MixedDecoder:
 
     def _turned(self, encoded: list) -> np.ndarray:
         """Whether each image's EXIF orientation swaps its axes (as the CPU kernel reads it)."""
-        return np.fromiter((exif.swaps_axes(exif.orientation(memoryview(d))) for d in encoded), bool, len(encoded))
+        return exif.batch_orientations(encoded) >= 5  # exif.swaps_axes, for the whole batch in one numba call
 
     def _prepare_c(self, encoded: list, seed: int, first_sample: int) -> Prepared:
         arrays = []

@@ -78,19 +78,29 @@ class Batch:
     """The Sample records of one launch, the tap tables they point to, and the device memory they point into.
     `dtype` is the samples' own element type (the kernels read uint8 or float32; other types come as float32)."""
 
-    def __init__(self, inputs: list, channels: int, in_dtype: str, dtype: np.dtype):
+    def __init__(self, inputs: list, channels: int, in_dtype: str, dtype: np.dtype, packed: tuple | None = None):
         self.inputs, self.channels, self.in_dtype, self.dtype = inputs, channels, in_dtype, dtype
         self.rec = np.zeros(len(inputs), SAMPLE)
-        self.rec["in"] = [image.data.ptr for image in inputs]
-        self.rec["in_pitch"] = [image.strides[0] // image.itemsize for image in inputs]
-        self.rec["in_h"] = [image.shape[0] for image in inputs]
-        self.rec["in_w"] = [image.shape[1] for image in inputs]
+        if packed is not None:  # (addresses, shapes (n, 3)) of packed HWC images: no Python per image
+            addresses, shapes = packed
+            self.rec["in"], self.rec["in_pitch"] = addresses, shapes[:, 1] * shapes[:, 2]
+            self.rec["in_h"], self.rec["in_w"] = shapes[:, 0], shapes[:, 1]
+        else:
+            self.rec["in"] = [image.data.ptr for image in inputs]
+            self.rec["in_pitch"] = [image.strides[0] // image.itemsize for image in inputs]
+            self.rec["in_h"] = [image.shape[0] for image in inputs]
+            self.rec["in_w"] = [image.shape[1] for image in inputs]
         self.rec["mul"] = 1.0
         self.tables: tuple | None = None  # resampled samples' taps: see _set_resizes
 
 
-def gather(images, op: str):
-    """Check the inputs of an image op: HWC, one channel count and one element type for the whole batch."""
+def gather(images, op: str, packed: tuple | None = None):
+    """Check the inputs of an image op: HWC, one channel count and one element type for the whole batch.
+    `packed` = (addresses, shapes) says that every image is packed HWC uint8 there (a decoder's batch)."""
+    if packed is not None:
+        channels = np.unique(packed[1][:, 2])
+        if channels.size == 1 and 0 < channels[0] <= MAXC:
+            return Batch(list(images), int(channels[0]), "uint8", np.dtype(np.uint8), packed)
     dtypes = {np.dtype(image.dtype) for image in images}
     inputs = [as_hwc(image, i, op) for i, image in enumerate(images)]
     channels = {image.shape[2] for image in inputs}
@@ -379,10 +389,10 @@ def adopt_inputs(plan: tuple, images: list) -> bool:
 
 
 def plan_crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: bool,
-                               resize_args: list[dict] | None = None) -> tuple:
+                               resize_args: list[dict] | None = None, packed: tuple | None = None) -> tuple:
     """Everything of crop_mirror_normalize but the launch: the records and tap tables of the batch (host work that
     the GPU stage can do ahead, on the decoder's output records, while the previous batch decodes)."""
-    batch = gather(images, "crop_mirror_normalize")
+    batch = gather(images, "crop_mirror_normalize", packed)
     rec = batch.rec
     args = args_list[0]
     out_dtype = _numpy_dtype(args["dtype"])
