@@ -51,13 +51,26 @@ def device_used_mib() -> float:
     return (total - free) / 2**20
 
 
-def time_headrace(make, data: str, images: int, batch: int, epochs: int, threads: int, report_memory: bool):
+def time_headrace(make, data: str, images: int, batch: int, epochs: int, threads: int, report_memory: bool,
+                  profile_first: bool = False):
+    profiler = None
+    if profile_first:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     start = time.perf_counter()
     pipe = make(data, batch, threads)
     pipe.build()
     out, _ = pipe.run()
     out.synchronize()
     first = time.perf_counter() - start
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        print(f"build + first batch: {first:.2f} s; where the calling thread spent it (cProfile, cumulative):")
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(35)
     per_epoch = -(-images // batch)
     for _ in range(per_epoch - 1):  # finish the first epoch (warm-up: NVRTC cache, decoder buffers)
         out, _ = pipe.run()
@@ -253,6 +266,22 @@ def time_mixed_decoder(files: list[Path], batch: int, epochs: int, hw_load: floa
     return rate, host / batches * 1e3, decode / batches * 1e3
 
 
+def ab_intervals(data: Path, images: int, args) -> None:
+    """The hw_decoder_load=1 pipeline with headrace's 100 us GIL switch interval and with Python's 5 ms, in
+    alternating rounds (machine noise spreads over both); prints each round and the totals."""
+    totals: dict[float, list[float]] = {0.0001: [], 0.005: []}
+    for round_ in range(args.ab_rounds):
+        for interval in (0.0001, 0.005) if round_ % 2 == 0 else (0.005, 0.0001):
+            os.environ["HEADRACE_SWITCH_INTERVAL"] = str(interval)
+            rate, _, _ = time_headrace(lambda d, b, t: train_hw_only(data_dir=str(d), batch_size=b, num_threads=t),
+                                       data, images, args.batch_size, args.epochs, args.threads, report_memory=False)
+            totals[interval].append(rate)
+            print(f"round {round_}: switch interval {interval * 1e6:.0f} us: {rate:,.0f} img/s")
+    os.environ.pop("HEADRACE_SWITCH_INTERVAL")
+    for interval, rates in totals.items():
+        print(f"switch interval {interval * 1e6:5.0f} us: median {np.median(rates):,.0f} img/s over {len(rates)} rounds")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=2048)
@@ -261,6 +290,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
     parser.add_argument("--data", type=Path, help="reuse this folder instead of generating JPEGs")
     parser.add_argument("--skip-torchvision", action="store_true")
+    parser.add_argument("--ab-rounds", type=int, default=0,
+                        help="only compare GIL switch intervals: this many alternating rounds of 100 us and 5 ms")
+    parser.add_argument("--profile-first", action="store_true", help="profile the build and first batch")
     args = parser.parse_args(argv)
 
     import cupy as cp
@@ -277,10 +309,14 @@ def main(argv: list[str] | None = None) -> None:
     size_kb = np.mean([f.stat().st_size for f in files]) / 1024
     print(f"{len(files)} JPEGs of ~500x375, q90, {size_kb:.0f} KB on average; batch {args.batch_size}")
 
+    if args.ab_rounds:
+        ab_intervals(data, len(files), args)
+        return
     rows = []
     demo, first, memory = time_headrace(
         lambda d, b, t: resnet50_train(data_dir=str(d), device="gpu", batch_size=b, num_threads=t, device_id=0),
-        data, len(files), args.batch_size, args.epochs, args.threads, report_memory=True)
+        data, len(files), args.batch_size, args.epochs, args.threads, report_memory=True,
+        profile_first=args.profile_first)
     rows.append(("headrace GPU (demo pipeline, hw_decoder_load=0.65)", demo))
     hw, _, _ = time_headrace(lambda d, b, t: train_hw_only(data_dir=str(d), batch_size=b, num_threads=t),
                              data, len(files), args.batch_size, args.epochs, args.threads, report_memory=False)
