@@ -279,7 +279,8 @@ def ab_intervals(data: Path, images: int, args) -> None:
             print(f"round {round_}: switch interval {interval * 1e6:.0f} us: {rate:,.0f} img/s")
     os.environ.pop("HEADRACE_SWITCH_INTERVAL")
     for interval, rates in totals.items():
-        print(f"switch interval {interval * 1e6:5.0f} us: median {np.median(rates):,.0f} img/s over {len(rates)} rounds")
+        print(f"switch interval {interval * 1e6:5.0f} us: median {np.median(rates):,.0f} img/s, "
+              f"{len(rates)} rounds")
 
 
 def main(argv: list[str] | None = None) -> None:
