@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
         data, len(files), args.batch_size, args.epochs, args.threads, report_memory=True,
         profile_first=args.profile_first)
     rows.append(("headrace GPU (demo pipeline, hw_decoder_load=0.65)", demo))
-    hw, _, _ = time_headrace(lambda d, b, t: train_hw_only(data_dir=str(d), batch_size=b, num_threads=t),
+    hw, first_warm, _ = time_headrace(lambda d, b, t: train_hw_only(data_dir=str(d), batch_size=b, num_threads=t),
                              data, len(files), args.batch_size, args.epochs, args.threads, report_memory=False)
     rows.append(("headrace GPU (hw_decoder_load=1.0)", hw))
     os.environ["HEADRACE_NVIMGCODEC_CAPI"] = "0"  # the same pipeline decoding through nvImageCodec's Python binding
@@ -378,7 +378,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"headrace best vs ROI decode alone: {best / decode_capi:.1%} of the C API decode-only rate, "
           f"{best / decode_roi:.1%} of the Python binding's ({best / decode_full:.1%} of its full-image decode)")
     print(f"headrace vs DALI 2.4 on an H200 (15,744 img/s, measured elsewhere): {best / 15744:.2f}x")
-    print(f"build + first batch: {first:.2f} s")
+    print(f"build + first batch: {first:.2f} s for the first pipeline of this process (NVRTC and numba caches "
+          f"as found), {first_warm:.2f} s for the next")
     print(f"steady-state GPU memory: headrace pool {memory['pool_mib']:.0f} MiB, device total in use "
           f"{memory['device_mib']:.0f} MiB (this process, torch and nvImageCodec included)")
     print(f"host RSS: {memory['rss_1']:.0f} MiB after 1 epoch, {memory['rss_20']:.0f} MiB after 20 epochs")

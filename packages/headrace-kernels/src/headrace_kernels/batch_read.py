@@ -13,16 +13,40 @@ import functools
 import os
 import sys
 
+import numba
 import numpy as np
+
+
+@numba.njit(nogil=True, cache=True)
+def _open_and_size(c_open, c_lseek, read_only, seek_end, name_at, fds, sizes):
+    for i in range(len(name_at)):
+        fd = c_open(name_at[i], read_only)
+        fds[i] = fd
+        sizes[i] = c_lseek(fd, 0, seek_end) if fd >= 0 else -1
+
+
+@numba.njit(nogil=True, cache=True)
+def _read_and_close(c_pread, c_close, fds, sizes, out_at, got):
+    for i in range(len(fds)):
+        if fds[i] < 0:
+            got[i] = -1
+            continue
+        total = 0
+        while total < sizes[i]:  # pread may return less than asked
+            step = c_pread(fds[i], out_at[i] + np.uint64(total), np.uint64(sizes[i] - total), total)
+            if step <= 0:
+                break
+            total += step
+        got[i] = total
+        c_close(fds[i])
 
 
 @functools.lru_cache(maxsize=1)
 def _loops():
-    """(sizes, read) numba loops over libc's calls; None where libc cannot be called this way."""
+    """(sizes, read) loops bound to libc's open, lseek, pread and close; None off Linux. The functions are
+    arguments of the numba loops (not globals), so numba caches the compiled loops on disk."""
     if not sys.platform.startswith("linux"):
         return None
-    import numba
-
     libc = ctypes.CDLL(None)
     u64, i32, i64 = ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64
     c_open, c_lseek, c_pread, c_close = libc.open, libc.lseek, libc.pread, libc.close
@@ -32,27 +56,11 @@ def _loops():
     c_close.argtypes, c_close.restype = [i32], i32
     read_only, seek_end = np.int32(os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), np.int32(os.SEEK_END)
 
-    @numba.njit(nogil=True)
     def open_and_size(name_at, fds, sizes):
-        for i in range(len(name_at)):
-            fd = c_open(name_at[i], read_only)
-            fds[i] = fd
-            sizes[i] = c_lseek(fd, 0, seek_end) if fd >= 0 else -1
+        _open_and_size(c_open, c_lseek, read_only, seek_end, name_at, fds, sizes)
 
-    @numba.njit(nogil=True)
     def read_and_close(fds, sizes, out_at, got):
-        for i in range(len(fds)):
-            if fds[i] < 0:
-                got[i] = -1
-                continue
-            total = 0
-            while total < sizes[i]:  # pread may return less than asked
-                step = c_pread(fds[i], out_at[i] + np.uint64(total), np.uint64(sizes[i] - total), total)
-                if step <= 0:
-                    break
-                total += step
-            got[i] = total
-            c_close(fds[i])
+        _read_and_close(c_pread, c_close, fds, sizes, out_at, got)
 
     return open_and_size, read_and_close
 

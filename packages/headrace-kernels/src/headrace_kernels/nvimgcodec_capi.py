@@ -173,62 +173,22 @@ class Library:
 
 
 def _compile_loops(c):
-    """nogil numba loops over the per-image C calls. Pointers are uint64 array entries, computed by the caller."""
+    """The numba loops (headrace_kernels.capi_loops, cached on disk) bound to this library's functions."""
     import types
 
-    import numba
+    from headrace_kernels import capi_loops as loops
 
     create, get_info = c.nvimgcodecCodeStreamCreateFromHostMem, c.nvimgcodecCodeStreamGetImageInfo
     get_sub, destroy_stream = c.nvimgcodecCodeStreamGetSubCodeStream, c.nvimgcodecCodeStreamDestroy
     create_image, destroy_image = c.nvimgcodecImageCreate, c.nvimgcodecImageDestroy
     decode, wait = c.nvimgcodecDecoderDecode, c.nvimgcodecFutureWaitForAll
     get_status, destroy_future = c.nvimgcodecFutureGetProcessingStatus, c.nvimgcodecFutureDestroy
-
-    @numba.njit(nogil=True)
-    def parse(instance, handles, handle_at, data_at, sizes, info_at, statuses):
-        for i in range(len(sizes)):
-            if sizes[i] == 0:
-                statuses[i] = -1
-                continue
-            status = create(instance, handle_at[i], data_at[i], sizes[i], np.uint64(0))
-            if status == 0:
-                status = get_info(handles[i], info_at[i])
-            statuses[i] = status
-
-    @numba.njit(nogil=True)
-    def cut(parents, sub_at, view_at, statuses):
-        for i in range(len(parents)):
-            if parents[i] != 0:
-                statuses[i] = get_sub(parents[i], sub_at[i], view_at[i])
-
-    @numba.njit(nogil=True)
-    def destroy_streams(handles):
-        for i in range(len(handles)):
-            if handles[i] != 0:
-                destroy_stream(handles[i])
-                handles[i] = 0
-
-    @numba.njit(nogil=True)
-    def run_decode(instance, decoder, images, image_at, info_at, streams_ptr, params_ptr, future, future_ptr,
-                   statuses_ptr, count_ptr):
-        status = 0
-        for k in range(len(images)):
-            status = create_image(instance, image_at[k], info_at[k])
-            if status != 0:
-                break
-        if status == 0:
-            status = decode(decoder, streams_ptr, image_at[0], np.int32(len(images)), params_ptr, future_ptr)
-            if status == 0:
-                wait(future[0])
-                status = get_status(future[0], statuses_ptr, count_ptr)
-                destroy_future(future[0])
-        for k in range(len(images)):
-            if images[k] != 0:
-                destroy_image(images[k])
-                images[k] = 0
-        return status
-
-    return types.SimpleNamespace(parse=parse, cut=cut, destroy_streams=destroy_streams, run_decode=run_decode)
+    return types.SimpleNamespace(
+        parse=lambda *args: loops.parse(create, get_info, *args),
+        cut=lambda *args: loops.cut(get_sub, *args),
+        destroy_streams=lambda handles: loops.destroy_streams(destroy_stream, handles),
+        run_decode=lambda *args: loops.run_decode(create_image, destroy_image, decode, wait, get_status,
+                                                  destroy_future, *args))
 
 
 def _addresses(array: np.ndarray) -> np.ndarray:

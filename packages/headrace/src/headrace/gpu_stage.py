@@ -288,14 +288,14 @@ _STEPS = {"decoders.image": _Decode, "decoders.image_random_crop": _Decode, "res
 
 
 class _SwitchInterval:
-    """The interpreter's GIL switch interval, shortened while a GPU stage exists, restored after the last one.
+    """HEADRACE_SWITCH_INTERVAL (seconds): the interpreter's GIL switch interval while a GPU stage exists,
+    restored after the last one; unset or 0 leaves the interpreter's own (5 ms).
 
-    Two threads run Python in a GPU pipeline (the GPU stage and the look-ahead CPU stage), each mostly between
-    GIL-free stretches (the decode, numba loops, reads). A thread coming back from one waits for the GIL until
-    the other's interval runs out: 5 ms by default, a whole decode's worth. With the per-image GIL hand-offs gone
-    (nvImageCodec's C API, batched reads) a short interval costs little and pays: 13.9k -> 19.0k img/s at 100 us
-    on an H100 (benchmarks/gpu_train.py's variants). HEADRACE_SWITCH_INTERVAL (seconds) sets it; 0 leaves the
-    interpreter's own."""
+    Two threads run Python in a GPU pipeline (the GPU stage and the look-ahead CPU stage), each between GIL-free
+    stretches (the decode, numba loops, reads); a thread coming back from one waits for the other's interval to
+    run out. That mattered while the decode and the reads handed the GIL over per image (a 100 us interval then
+    took an H100 from 13.9k to 19.0k img/s); with those hand-offs gone, 12 alternating rounds on an H200 gave
+    21.7k img/s at 100 us and 22.4k at 5 ms (benchmarks/gpu_train.py --ab-rounds), so the default is left."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -303,7 +303,7 @@ class _SwitchInterval:
         self._saved: float | None = None
 
     def hold(self) -> None:
-        interval = float(os.environ.get("HEADRACE_SWITCH_INTERVAL", "0.0001"))
+        interval = float(os.environ.get("HEADRACE_SWITCH_INTERVAL", "0"))
         with self._lock:
             self._holders += 1
             if self._holders == 1 and 0 < interval < sys.getswitchinterval():
