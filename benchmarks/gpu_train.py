@@ -210,8 +210,8 @@ def time_capi_decode(files: list[Path], batch: int, epochs: int) -> float:
 
     def decode(chunk):
         streams, shapes, addresses, _ = chunk
-        ok = decoder.decode(streams, np.arange(len(shapes)), shapes, addresses, stream.ptr, False, True)
-        assert ok.all()
+        statuses = decoder.decode(streams, np.arange(len(shapes)), shapes, addresses, stream.ptr, False, True)
+        assert (statuses == capi.PROCESSING_SUCCESS).all()
 
     decode(chunks[0])
     stream.synchronize()

@@ -90,7 +90,7 @@ def _cpu_capi_decode(encoded: list, boxes: np.ndarray | None, gray: bool, exif: 
     shapes = np.stack([heights, widths, np.full(len(encoded), 1 if gray else 3)], axis=1).astype(np.int64)
     outputs = [np.zeros(tuple(s), np.uint8) for s in shapes]
     ok = decoder.decode(streams, np.arange(len(encoded)), shapes,
-                        np.array([o.ctypes.data for o in outputs], np.uint64), 0, gray, exif)
+                        np.array([o.ctypes.data for o in outputs], np.uint64), 0, gray, exif) == capi.PROCESSING_SUCCESS
     streams.close()
     decoder.close()
     return outputs, ok

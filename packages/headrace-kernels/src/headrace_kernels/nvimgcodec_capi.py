@@ -33,6 +33,7 @@ SAMPLEFORMAT_P_Y, SAMPLEFORMAT_I_RGB = 3, 8
 SAMPLE_UINT8 = 0x0802
 BUFFER_DEVICE, BUFFER_HOST = 1, 2
 PROCESSING_SUCCESS = 1
+PROCESSING_BACKEND_UNSUPPORTED = 0x13  # "no one from allowed backends is supported"
 DEVICE_CPU_ONLY = -99999
 
 _HEADER = [("struct_type", "<i4"), ("_pad0", "<i4"), ("struct_size", "<u8"), ("struct_next", "<u8")]
@@ -323,11 +324,11 @@ class Decoder:
     def decode(self, streams: CodeStreams, which: np.ndarray, shapes: np.ndarray, buffers: np.ndarray,
                stream_ptr: int, gray: bool, apply_exif: bool) -> np.ndarray:
         """Decode streams[which] into `buffers` (one address per decoded image, HWC uint8 of `shapes` rows (h, w,
-        c), rows packed). Returns one bool per entry of `which`: decoded or not. One numba call without the GIL
-        creates the output images, decodes, waits and destroys them."""
+        c), rows packed). Returns each image's nvimgcodecProcessingStatus_t (PROCESSING_SUCCESS: decoded). One
+        numba call without the GIL creates the output images, decodes, waits and destroys them."""
         n = len(which)
         if n == 0:
-            return np.zeros(0, bool)
+            return np.zeros(0, np.uint32)
         infos = streams.infos[which]  # the streams' own infos (orientation included: the decoder reads it there)
         infos["chroma_subsampling"] = 0
         infos["color_spec"] = COLORSPEC_GRAY if gray else COLORSPEC_SRGB
@@ -352,7 +353,7 @@ class Decoder:
                                            _addresses(infos), code_streams.ctypes.data, pointer(params), future,
                                            pointer(future), statuses.ctypes.data, count.ctypes.data)
         self.lib.check(int(status), "nvImageCodec's batch decode")
-        return statuses == PROCESSING_SUCCESS
+        return statuses
 
     def close(self) -> None:
         if getattr(self, "handle", 0):

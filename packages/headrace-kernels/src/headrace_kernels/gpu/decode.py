@@ -111,6 +111,8 @@ class MixedDecoder:
         self._decoder = None
         self._lock = threading.Lock()
         self.backend_names: list[str] = []
+        self._attempt = 0  # which of _backend_attempts() the decoder was made with
+        self._backend_confirmed = False  # it has decoded an image on this GPU
         self.fallbacks = 0
         self.decode_seconds = 0.0  # inside nvImageCodec's decode call
         self.c_api = self.output_type != YCBCR and capi.available() and \
@@ -118,16 +120,29 @@ class MixedDecoder:
 
     def _backend_attempts(self) -> list[tuple[list[tuple[int, float]], str]]:
         """Backend lists (kind, load hint) to try in turn, most capable first: a GPU without a hardware decoder
-        or CUDA decoding refuses the first ones."""
-        hw = [(capi.BACKEND_HW_GPU_ONLY, self.hw_load)] if self.hw_load > 0 else []
-        cuda, hybrid, cpu = (capi.BACKEND_GPU_ONLY, 1.0), (capi.BACKEND_HYBRID, 1.0), (capi.BACKEND_CPU_ONLY, 1.0)
-        return [(hw + [cuda, hybrid, cpu], "hardware+cuda+hybrid+cpu"), (hw + [hybrid, cpu], "hardware+hybrid+cpu"),
-                ([cuda, cpu], "cuda+cpu")]
+        or CUDA decoding refuses the first ones.
 
-    def _make_decoder(self):
+        With hw_decoder_load 1 or 0 the decoder gets ONE GPU backend, and what it cannot decode comes back to
+        `run`, which decodes it on the CPU: each image's decoder then depends on the image alone. A chain of
+        backends splits a batch by sizes that nvImageCodec fixes at a decoder's first call (the hardware share is
+        round(load x first batch); later, larger batches send their overflow to the CUDA decoder, which rounds
+        differently), so an image's pixels would depend on its batch mates: a served image would differ from the
+        same image in training. A load strictly between 0 and 1 asks for that split, as DALI's does."""
+        hw, cuda, hybrid = capi.BACKEND_HW_GPU_ONLY, capi.BACKEND_GPU_ONLY, capi.BACKEND_HYBRID
+        if self.hw_load >= 1:
+            return [([(hw, 1.0)], "hardware"), ([(cuda, 1.0)], "cuda"), ([(hybrid, 1.0)], "hybrid")]
+        if self.hw_load <= 0:
+            return [([(cuda, 1.0)], "cuda"), ([(hybrid, 1.0)], "hybrid")]
+        split, cpu = [(hw, self.hw_load), (cuda, 1.0), (hybrid, 1.0)], (capi.BACKEND_CPU_ONLY, 1.0)
+        return [(split + [cpu], "hardware+cuda+hybrid+cpu"), ([(hw, self.hw_load), (hybrid, 1.0), cpu],
+                                                               "hardware+hybrid+cpu"), ([(cuda, 1.0), cpu], "cuda+cpu")]
+
+    def _make_decoder(self, first: int = 0):
         nv = None if self.c_api else cpu_decode._codec()
         errors = []
-        for backends, label in self._backend_attempts():
+        attempts = self._backend_attempts()
+        for index in range(first, len(attempts)):
+            backends, label = attempts[index]
             try:
                 if self.c_api:
                     decoder = capi.Decoder(capi.Instance.shared(), self.device_id, self.num_threads, backends)
@@ -136,10 +151,23 @@ class MixedDecoder:
                                          backends=[nv.Backend(nv.BackendKind(kind), load_hint=load)
                                                    for kind, load in backends])
                 self.backend_names.append(label + (" (C API)" if self.c_api else ""))
+                self._attempt = index
                 return decoder
             except Exception as exc:  # noqa: BLE001 - nvimgcodec raises RuntimeError with a code
                 errors.append(f"{label}: {exc}")
         raise RuntimeError("nvImageCodec could not create a GPU decoder: " + "; ".join(errors))
+
+    def _next_backend(self) -> bool:
+        """After a batch that the lone backend refused entirely as unsupported here (a GPU without a hardware
+        decoder makes one anyway): move to the next attempt, once, before any image was decoded."""
+        if self._backend_confirmed or len(self._backend_attempts()[self._attempt][0]) != 1 or \
+                self._attempt + 1 >= len(self._backend_attempts()):
+            return False
+        with self._lock:
+            old, self._decoder = self._decoder, self._make_decoder(self._attempt + 1)
+        if isinstance(old, capi.Decoder):
+            old.close()
+        return True
 
     @property
     def decoder(self):
@@ -245,10 +273,20 @@ class MixedDecoder:
         gray = self.output_type == GRAY
         start = time.perf_counter()
         try:
-            ok = self.decoder.decode(prepared.streams, np.arange(len(prepared.shapes)), prepared.shapes,
-                                     prepared.addresses, stream.ptr, gray, bool(self.args["adjust_orientation"]))
-        except capi.CApiError:
-            ok = np.zeros(len(prepared.shapes), bool)
+            while True:
+                try:
+                    statuses = self.decoder.decode(prepared.streams, np.arange(len(prepared.shapes)), prepared.shapes,
+                                                   prepared.addresses, stream.ptr, gray,
+                                                   bool(self.args["adjust_orientation"]))
+                except capi.CApiError:
+                    statuses = np.zeros(len(prepared.shapes), np.uint32)
+                ok = statuses == capi.PROCESSING_SUCCESS
+                if ok.any():
+                    self._backend_confirmed = True
+                elif len(statuses) and (statuses == capi.PROCESSING_BACKEND_UNSUPPORTED).all() and \
+                        self._next_backend():
+                    continue
+                break
         finally:
             self.decode_seconds += time.perf_counter() - start
             prepared.streams.close()
