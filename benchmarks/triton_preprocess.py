@@ -96,10 +96,15 @@ def make_input(images: list[np.ndarray], i: int, as_bytes: bool):
     return tensor
 
 
+OUTPUT_BYTES = 3 * 224 * 224 * 4  # one normalized FP32 image
+
+
 def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: bool, threads: int, first: int,
-                   begin: float, seconds: float) -> dict:
+                   begin: float, seconds: float, shared_memory: bool = False) -> dict:
     """One client process: `threads` threads sending one-image requests back to back from now until
-    begin + seconds (wall clock); latencies of the requests started inside [begin, begin + seconds] are kept."""
+    begin + seconds (wall clock); latencies of the requests started inside [begin, begin + seconds] are kept.
+    With `shared_memory` each thread has the server write its output into a system shared-memory region of its
+    own (Triton's shared-memory protocol: the tensor does not travel through gRPC), and reads it from there."""
     latencies: list[list[float]] = [[] for _ in range(threads)]
     errors: list[str] = []
     end = begin + seconds
@@ -108,21 +113,38 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
         import tritonclient.grpc as grpc
 
         client = grpc.InferenceServerClient(url)
+        outputs, region = None, None
+        if shared_memory:
+            import tritonclient.utils.shared_memory as shm
+
+            name = f"out_{os.getpid()}_{slot}"
+            region = shm.create_shared_memory_region(name, f"/{name}", OUTPUT_BYTES)
+            client.register_system_shared_memory(name, f"/{name}", OUTPUT_BYTES)
+            output = grpc.InferRequestedOutput("normalized")
+            output.set_shared_memory(name, OUTPUT_BYTES)
+            outputs = [output]
         i = first + slot
-        while True:
-            tensor = make_input(images, i, as_bytes)
-            i += 1
-            now = time.time()
-            if now >= end:
-                return
-            t = time.perf_counter()
-            try:
-                client.infer(model, [tensor])
-            except InferenceServerException as exc:
-                errors.append(str(exc))
-                continue
-            if now >= begin:
-                latencies[slot].append(time.perf_counter() - t)
+        try:
+            while True:
+                tensor = make_input(images, i, as_bytes)
+                i += 1
+                now = time.time()
+                if now >= end:
+                    return
+                t = time.perf_counter()
+                try:
+                    client.infer(model, [tensor], outputs=outputs)
+                    if region is not None:  # the answer, as a client would take it
+                        shm.get_contents_as_numpy(region, np.float32, [1, 3, 224, 224]).sum()
+                except InferenceServerException as exc:
+                    errors.append(str(exc))
+                    continue
+                if now >= begin:
+                    latencies[slot].append(time.perf_counter() - t)
+        finally:
+            if region is not None:
+                client.unregister_system_shared_memory(name)
+                shm.destroy_shared_memory_region(region)
 
     pool = [threading.Thread(target=worker, args=(s,), daemon=True) for s in range(threads)]
     for thread in pool:
@@ -133,13 +155,13 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
 
 
 def load(clients: ProcessPoolExecutor, processes: int, url: str, model: str, images: list[np.ndarray],
-         as_bytes: bool, concurrency: int, seconds: float, warmup: float = 1.5) -> dict:
+         as_bytes: bool, concurrency: int, seconds: float, warmup: float = 1.5, shared_memory: bool = False) -> dict:
     """`concurrency` client threads over at most `processes` processes, for `seconds` after a warm-up."""
     used = min(processes, concurrency)
     shares = [concurrency // used + (1 if p < concurrency % used else 0) for p in range(used)]
     begin = time.time() + warmup
-    jobs = [clients.submit(client_process, url, model, images, as_bytes, share, sum(shares[:p]), begin, seconds)
-            for p, share in enumerate(shares)]
+    jobs = [clients.submit(client_process, url, model, images, as_bytes, share, sum(shares[:p]), begin, seconds,
+                           shared_memory) for p, share in enumerate(shares)]
     results = [job.result() for job in jobs]
     return {"latencies": [t for r in results for t in r["latencies"]], "elapsed": seconds,
             "errors": [e for r in results for e in r["errors"]]}
@@ -216,6 +238,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queue-delay-us", type=int, default=500, help="dynamic batching delay (default 500)")
     parser.add_argument("--client-processes", type=int, default=max(1, (os.cpu_count() or 1) // 4),
                         help="processes the client threads are spread over (default: a quarter of the cores)")
+    parser.add_argument("--shared-memory", choices=("none", "system"), default="none",
+                        help="system: outputs come back through system shared memory instead of gRPC (client and "
+                             "server on one machine; the PIL baseline keeps gRPC)")
     args = parser.parse_args(argv)
     if args.images:
         images = [np.fromfile(p, np.uint8) for p in args.images]
@@ -228,7 +253,8 @@ def main(argv: list[str] | None = None) -> None:
           f" thread(s), queue delay {args.queue_delay_us} us{hw}; null model: same kind; "
           f"{'no PIL baseline' if args.no_pil else 'PIL baseline: 2 CPU instances'}")
     print(f"images: {len(images)} ({', '.join(f'{len(j)} B' for j in images)}); {args.seconds:.0f} s per level, "
-          f"{args.rounds} rounds; client: {args.client_processes} process(es); {os.cpu_count()} cores")
+          f"{args.rounds} rounds; client: {args.client_processes} process(es); {os.cpu_count()} cores; outputs "
+          f"through {'system shared memory' if args.shared_memory == 'system' else 'gRPC'}")
 
     runs: dict[str, dict[int, list]] = {"headrace": {}, "null model": {}}
     if not args.no_pil:
@@ -270,8 +296,9 @@ def main(argv: list[str] | None = None) -> None:
                 offline_runs.append(offline(pipeline_file, images, args.seconds, device_id))
                 for c in args.concurrency:
                     for name, url, model, as_bytes in contenders[::1 if round_ % 2 == 0 else -1]:
+                        shared = args.shared_memory == "system" and name != "PIL baseline"
                         runs[name].setdefault(c, []).append(load(clients, args.client_processes, url, model, images,
-                                                                 as_bytes, c, args.seconds))
+                                                                 as_bytes, c, args.seconds, shared_memory=shared))
             placement = [line for line in ours.log().splitlines() if "is handed to Triton" in line]
     results = {name: {c: summary(r) for c, r in levels.items()} for name, levels in runs.items()}
     offline_latencies = [t for run in offline_runs for t in run["latencies"]]
