@@ -1,0 +1,72 @@
+"""The served GPU preprocessing pipeline (model_repository's `preprocess`: decode, shorter side 256, centre crop 224,
+normalize) run offline through each decoder path, in one process: img/s at batch 32 and batch-1 latency, with
+nvImageCodec's C API or its Python binding, the hardware decoder alone (hw_decoder_load=1) or DALI's split (0.65),
+and how many images the decoder handed to the CPU.
+
+    python benchmarks/gpu_preprocess_paths.py [--seconds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from triton_helpers import jpegs  # noqa: E402
+
+from headrace import Pipeline  # noqa: E402
+
+
+def measure(hw_load: float, c_api: bool, images: list[np.ndarray], seconds: float) -> tuple[float, float, int]:
+    spec = importlib.util.spec_from_file_location("make_model_repository", ROOT / "scripts" / "make_model_repository.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    os.environ["HEADRACE_NVIMGCODEC_CAPI"] = "1" if c_api else "0"
+    pipe = Pipeline.load(module.preprocess(device="gpu", hw_decoder_load=hw_load).serialize(), device_id=0)
+    os.environ.pop("HEADRACE_NVIMGCODEC_CAPI")
+
+    def run(batch):
+        out = pipe.run(images=batch)[0]
+        out.synchronize()
+
+    batch = [images[i % len(images)] for i in range(pipe.batch_size)]
+    for _ in range(3):
+        run(batch)
+        run(batch[:1])
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        run(batch)
+        done += len(batch)
+    rate = done / (time.perf_counter() - start)
+    latencies = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds / 2:
+        t = time.perf_counter()
+        run([images[len(latencies) % len(images)]])
+        latencies.append(time.perf_counter() - t)
+    fallbacks = sum(s.decoder.fallbacks for _, s in pipe._executor.gpu.steps if hasattr(s, "decoder"))
+    pipe.close()
+    return rate, float(np.median(latencies)) * 1e3, fallbacks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args()
+    images = [jpegs(5, seed=0)[4], jpegs(5, seed=1)[4]]  # the serving benchmark's two 427x640 JPEGs
+    print(f"{'decoder path':44s} {'img/s b32':>10s} {'b1 p50 ms':>10s} {'to CPU':>7s}")
+    for hw_load, c_api in ((1.0, True), (1.0, False), (0.65, True), (0.65, False)):
+        rate, p50, fallbacks = measure(hw_load, c_api, images, args.seconds)
+        label = f"hw_decoder_load={hw_load}, {'C API' if c_api else 'Python binding'}"
+        print(f"{label:44s} {rate:10,.0f} {p50:10.2f} {fallbacks:7d}")
+
+
+if __name__ == "__main__":
+    main()
