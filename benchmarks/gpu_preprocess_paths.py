@@ -25,7 +25,8 @@ from headrace import Pipeline  # noqa: E402
 
 
 def measure(hw_load: float, c_api: bool, images: list[np.ndarray], seconds: float) -> tuple[float, float, int]:
-    spec = importlib.util.spec_from_file_location("make_model_repository", ROOT / "scripts" / "make_model_repository.py")
+    script = ROOT / "scripts" / "make_model_repository.py"
+    spec = importlib.util.spec_from_file_location("make_model_repository", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     os.environ["HEADRACE_NVIMGCODEC_CAPI"] = "1" if c_api else "0"
