@@ -266,21 +266,31 @@ def time_mixed_decoder(files: list[Path], batch: int, epochs: int, hw_load: floa
     return rate, host / batches * 1e3, decode / batches * 1e3
 
 
-def ab_intervals(data: Path, images: int, args) -> None:
-    """The hw_decoder_load=1 pipeline with headrace's 100 us GIL switch interval and with Python's 5 ms, in
-    alternating rounds (machine noise spreads over both); prints each round and the totals."""
-    totals: dict[float, list[float]] = {0.0001: [], 0.005: []}
+def ab_rounds(data: Path, images: int, args) -> None:
+    """Alternating rounds (machine noise spreads over both sides) of two configurations of the training pipeline:
+    `--ab interval`: hw_decoder_load=1 with headrace's old 100 us GIL switch interval and Python's 5 ms;
+    `--ab load`: hw_decoder_load=1 (the hardware decoder alone) and DALI's 0.65 split (the demo pipeline)."""
+    def demo(d, b, t):
+        return resnet50_train(data_dir=str(d), device="gpu", batch_size=b, num_threads=t, device_id=0)
+
+    def hw_only(d, b, t):
+        return train_hw_only(data_dir=str(d), batch_size=b, num_threads=t)
+
+    sides = {"interval": [("switch interval 100 us", hw_only, {"HEADRACE_SWITCH_INTERVAL": "0.0001"}),
+                          ("switch interval 5 ms", hw_only, {"HEADRACE_SWITCH_INTERVAL": "0.005"})],
+             "load": [("hw_decoder_load=1", hw_only, {}), ("hw_decoder_load=0.65", demo, {})]}[args.ab]
+    totals: dict[str, list[float]] = {label: [] for label, _, _ in sides}
     for round_ in range(args.ab_rounds):
-        for interval in (0.0001, 0.005) if round_ % 2 == 0 else (0.005, 0.0001):
-            os.environ["HEADRACE_SWITCH_INTERVAL"] = str(interval)
-            rate, _, _ = time_headrace(lambda d, b, t: train_hw_only(data_dir=str(d), batch_size=b, num_threads=t),
-                                       data, images, args.batch_size, args.epochs, args.threads, report_memory=False)
-            totals[interval].append(rate)
-            print(f"round {round_}: switch interval {interval * 1e6:.0f} us: {rate:,.0f} img/s")
-    os.environ.pop("HEADRACE_SWITCH_INTERVAL")
-    for interval, rates in totals.items():
-        print(f"switch interval {interval * 1e6:5.0f} us: median {np.median(rates):,.0f} img/s, "
-              f"{len(rates)} rounds")
+        for label, make, env in sides if round_ % 2 == 0 else sides[::-1]:
+            os.environ.update(env)
+            rate, _, _ = time_headrace(make, data, images, args.batch_size, args.epochs, args.threads,
+                                       report_memory=False)
+            for key in env:
+                os.environ.pop(key)
+            totals[label].append(rate)
+            print(f"round {round_}: {label}: {rate:,.0f} img/s")
+    for label, rates in totals.items():
+        print(f"{label}: median {np.median(rates):,.0f} img/s, {len(rates)} rounds")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -292,7 +302,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, help="reuse this folder instead of generating JPEGs")
     parser.add_argument("--skip-torchvision", action="store_true")
     parser.add_argument("--ab-rounds", type=int, default=0,
-                        help="only compare GIL switch intervals: this many alternating rounds of 100 us and 5 ms")
+                        help="only compare two configurations (--ab) in this many alternating rounds")
+    parser.add_argument("--ab", choices=("interval", "load"), default="interval",
+                        help="interval: GIL switch interval 100 us / 5 ms; load: hw_decoder_load 1 / 0.65")
     parser.add_argument("--profile-first", action="store_true", help="profile the build and first batch")
     args = parser.parse_args(argv)
 
@@ -311,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(files)} JPEGs of ~500x375, q90, {size_kb:.0f} KB on average; batch {args.batch_size}")
 
     if args.ab_rounds:
-        ab_intervals(data, len(files), args)
+        ab_rounds(data, len(files), args)
         return
     rows = []
     demo, first, memory = time_headrace(
