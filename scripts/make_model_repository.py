@@ -27,8 +27,8 @@ def preprocess(dtype=types.FLOAT, device: str = "cpu", hw_decoder_load: float = 
 
     On the GPU every JPEG is offered to the hardware decoder (where the GPU has one; CUDA otherwise): on an H200 this
     ran the pipeline offline at 11.2k img/s at batch 32 against 3.9k with DALI's default split (0.65), where the
-    CUDA decoder's share was the bottleneck. It did not make an image's values independent of its batch mates
-    (tests/test_triton_server.py::test_gpu_instance_errors_and_burst)."""
+    CUDA decoder's share was the bottleneck; and with the whole batch on one decoder, an image's values do not
+    depend on the batch Triton puts it in (tests/test_triton_server.py::test_gpu_instance_errors_and_burst)."""
     jpegs = fn.external_source(name="images", dtype=types.UINT8, ndim=1)
     if device == "gpu":
         images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw_decoder_load)

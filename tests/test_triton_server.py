@@ -292,8 +292,8 @@ def test_gpu_instance_errors_and_burst(gpu_server):
     answered with exactly the values of each image decoded alone, whatever batch Triton put it in. (Until
     2026-11-24 3.5% of the elements of some requests were up to 3 grey levels off: nvImageCodec fixes a backend
     chain's hardware share at a decoder's first call, so the images of later, larger batches overflowed to the
-    CUDA decoder. The served pipeline's hw_decoder_load=1 now gives the decoder the hardware backend alone, and
-    what it refuses is decoded on the CPU: each image's decoder depends on the image only.)"""
+    CUDA decoder. The mixed decoder's first call is now a full batch of tiny JPEGs, so with the served pipeline's
+    hw_decoder_load=1 every batch goes to the hardware decoder whole.)"""
     server, pipe = gpu_server
     images = jpegs()
     reference = [pipe.run(images=[j])[0].as_cpu().as_array()[0] for j in images]

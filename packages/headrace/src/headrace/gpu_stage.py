@@ -141,7 +141,8 @@ class _Decode(_Step):
         from headrace_kernels.gpu.decode import MixedDecoder
 
         self.decoder = MixedDecoder(self.args, stage.ctx.device_id, stage.executor.num_threads,
-                                    random_crop=node.schema.name == "decoders.image_random_crop")
+                                    random_crop=node.schema.name == "decoders.image_random_crop",
+                                    capacity=stage.executor.batch_size)
 
     def prepare(self, values: dict, info: _BatchInfo):
         encoded = values[self.inputs[0]]

@@ -10,6 +10,7 @@ Otherwise (or with HEADRACE_NVIMGCODEC_CAPI=0) through the Python binding, with 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import threading
 import time
@@ -101,11 +102,25 @@ def _parse(data):
     return cpu_decode.code_stream(data)
 
 
+@functools.lru_cache(maxsize=1)
+def _tiny_jpeg() -> np.ndarray:
+    """A 16x16 baseline 4:2:0 JPEG (Pillow): the warm-up batch's image."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), (120, 130, 140)).save(buffer, format="JPEG", quality=90)
+    return np.frombuffer(buffer.getvalue(), np.uint8)
+
+
 class MixedDecoder:
     """One decoders.image / decoders.image_random_crop node on the GPU."""
 
-    def __init__(self, args: dict, device_id: int, num_threads: int, random_crop: bool):
+    def __init__(self, args: dict, device_id: int, num_threads: int, random_crop: bool, capacity: int = 0):
         self.args, self.device_id, self.num_threads, self.random_crop = args, device_id, num_threads, random_crop
+        self.capacity = capacity  # the largest batch it will see (the pipeline's batch_size): see _warm_up
+        self._warmed = False
         self.output_type = int(args["output_type"])
         self.hw_load = float(args["hw_decoder_load"])
         self._decoder = None
@@ -120,22 +135,37 @@ class MixedDecoder:
 
     def _backend_attempts(self) -> list[tuple[list[tuple[int, float]], str]]:
         """Backend lists (kind, load hint) to try in turn, most capable first: a GPU without a hardware decoder
-        or CUDA decoding refuses the first ones.
-
-        With hw_decoder_load 1 or 0 the decoder gets ONE GPU backend, and what it cannot decode comes back to
-        `run`, which decodes it on the CPU: each image's decoder then depends on the image alone. A chain of
-        backends splits a batch by sizes that nvImageCodec fixes at a decoder's first call (the hardware share is
-        round(load x first batch); later, larger batches send their overflow to the CUDA decoder, which rounds
-        differently), so an image's pixels would depend on its batch mates: a served image would differ from the
-        same image in training. A load strictly between 0 and 1 asks for that split, as DALI's does."""
+        or CUDA decoding refuses the first ones. With hw_decoder_load 0 the decoder gets the CUDA backend alone
+        (what it refuses comes back to `run`, which decodes it on the CPU)."""
         hw, cuda, hybrid = capi.BACKEND_HW_GPU_ONLY, capi.BACKEND_GPU_ONLY, capi.BACKEND_HYBRID
-        if self.hw_load >= 1:
-            return [([(hw, 1.0)], "hardware"), ([(cuda, 1.0)], "cuda"), ([(hybrid, 1.0)], "hybrid")]
         if self.hw_load <= 0:
             return [([(cuda, 1.0)], "cuda"), ([(hybrid, 1.0)], "hybrid")]
-        split, cpu = [(hw, self.hw_load), (cuda, 1.0), (hybrid, 1.0)], (capi.BACKEND_CPU_ONLY, 1.0)
-        return [(split + [cpu], "hardware+cuda+hybrid+cpu"), ([(hw, self.hw_load), (hybrid, 1.0), cpu],
-                                                               "hardware+hybrid+cpu"), ([(cuda, 1.0), cpu], "cuda+cpu")]
+        load, cpu = min(self.hw_load, 1.0), (capi.BACKEND_CPU_ONLY, 1.0)
+        return [([(hw, load), (cuda, 1.0), (hybrid, 1.0), cpu], "hardware+cuda+hybrid+cpu"),
+                ([(hw, load), (hybrid, 1.0), cpu], "hardware+hybrid+cpu"), ([(cuda, 1.0), cpu], "cuda+cpu")]
+
+    def _warm_up(self, stream) -> None:
+        """Decode a full batch (`capacity` tiny JPEGs) first. nvImageCodec fixes a backend chain's hardware share
+        at a decoder's first call (round(load x that batch)); later, larger batches send the rest to the CUDA
+        decoder, which rounds differently, so an image's pixels would depend on its batch mates (a served image
+        would differ from the same image in training). After a first call at full size, with hw_decoder_load 1
+        every batch goes to the hardware decoder whole; a load below 1 asks for a split, as DALI's does."""
+        self._warmed = True
+        if not self.capacity or self.hw_load <= 0:
+            return
+        tiny = _tiny_jpeg()
+        encoded = [tiny] * self.capacity
+        if self.c_api:
+            prepared = self._prepare_c(encoded, 0, 0)
+            self.allocate(prepared, stream)
+            self.decoder.decode(prepared.streams, np.arange(self.capacity), prepared.shapes, prepared.addresses,
+                                stream.ptr, self.output_type == GRAY, False)
+            prepared.streams.close()
+        else:
+            nv = cpu_decode._codec()
+            self.decoder.decode([nv.CodeStream(tiny.tobytes()) for _ in range(self.capacity)],
+                                cuda_stream=stream.ptr)
+        stream.synchronize()
 
     def _make_decoder(self, first: int = 0):
         nv = None if self.c_api else cpu_decode._codec()
@@ -181,6 +211,7 @@ class MixedDecoder:
         """Drop the decoder (its device buffers go with it); the next batch makes a new one."""
         with self._lock:
             decoder, self._decoder = self._decoder, None
+            self._warmed = False
         if isinstance(decoder, capi.Decoder):
             decoder.close()
 
@@ -269,6 +300,8 @@ class MixedDecoder:
 
     def _run_c(self, prepared: Prepared, stream) -> list:
         """The C API decode into the batch's allocation: one decode call, CPU fallback per failed image."""
+        if not self._warmed:
+            self._warm_up(stream)
         self.allocate(prepared, stream)
         gray = self.output_type == GRAY
         start = time.perf_counter()
@@ -302,6 +335,8 @@ class MixedDecoder:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU."""
         if prepared.shapes is not None:
             return self._run_c(prepared, stream)
+        if not self._warmed:
+            self._warm_up(stream)
         cp = cupy()
         nv = cpu_decode._codec()
         gray = self.output_type == GRAY
