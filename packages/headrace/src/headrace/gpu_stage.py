@@ -370,6 +370,8 @@ class GpuStage:
         decoders = [step for kind, step in self.steps if kind == "gpu" and step.prepares]
         self.lookahead_at = decoders[-1] if decoders and mode == "after" else None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
+        self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-readers")
+        self._reads: dict[int, Future] = {}  # the readers' phase of batches ahead (see _read_ahead)
         self._pending: tuple[int, Future] | None = None
         self._previous = None
         self._lock = threading.Lock()
@@ -394,11 +396,28 @@ class GpuStage:
                 fused[("into", users[0].name)] = node
         return fused
 
-    # The CPU stage (possibly one batch ahead, on the look-ahead thread)
+    # The CPU stage, in two phases on two threads, ahead of the GPU steps: the readers and CPU ops of batch i+2
+    # (file reads without the GIL) run beside the host half of the decoders of batch i+1 and the decode of batch i.
+    def _readers(self, iteration: int):
+        start = time.perf_counter()
+        result = self.executor.run_cpu_stage(iteration)
+        self.timings["cpu stage"] += time.perf_counter() - start
+        return result
+
+    def _read_ahead(self, iteration: int) -> Future:
+        """The readers' phase of batch `iteration`, on the readers' thread (one batch at a time, in order)."""
+        future = self._reads.get(iteration)
+        if future is None:
+            future = self._reads[iteration] = self._reader_thread.submit(self._readers, iteration)
+        return future
+
     def _cpu_stage(self, iteration: int):
         start = time.perf_counter()
-        values, sources, collectors, size = self.executor.run_cpu_stage(iteration)
-        self.timings["cpu stage"] += time.perf_counter() - start
+        future = self._read_ahead(iteration)
+        try:
+            values, sources, collectors, size = future.result()
+        finally:
+            self._reads.pop(iteration, None)
         info = _BatchInfo(iteration, iteration * self.executor.batch_size, size, sources)
         for kind, step in self.steps:
             if kind == "gpu" and step.prepares and step.node.guard is None \
@@ -428,6 +447,13 @@ class GpuStage:
                 pending[1].result()
             except BaseException:  # noqa: BLE001 - a look-ahead nobody asked for
                 pass
+        for ahead, future in list(self._reads.items()):
+            if ahead != iteration:  # batches read ahead for another sequence of iterations
+                try:
+                    future.result()
+                except BaseException:  # noqa: BLE001 - nobody asked for them
+                    pass
+                self._reads.pop(ahead, None)
         return self._cpu_stage(iteration)
 
     def run(self, iteration: int):
@@ -464,6 +490,8 @@ class GpuStage:
             return values, sources, collectors
 
     def _look_ahead(self, iteration: int) -> None:
+        self._read_ahead(iteration + 1)
+        self._read_ahead(iteration + 2)
         self._pending = (iteration + 1, self._thread.submit(self._cpu_stage, iteration + 1))
 
     def _run_cpu_op(self, op, values: dict, collectors: dict, info: _BatchInfo) -> None:
@@ -527,6 +555,8 @@ class GpuStage:
             except BaseException:  # noqa: BLE001 - closing
                 pass
         self._thread.shutdown(wait=False, cancel_futures=True)
+        self._reader_thread.shutdown(wait=True, cancel_futures=True)  # a read in progress finishes first
+        self._reads.clear()
         # Tear down in order, not at the garbage collector's whim: nvImageCodec's images and decoders were made on
         # this stream and use it when they go, so they go first, while it still exists.
         with self._lock:
