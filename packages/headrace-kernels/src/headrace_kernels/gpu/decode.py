@@ -26,7 +26,6 @@ from headrace_kernels.philox import batch_crop_windows
 
 RGB, BGR, GRAY, YCBCR = cpu_decode.RGB, cpu_decode.BGR, cpu_decode.GRAY, cpu_decode.YCBCR
 _UINT8 = np.dtype(np.uint8)
-_SLAB_STEP = 8 << 20
 _ALIGN = 256  # each decoded image starts on a 256-byte boundary of the batch's allocation, as cudaMalloc's would
 
 
@@ -121,7 +120,6 @@ class MixedDecoder:
     def __init__(self, args: dict, device_id: int, num_threads: int, random_crop: bool, capacity: int = 0):
         self.args, self.device_id, self.num_threads, self.random_crop = args, device_id, num_threads, random_crop
         self.capacity = capacity  # the largest batch it will see (the pipeline's batch_size): see _warm_up
-        self._slab_bytes = 0  # the largest output allocation so far (see allocate)
         self._warmed = False
         self.output_type = int(args["output_type"])
         self.hw_load = float(args["hw_decoder_load"])
@@ -214,7 +212,6 @@ class MixedDecoder:
         with self._lock:
             decoder, self._decoder = self._decoder, None
             self._warmed = False
-            self._slab_bytes = 0
         if isinstance(decoder, capi.Decoder):
             decoder.close()
 
@@ -295,11 +292,7 @@ class MixedDecoder:
         shapes = prepared.shapes
         sizes = (shapes.prod(axis=1) + _ALIGN - 1) // _ALIGN * _ALIGN
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64)
-        # every batch asks for the largest size seen so far (in 8 MiB steps): random crops make each batch's need
-        # different, and blocks of ever new sizes would fragment the pool and make it grow epoch after epoch
-        need = -(-max(int(sizes.sum()), _ALIGN) // _SLAB_STEP) * _SLAB_STEP
-        self._slab_bytes = max(self._slab_bytes, need)
-        memory = cp.cuda.alloc(self._slab_bytes)
+        memory = cp.cuda.alloc(max(int(sizes.sum()), _ALIGN))
         prepared.memory, prepared.addresses = memory, memory.ptr + offsets
         prepared.images = [DeviceImage.at(memory, address, shape, stream)
                            for address, shape in zip(prepared.addresses.tolist(), map(tuple, shapes.tolist()),
