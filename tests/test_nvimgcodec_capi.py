@@ -42,7 +42,7 @@ def _c_fields(dtype: np.dtype, prefix: str = "") -> list[tuple[str, int]]:
 def test_structure_layouts_match_the_header(tmp_path):
     lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <nvimgcodec.h>", "int main(void) {"]
     expected = {}
-    for name, dtype in capi.STRUCTS.items():
+    for name, (dtype, _) in capi.STRUCTS.items():
         lines.append(f'printf("{name} %zu\\n", sizeof({name}));')
         expected[name] = dtype.itemsize
         for member, offset in _c_fields(dtype):

@@ -76,31 +76,29 @@ INSTANCE_CREATE_INFO = _with_header([("load_builtin_modules", "<i4", 24), ("load
                                      ("debug_messenger_desc", "<u8", 48), ("message_severity", "<u4", 56),
                                      ("message_category", "<u4", 60)], 64)
 
-STRUCTS = {"nvimgcodecProperties_t": PROPERTIES, "nvimgcodecOrientation_t": ORIENTATION,
-           "nvimgcodecImagePlaneInfo_t": PLANE_INFO, "nvimgcodecImageInfo_t": IMAGE_INFO,
-           "nvimgcodecRegion_t": REGION, "nvimgcodecCodeStreamView_t": CODE_STREAM_VIEW,
-           "nvimgcodecDecodeParams_t": DECODE_PARAMS, "nvimgcodecBackendParams_t": BACKEND_PARAMS,
-           "nvimgcodecBackend_t": BACKEND, "nvimgcodecExecutionParams_t": EXECUTION_PARAMS,
-           "nvimgcodecInstanceCreateInfo_t": INSTANCE_CREATE_INFO}
-_TYPES = {"nvimgcodecProperties_t": ST_PROPERTIES, "nvimgcodecOrientation_t": ST_ORIENTATION,
-          "nvimgcodecImagePlaneInfo_t": ST_IMAGE_PLANE_INFO, "nvimgcodecImageInfo_t": ST_IMAGE_INFO,
-          "nvimgcodecRegion_t": ST_REGION, "nvimgcodecCodeStreamView_t": ST_CODE_STREAM_VIEW,
-          "nvimgcodecDecodeParams_t": ST_DECODE_PARAMS, "nvimgcodecBackendParams_t": ST_BACKEND_PARAMS,
-          "nvimgcodecBackend_t": ST_BACKEND, "nvimgcodecExecutionParams_t": ST_EXECUTION_PARAMS,
-          "nvimgcodecInstanceCreateInfo_t": ST_INSTANCE_CREATE_INFO}
+STRUCTS = {  # C name: (layout, nvimgcodecStructureType_t)
+    "nvimgcodecProperties_t": (PROPERTIES, ST_PROPERTIES), "nvimgcodecOrientation_t": (ORIENTATION, ST_ORIENTATION),
+    "nvimgcodecImagePlaneInfo_t": (PLANE_INFO, ST_IMAGE_PLANE_INFO),
+    "nvimgcodecImageInfo_t": (IMAGE_INFO, ST_IMAGE_INFO), "nvimgcodecRegion_t": (REGION, ST_REGION),
+    "nvimgcodecCodeStreamView_t": (CODE_STREAM_VIEW, ST_CODE_STREAM_VIEW),
+    "nvimgcodecDecodeParams_t": (DECODE_PARAMS, ST_DECODE_PARAMS),
+    "nvimgcodecBackendParams_t": (BACKEND_PARAMS, ST_BACKEND_PARAMS), "nvimgcodecBackend_t": (BACKEND, ST_BACKEND),
+    "nvimgcodecExecutionParams_t": (EXECUTION_PARAMS, ST_EXECUTION_PARAMS),
+    "nvimgcodecInstanceCreateInfo_t": (INSTANCE_CREATE_INFO, ST_INSTANCE_CREATE_INFO)}
 
 
 def new(name: str, count: int | None = None) -> np.ndarray:
     """Zeroed structure(s) with struct_type and struct_size filled in (nested headers too)."""
-    dtype = STRUCTS[name]
+    dtype = STRUCTS[name][0]
     array = np.zeros(1 if count is None else count, dtype)
     _fill_headers(array, name)
     return array
 
 
 def _fill_headers(array: np.ndarray, name: str) -> None:
-    array["struct_type"] = _TYPES[name]
-    array["struct_size"] = STRUCTS[name].itemsize
+    dtype, struct_type = STRUCTS[name]
+    array["struct_type"] = struct_type
+    array["struct_size"] = dtype.itemsize
     nested = {"nvimgcodecImageInfo_t": [("orientation", "nvimgcodecOrientation_t"),
                                         ("plane_info", "nvimgcodecImagePlaneInfo_t")],
               "nvimgcodecCodeStreamView_t": [("region", "nvimgcodecRegion_t")],
