@@ -372,7 +372,6 @@ class GpuStage:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
         self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-readers")
         self._reads: dict[int, Future] = {}  # the readers' phase of batches ahead (see _read_ahead)
-        self._reads_lock = threading.Lock()
         self._pending: tuple[int, Future] | None = None
         self._previous = None
         self._lock = threading.Lock()
@@ -407,10 +406,9 @@ class GpuStage:
 
     def _read_ahead(self, iteration: int) -> Future:
         """The readers' phase of batch `iteration`, on the readers' thread (one batch at a time, in order)."""
-        with self._reads_lock:  # asked for by the GPU stage's thread and the look-ahead's
-            future = self._reads.get(iteration)
-            if future is None:
-                future = self._reads[iteration] = self._reader_thread.submit(self._readers, iteration)
+        future = self._reads.get(iteration)
+        if future is None:
+            future = self._reads[iteration] = self._reader_thread.submit(self._readers, iteration)
         return future
 
     def _cpu_stage(self, iteration: int):
