@@ -2,7 +2,8 @@
 decoder's packed output records (addresses and shapes as arrays) gives the same kernel records and tap tables as
 planned image by image, and `adopt_inputs` points a plan at the images the decoder really produced (a CPU
 fallback elsewhere in memory) or refuses when one differs in layout. Exact comparisons: both are integer and
-float32 tables built by the same code."""
+float32 tables built by the same code. The records are packed uint8 HWC, so the planning never converts an image
+and never needs CuPy; `image_ops.cupy` is replaced by a function that fails if it is called for anything."""
 
 from __future__ import annotations
 
@@ -13,6 +14,16 @@ from headrace import types
 from headrace.schema import get_schema
 from headrace_kernels.gpu import image_ops
 from headrace_kernels.gpu.decode import DeviceImage
+
+
+@pytest.fixture(autouse=True)
+def _no_cupy_needed(monkeypatch):
+    """as_hwc looks CuPy up before it knows whether it converts; these records never make it convert."""
+    class _Unused:
+        def __getattr__(self, name):
+            raise AssertionError(f"planning packed uint8 records used cupy.{name}")
+
+    monkeypatch.setattr(image_ops, "cupy", _Unused)
 
 
 def _args(op: str, given: dict) -> dict:

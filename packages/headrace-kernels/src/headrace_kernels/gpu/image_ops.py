@@ -57,6 +57,7 @@ def _kernels():
 def as_hwc(image, index: int, op: str):
     """An HWC device view with interleaved channels (pixel stride = channels), row pitch in elements; uint8 and
     float32 as they are, other types converted to float32."""
+    cp = cupy()
     if image.ndim == 2:
         image = image[:, :, None]
     if image.ndim != 3:
@@ -64,12 +65,12 @@ def as_hwc(image, index: int, op: str):
     if image.shape[2] > MAXC:
         raise SampleFailureError(index, f"{op} on the GPU takes at most {MAXC} channels, got {image.shape[2]}")
     if image.dtype not in _IN_DTYPES:  # dtype comparison: `.name` is a slow Python property
-        image = image.astype(cupy().float32)
+        image = image.astype(cp.float32)
     item = image.itemsize
     channels = image.shape[2]
     if image.strides[2] != item or image.strides[1] != channels * item or image.strides[0] % item or \
             image.strides[0] < image.shape[1] * channels * item:
-        image = cupy().ascontiguousarray(image)
+        image = cp.ascontiguousarray(image)
     return image
 
 
