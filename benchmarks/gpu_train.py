@@ -140,6 +140,15 @@ def time_torchvision(files: list[Path], batch: int, epochs: int) -> float:
     return count / (time.perf_counter() - begin)
 
 
+def roi_box(rng: np.random.Generator, h: int, w: int) -> tuple[int, int, int, int]:
+    """A random-crop region (y, x, height, width) of an h x w image, RandomResizedCrop's area and aspect ranges
+    (the decode-only runs' regions; not headrace's own draws)."""
+    area = h * w * rng.uniform(0.08, 1.0)
+    ratio = math.exp(rng.uniform(math.log(0.75), math.log(1.333)))
+    cw, ch = min(w, max(1, round(math.sqrt(area * ratio)))), min(h, max(1, round(math.sqrt(area / ratio))))
+    return int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1)), ch, cw
+
+
 def time_nvimgcodec(files: list[Path], batch: int, epochs: int, roi: bool) -> float:
     import cupy as cp
     from nvidia import nvimgcodec as nv
@@ -154,11 +163,7 @@ def time_nvimgcodec(files: list[Path], batch: int, epochs: int, roi: bool) -> fl
         for d in chunk:
             s = nv.CodeStream(d)
             if roi:
-                h, w = s.height, s.width
-                area = h * w * rng.uniform(0.08, 1.0)
-                ratio = math.exp(rng.uniform(math.log(0.75), math.log(1.333)))
-                cw, ch = min(w, max(1, round(math.sqrt(area * ratio)))), min(h, max(1, round(math.sqrt(area / ratio))))
-                y, x = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+                y, x, ch, cw = roi_box(rng, s.height, s.width)
                 s = s.get_sub_code_stream(region=nv.Region(start=(y, x), end=(y + ch, x + cw)))
             out.append(s)
         return out
@@ -194,13 +199,8 @@ def time_capi_decode(files: list[Path], batch: int, epochs: int) -> float:
     chunks = []
     for s in range(0, len(data), batch):
         streams = capi.CodeStreams(instance, data[s:s + batch])
-        boxes = []
-        for h, w in zip(streams.heights.tolist(), streams.widths.tolist(), strict=True):
-            area = h * w * rng.uniform(0.08, 1.0)
-            ratio = math.exp(rng.uniform(math.log(0.75), math.log(1.333)))
-            cw, ch = min(w, max(1, round(math.sqrt(area * ratio)))), min(h, max(1, round(math.sqrt(area / ratio))))
-            boxes.append((int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1)), ch, cw))
-        boxes = np.array(boxes, np.int64)
+        boxes = np.array([roi_box(rng, h, w) for h, w in zip(streams.heights.tolist(), streams.widths.tolist(),
+                                                              strict=True)], np.int64)
         streams.cut(boxes)
         shapes = np.concatenate([boxes[:, 2:], np.full((len(boxes), 1), 3)], axis=1)
         sizes = shapes.prod(axis=1)
