@@ -12,13 +12,14 @@ import argparse
 import importlib.util
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from offline_timing import time_pipeline  # noqa: E402
 from triton_helpers import jpegs  # noqa: E402
 
 from headrace import Pipeline  # noqa: E402
@@ -33,28 +34,10 @@ def measure(hw_load: float, c_api: bool, images: list[np.ndarray], seconds: floa
     pipe = Pipeline.load(module.preprocess(device="gpu", hw_decoder_load=hw_load).serialize(), device_id=0)
     os.environ.pop("HEADRACE_NVIMGCODEC_CAPI")
 
-    def run(batch):
-        out = pipe.run(images=batch)[0]
-        out.synchronize()
-
-    batch = [images[i % len(images)] for i in range(pipe.batch_size)]
-    for _ in range(3):
-        run(batch)
-        run(batch[:1])
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        run(batch)
-        done += len(batch)
-    rate = done / (time.perf_counter() - start)
-    latencies = []
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds / 2:
-        t = time.perf_counter()
-        run([images[len(latencies) % len(images)]])
-        latencies.append(time.perf_counter() - t)
+    timing = time_pipeline(pipe, images, seconds)
     fallbacks = sum(s.decoder.fallbacks for _, s in pipe._executor.gpu.steps if hasattr(s, "decoder"))
     pipe.close()
-    return rate, float(np.median(latencies)) * 1e3, fallbacks
+    return timing["done"] / timing["elapsed"], float(np.median(timing["latencies"])) * 1e3, fallbacks
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ from tritonclient.utils import InferenceServerException
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from offline_timing import time_pipeline  # noqa: E402
 from triton_helpers import PREPROCESS_FILE, jpegs  # noqa: E402
 
 from headrace.pipeline import Pipeline  # noqa: E402
@@ -56,30 +57,12 @@ def numpy_major(python: str) -> int:
 
 
 def offline(pipeline_file: Path, images: list[np.ndarray], seconds: float, device_id: int | None) -> dict:
-    """The pipeline file run in this process on the model's device: batches of batch_size (throughput) and of 1
-    (latency), each run waited for until its outputs are complete; returns raw timings."""
+    """The pipeline file run in this process on the model's device (offline_timing.time_pipeline)."""
     pipe = Pipeline.load(pipeline_file, device_id=device_id)
-
-    def run(batch):
-        for out in pipe.run(images=batch):
-            getattr(out, "synchronize", lambda: None)()
-
-    batch = [images[i % len(images)] for i in range(pipe.batch_size)]
-    for _ in range(3):
-        run(batch)
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        run(batch)
-        done += len(batch)
-    elapsed = time.perf_counter() - start
-    latencies = []
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds / 2:
-        t = time.perf_counter()
-        run([images[len(latencies) % len(images)]])
-        latencies.append(time.perf_counter() - t)
-    pipe.close()
-    return {"done": done, "elapsed": elapsed, "latencies": latencies}
+    try:
+        return time_pipeline(pipe, images, seconds)
+    finally:
+        pipe.close()
 
 
 def make_input(images: list[np.ndarray], i: int, as_bytes: bool):

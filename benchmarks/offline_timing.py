@@ -1,0 +1,34 @@
+"""One pipeline fed from memory in this process: its rate at its own batch size and its batch-1 latency, every run
+waited for until its outputs are complete (GPU outputs synchronized). Shared by the serving benchmarks."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def time_pipeline(pipe, images: list[np.ndarray], seconds: float) -> dict:
+    """Batches of pipe.batch_size fed to its external source `images` for `seconds`, then single images for
+    seconds / 2, after a warm-up of both: {"done": images, "elapsed": seconds, "latencies": [s per batch-1 run]}."""
+
+    def run(batch):
+        for out in pipe.run(images=batch):
+            getattr(out, "synchronize", lambda: None)()
+
+    batch = [images[i % len(images)] for i in range(pipe.batch_size)]
+    for _ in range(3):
+        run(batch)
+        run(batch[:1])
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        run(batch)
+        done += len(batch)
+    elapsed = time.perf_counter() - start
+    latencies = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds / 2:
+        t = time.perf_counter()
+        run([images[len(latencies) % len(images)]])
+        latencies.append(time.perf_counter() - t)
+    return {"done": done, "elapsed": elapsed, "latencies": latencies}
