@@ -163,7 +163,8 @@ class Library:
 
     @property
     def loops(self):
-        """The numba loops, compiled on first use (they call this process's function addresses: not cached)."""
+        """The numba loops of capi_loops bound to this library's functions (numba loads them from its disk cache,
+        or compiles them, on first use)."""
         if self._loops is None:
             with self._loops_lock:
                 if self._loops is None:
@@ -172,7 +173,7 @@ class Library:
 
 
 def _compile_loops(c):
-    """The numba loops (headrace_kernels.capi_loops, cached on disk) bound to this library's functions."""
+    """The numba loops (headrace_kernels.capi_loops, cached on disk) with this library's functions bound in."""
     import types
 
     from headrace_kernels import capi_loops as loops
