@@ -293,6 +293,31 @@ def ab_rounds(data: Path, images: int, args) -> None:
         print(f"{label}: median {np.median(rates):,.0f} img/s, {len(rates)} rounds")
 
 
+def memory_over_epochs(data: Path, images: int, batch: int, threads: int, epochs: int) -> None:
+    """The demo pipeline's GPU memory (held by its pools, in use, and the device's) after each of `epochs` epochs."""
+    from tqdm import tqdm
+
+    pipe = resnet50_train(data_dir=str(data), device="gpu", batch_size=batch, num_threads=threads, device_id=0)
+    stage = None
+    per_epoch = -(-images // batch)
+    held = []
+    for epoch in tqdm(range(1, epochs + 1), desc="epochs", unit="epoch"):
+        for _ in range(per_epoch):
+            out, _ = pipe.run()
+        stage = pipe._executor.gpu
+        stage.ctx.stream.synchronize()
+        held.append(stage.ctx.held_bytes / 2**20)
+        if epoch in (1, 2, 5) or epoch % 10 == 0:
+            memory = stage.ctx.memory
+            tqdm.write(f"epoch {epoch}: pools hold {held[-1]:.0f} MiB (small {memory.small.total_bytes() / 2**20:.0f}"
+                       f", large {memory.large.total_bytes() / 2**20:.0f}, batches "
+                       f"{memory.batches.total_bytes() / 2**20:.0f}; batch block {memory.batch_bytes / 2**20:.0f}"
+                       f" MiB), in use {stage.ctx.used_bytes / 2**20:.0f} MiB, device {device_used_mib():.0f} MiB")
+    print(f"pools held: epoch 2 {held[min(1, len(held) - 1)]:.0f} MiB, max {max(held):.0f} MiB, last "
+          f"{held[-1]:.0f} MiB after {epochs} epochs")
+    pipe.close()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=2048)
@@ -306,6 +331,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ab", choices=("interval", "load"), default="interval",
                         help="interval: GIL switch interval 100 us / 5 ms; load: hw_decoder_load 1 / 0.65")
     parser.add_argument("--profile-first", action="store_true", help="profile the build and first batch")
+    parser.add_argument("--memory-epochs", type=int, default=0,
+                        help="only run the demo pipeline this many epochs and print its GPU memory after each")
     args = parser.parse_args(argv)
 
     import cupy as cp
@@ -324,6 +351,9 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.ab_rounds:
         ab_rounds(data, len(files), args)
+        return
+    if args.memory_epochs:
+        memory_over_epochs(data, len(files), args.batch_size, args.threads, args.memory_epochs)
         return
     rows = []
     demo, first, memory = time_headrace(

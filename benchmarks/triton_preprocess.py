@@ -150,6 +150,33 @@ def load(clients: ProcessPoolExecutor, processes: int, url: str, model: str, ima
             "errors": [e for r in results for e in r["errors"]]}
 
 
+STAT_KINDS = ("queue", "compute_input", "compute_infer", "compute_output")
+
+
+def server_stats(url: str, model: str) -> dict:
+    """Triton's own counters for `model`: requests, batches, and nanoseconds per stage (summed over versions)."""
+    import tritonclient.grpc as grpcclient
+
+    with grpcclient.InferenceServerClient(url) as client:
+        stats = client.get_inference_statistics(model_name=model, as_json=True)
+    totals = {"requests": 0, "batches": 0, **{kind: 0 for kind in STAT_KINDS}}
+    for entry in stats.get("model_stats", []):
+        totals["requests"] += int(entry.get("inference_count", 0))
+        totals["batches"] += int(entry.get("execution_count", 0))
+        for kind in STAT_KINDS:
+            totals[kind] += int(entry.get("inference_stats", {}).get(kind, {}).get("ns", 0))
+    return totals
+
+
+def stats_between(before: dict, after: dict) -> dict:
+    """Mean batch size and ms per request in each stage over one load level (compute: the batch's time, which
+    Triton counts once per request of the batch)."""
+    delta = {key: after[key] - before[key] for key in after}
+    requests = max(delta["requests"], 1)
+    return {"batch": delta["requests"] / max(delta["batches"], 1),
+            **{kind: delta[kind] / requests / 1e6 for kind in STAT_KINDS}}
+
+
 def summary(runs: list[dict]) -> dict:
     """Pooled over rounds: images per second, p50/p99 latency in ms, errors."""
     latencies = np.asarray([t for run in runs for t in run["latencies"]] or [np.nan])
@@ -180,7 +207,7 @@ instance_group [ {{ count: {count} kind: {kind} }} ]
 
 
 def write_headrace_model(target: Path, kind: str, instances: int | None, threads: int | None,
-                         delay_us: int, hw_decoder_load: float | None) -> Path:
+                         delay_us: int, hw_decoder_load: float | None, log_timing_every: int = 0) -> Path:
     """model_repository/preprocess as committed (KIND_CPU), or its pipeline rebuilt for the GPU by
     scripts/make_model_repository.py (mixed decoder, GPU resize and normalize); returns the pipeline file."""
     (target / "1").mkdir(parents=True)
@@ -199,7 +226,9 @@ def write_headrace_model(target: Path, kind: str, instances: int | None, threads
         pipe.serialize(pipeline_file)
     (target / "config.pbtxt").write_text(triton_config(pipe, "preprocess", instance_kind=kind,
                                                        instance_count=instances or 1, num_threads=threads,
-                                                       max_queue_delay_us=delay_us))
+                                                       max_queue_delay_us=delay_us,
+                                                       parameters={"log_timing_every": log_timing_every}
+                                                       if log_timing_every else None))
     return pipeline_file
 
 
@@ -224,6 +253,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shared-memory", choices=("none", "system"), default="none",
                         help="system: outputs come back through system shared memory instead of gRPC (client and "
                              "server on one machine; the PIL baseline keeps gRPC)")
+    parser.add_argument("--log-timing-every", type=int, default=0,
+                        help="have headrace's backend log where execute spends its time every N calls, and print it")
     args = parser.parse_args(argv)
     if args.images:
         images = [np.fromfile(p, np.uint8) for p in args.images]
@@ -242,13 +273,14 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[str, dict[int, list]] = {"headrace": {}, "null model": {}}
     if not args.no_pil:
         runs["PIL baseline"] = {}
+    server: dict[str, dict[int, list]] = {name: {} for name in runs}
     offline_runs = []
     diff = None
     with tempfile.TemporaryDirectory() as tmp, \
             ProcessPoolExecutor(args.client_processes, mp_context=get_context("spawn")) as clients:
         repo = Path(tmp) / "headrace"
         pipeline_file = write_headrace_model(repo / "preprocess", args.kind, args.instances, args.threads,
-                                             args.queue_delay_us, args.hw_decoder_load)
+                                             args.queue_delay_us, args.hw_decoder_load, args.log_timing_every)
         (repo / "null_preprocess" / "1").mkdir(parents=True)
         shutil.copyfile(ROOT / "benchmarks" / "triton_null" / "model.py", repo / "null_preprocess" / "1" / "model.py")
         (repo / "null_preprocess" / "config.pbtxt").write_text(NULL_CONFIG.format(
@@ -280,9 +312,12 @@ def main(argv: list[str] | None = None) -> None:
                 for c in args.concurrency:
                     for name, url, model, as_bytes in contenders[::1 if round_ % 2 == 0 else -1]:
                         shared = args.shared_memory == "system" and name != "PIL baseline"
+                        before = server_stats(url, model)
                         runs[name].setdefault(c, []).append(load(clients, args.client_processes, url, model, images,
                                                                  as_bytes, c, args.seconds, shared_memory=shared))
+                        server[name].setdefault(c, []).append(stats_between(before, server_stats(url, model)))
             placement = [line for line in ours.log().splitlines() if "is handed to Triton" in line]
+            timing = [line for line in ours.log().splitlines() if "headrace: execute over" in line]
     results = {name: {c: summary(r) for c, r in levels.items()} for name, levels in runs.items()}
     offline_latencies = [t for run in offline_runs for t in run["latencies"]]
     ref = {"rate": sum(r["done"] for r in offline_runs) / sum(r["elapsed"] for r in offline_runs),
@@ -293,6 +328,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{ref['p50']:.2f} ms, p99 {ref['p99']:.2f} ms")
     for line in placement[:2]:
         print("server log:", line.split("headrace: ", 1)[-1].rstrip('"'))
+    for line in timing:
+        print("server log:", line.split("headrace: ", 1)[-1].rstrip('"'))
     if diff is not None:
         same = "the same values" if diff == 0 else f"values within {diff:.2e}"
         print(f"baseline input: {'BYTES, numpy<2' if bytes_ok else 'UINT8 (numpy 2)'}; it returns {same} as "
@@ -301,6 +338,13 @@ def main(argv: list[str] | None = None) -> None:
     for name, levels in results.items():
         for c, r in levels.items():
             print(f"{name:<14}{c:>5}{r['rate']:>9.1f}{r['p50']:>9.2f}{r['p99']:>9.2f}{r['errors']:>8}")
+    print("\nTriton's statistics (per request, ms; compute is its batch's, counted once per request of it):")
+    print(f"{'model':<14}{'conc':>5}{'batch':>7}{'queue':>8}{'input':>8}{'infer':>8}{'output':>8}")
+    for name, levels in server.items():
+        for c, parts in levels.items():
+            mean = {key: float(np.mean([p[key] for p in parts])) for key in parts[0]}
+            print(f"{name:<14}{c:>5}{mean['batch']:>7.1f}{mean['queue']:>8.2f}{mean['compute_input']:>8.2f}"
+                  f"{mean['compute_infer']:>8.2f}{mean['compute_output']:>8.2f}")
     print("\nheadrace against the null model (what preprocessing adds to Triton's own overhead):")
     for c in args.concurrency:
         h, n = results["headrace"][c], results["null model"][c]

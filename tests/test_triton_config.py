@@ -51,6 +51,28 @@ def test_preprocess_config():
         assert line in text, line
 
 
+def test_extra_backend_parameters():
+    text = triton_config(PREPROCESS_FILE, "pre", parameters={"log_timing_every": 50})
+    assert 'key: "log_timing_every"\n  value: { string_value: "50" }' in text
+
+
+def test_execute_timing_logs_the_mean_of_each_part_every_n_calls():
+    from headrace.serving.triton_backend import ExecuteTiming
+
+    lines = []
+    timing = ExecuteTiming(2, lines.append)
+    timing.add(4, 0.001, 0.010, 0.002)
+    assert lines == []
+    timing.add(2, 0.003, 0.020, 0.004)
+    assert lines == ["headrace: execute over 2 calls, 3.0 requests each: read 2.00 ms, pipeline 15.00 ms, "
+                     "respond 3.00 ms"]
+    timing.add(1, 0.5, 0.5, 0.5)  # counts start again after a line
+    assert len(lines) == 1
+    off = ExecuteTiming(0, lines.append)
+    off.add(1, 1.0, 1.0, 1.0)
+    assert off.calls == 0 and len(lines) == 1
+
+
 @pipeline_def(batch_size=8, num_threads=1, device_id=None)
 def _two_outputs():
     raw = fn.external_source(name="raw", dtype=types.UINT8, ndim=3, layout="HWC")

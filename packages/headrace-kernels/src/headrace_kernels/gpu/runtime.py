@@ -82,37 +82,44 @@ def module(name: str, name_expressions: tuple[str, ...] = ()):
 
 
 class GpuContext:
-    """One pipeline's GPU resources: its device, its own non-blocking CUDA stream, a memory pool for every array
-    the GPU stage makes (bounded by `limit_bytes` when given), and the pinned staging pool."""
+    """One pipeline's GPU resources: its device, its own non-blocking CUDA stream, the memory every array of the GPU
+    stage comes from (gpu/memory.py; bounded by `limit_bytes` when given), and the pinned staging pool."""
 
     def __init__(self, device_id: int | None, limit_bytes: int = 0):
+        from headrace_kernels.gpu.memory import PipelineMemory
+
         cp = cupy()
         self.device_id = 0 if device_id is None else device_id
         with cp.cuda.Device(self.device_id):
             self.stream = cp.cuda.Stream(non_blocking=True)
-            self.pool = cp.cuda.MemoryPool()
-            if limit_bytes:
-                self.pool.set_limit(size=limit_bytes)
+            self.memory = PipelineMemory(limit_bytes)
 
     @contextlib.contextmanager
     def active(self):
-        """Make this context's device, stream and memory pool current for CuPy in this thread."""
+        """Make this context's device, stream and memory current for CuPy (and the decoder) in this thread."""
+        from headrace_kernels.gpu import memory
+
         cp = cupy()
-        with cp.cuda.Device(self.device_id), cp.cuda.using_allocator(self.pool.malloc), self.stream:
-            yield self
+        previous = getattr(memory._local, "memory", None)
+        memory._local.memory = self.memory
+        try:
+            with cp.cuda.Device(self.device_id), cp.cuda.using_allocator(self.memory.malloc), self.stream:
+                yield self
+        finally:
+            memory._local.memory = previous
 
     @property
     def used_bytes(self) -> int:
-        return self.pool.used_bytes()
+        return self.memory.used_bytes()
 
     @property
     def held_bytes(self) -> int:
-        return self.pool.total_bytes()
+        return self.memory.held_bytes()
 
     def release(self) -> None:
-        """Return every unused block of the pool to the device (arrays still referenced stay)."""
+        """Return every unused block to the device (arrays still referenced stay)."""
         cp = cupy()
         with cp.cuda.Device(self.device_id):
             self.stream.synchronize()
-            self.pool.free_all_blocks()
+            self.memory.free_all_blocks()
             cp.get_default_pinned_memory_pool().free_all_blocks()

@@ -109,12 +109,14 @@ def triton_config(pipeline_file: str | os.PathLike | Pipeline, model_name: str, 
                   output_dtypes: Mapping[str, object] | None = None, max_queue_delay_us: int = 500,
                   preferred_batch_sizes: Sequence[int] = (),
                   gpus: Sequence[int] | None = None, pipeline_filename: str = DEFAULT_PIPELINE_FILENAME,
-                  num_threads: int | None = None, backend: str = BACKEND_NAME) -> str:
+                  num_threads: int | None = None, backend: str = BACKEND_NAME,
+                  parameters: Mapping[str, str] | None = None) -> str:
     """The config.pbtxt text serving `pipeline_file` with headrace's backend.
 
     max_batch_size defaults to the pipeline's batch_size and may not exceed it (a run takes at most batch_size
     samples). Inputs with a variable extent (encoded images: UINT8 [-1]) allow ragged batching, so requests with
-    images of different lengths share a pipeline run."""
+    images of different lengths share a pipeline run. `parameters` adds backend parameters (e.g. log_timing_every:
+    log where execute spends its time every that many calls)."""
     pipe = load_pipeline(pipeline_file)
     batch_size = pipe.batch_size
     max_batch_size = batch_size if max_batch_size is None else int(max_batch_size)
@@ -148,6 +150,7 @@ def triton_config(pipeline_file: str | os.PathLike | Pipeline, model_name: str, 
     params = {"pipeline_file": pipeline_filename, "output_names": ",".join(name for name, _ in outputs)}
     if num_threads is not None:
         params["num_threads"] = str(int(num_threads))
+    params.update({str(k): str(v) for k, v in (parameters or {}).items()})
     for key, value in params.items():
         lines.append(f"parameters {{\n  key: {_quote(key)}\n  value: {{ string_value: {_quote(value)} }}\n}}")
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ arrays (GPU) by `Tensor.from_dlpack`."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -66,12 +67,16 @@ class TritonPythonModel:
         self.placement_logged: set[str] = set()
         self.runner = BatchRunner(self.pipe, _input_specs(config), names)
         self.input_names = [spec.name for spec in self.runner.inputs]
+        self.timing = ExecuteTiming(int(params.get("log_timing_every", "0") or 0), pb_utils.Logger.log_info)
 
     def execute(self, requests: list) -> list:
         """One response per request, in order: outputs, or that request's own error."""
         pb = self.pb
+        start = time.perf_counter()
         arrays = [self._read(request) for request in requests]
+        read = time.perf_counter()
         results = self.runner.run(arrays)
+        ran = time.perf_counter()
         responses = []
         for result in results:
             if isinstance(result, RequestError):
@@ -84,6 +89,7 @@ class TritonPythonModel:
                 responses.append(pb.InferenceResponse(output_tensors=tensors))
             except Exception as exc:  # noqa: BLE001 - answered to this request only
                 responses.append(pb.InferenceResponse(output_tensors=[], error=_error(pb, str(exc))))
+        self.timing.add(len(requests), read - start, ran - read, time.perf_counter() - ran)
         return responses
 
     def _read(self, request) -> dict:
@@ -135,6 +141,33 @@ class TritonPythonModel:
             pipe.close()
 
 
+class ExecuteTiming:
+    """Where `execute` spends its time, logged every `every` calls (the model parameter `log_timing_every`; 0: off):
+    reading the inputs, running the pipeline (with splitting its outputs by request), making the responses."""
+
+    PARTS = ("read", "pipeline", "respond")
+
+    def __init__(self, every: int, log):
+        self.every, self.log = every, log
+        self._reset()
+
+    def _reset(self) -> None:
+        self.calls, self.requests, self.seconds = 0, 0, [0.0] * len(self.PARTS)
+
+    def add(self, requests: int, *seconds: float) -> None:
+        if not self.every:
+            return
+        self.calls += 1
+        self.requests += requests
+        self.seconds = [a + b for a, b in zip(self.seconds, seconds, strict=True)]
+        if self.calls >= self.every:
+            parts = ", ".join(f"{name} {total / self.calls * 1e3:.2f} ms" for name, total in
+                              zip(self.PARTS, self.seconds, strict=True))
+            self.log(f"headrace: execute over {self.calls} calls, {self.requests / self.calls:.1f} requests each: "
+                     f"{parts}")
+            self._reset()
+
+
 def _error(pb, message: str):
     try:
         return pb.TritonError(message, pb.TritonError.INVALID_ARG)
@@ -142,4 +175,4 @@ def _error(pb, message: str):
         return pb.TritonError(message)
 
 
-__all__ = ["TritonPythonModel"]
+__all__ = ["ExecuteTiming", "TritonPythonModel"]

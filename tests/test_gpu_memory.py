@@ -1,0 +1,93 @@
+"""The pipeline's GPU memory (headrace_kernels/gpu/memory.py): its size classes (CPU) and its three pools, their
+reuse across variable batches and their bound (GPU)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headrace_kernels.gpu.memory import BATCH_STEP, SMALL_BYTES, batch_size_class, large_size
+
+
+def test_large_sizes_round_up_by_at_most_an_eighth_to_few_classes():
+    sizes = np.unique(np.random.default_rng(0).integers(SMALL_BYTES + 1, 1 << 30, 5000))
+    rounded = np.array([large_size(int(s)) for s in sizes])
+    assert (rounded >= sizes).all() and (rounded <= sizes * 1.125).all()
+    for low in (1 << 21, 1 << 25):  # each power of two holds 8 classes
+        inside = rounded[(rounded > low) & (rounded <= 2 * low)]
+        assert set(inside.tolist()) <= {low + k * low // 8 for k in range(1, 9)}
+    assert large_size(1000) == 1000 and large_size(SMALL_BYTES) == SMALL_BYTES
+
+
+def test_batch_sizes_are_8_mib_steps():
+    assert batch_size_class(1) == BATCH_STEP == 8 << 20
+    assert batch_size_class(BATCH_STEP) == BATCH_STEP and batch_size_class(BATCH_STEP + 1) == 2 * BATCH_STEP
+
+
+@pytest.mark.gpu
+def test_small_and_large_requests_use_their_own_pools():
+    import cupy as cp
+
+    from headrace_kernels.gpu.runtime import GpuContext
+
+    ctx = GpuContext(0)
+    with ctx.active():
+        small = cp.zeros(1000, np.uint8)
+        large = cp.zeros(3 << 20, np.uint8)
+        odd = cp.zeros((3 << 20) + 1, np.uint8)
+    memory = ctx.memory
+    assert memory.small.used_bytes() == 1024  # CuPy's 512-byte rounding
+    assert memory.large.used_bytes() == (3 << 20) + large_size((3 << 20) + 1)
+    assert memory.batches.used_bytes() == 0 and ctx.used_bytes == memory.small.used_bytes() + \
+        memory.large.used_bytes()
+    del small, large, odd
+    ctx.release()
+    assert ctx.held_bytes == 0
+
+
+@pytest.mark.gpu
+def test_batch_allocations_of_varying_size_reuse_their_blocks():
+    import cupy as cp
+
+    from headrace_kernels.gpu.memory import batch_allocation
+    from headrace_kernels.gpu.runtime import GpuContext
+
+    ctx = GpuContext(0)
+    sizes = np.random.default_rng(1).integers(20 << 20, 30 << 20, 200).tolist()
+    held = []
+    with ctx.active():
+        in_flight = []
+        for size in sizes:
+            in_flight.append(batch_allocation(size))
+            tables = cp.zeros(int(size) % 5000 + 100, np.uint8)  # small, varying requests between the batches
+            if len(in_flight) > 3:  # three batches in flight, as with the look-ahead
+                in_flight.pop(0)
+            held.append(ctx.held_bytes)
+            del tables
+    memory = ctx.memory
+    assert memory.batch_bytes == batch_size_class(max(sizes))  # one block size: the largest batch so far
+    assert memory.batches.total_bytes() <= 4 * memory.batch_bytes
+    assert held[-1] == held[len(held) // 2]  # flat once the size has settled
+    in_flight.clear()
+    ctx.release()
+    assert ctx.held_bytes == 0
+
+
+@pytest.mark.gpu
+def test_the_limit_bounds_all_pools_together():
+    import cupy as cp
+
+    from headrace_kernels.gpu.memory import batch_allocation
+    from headrace_kernels.gpu.runtime import GpuContext
+
+    ctx = GpuContext(0, limit_bytes=64 << 20)
+    with ctx.active():
+        kept = batch_allocation(40 << 20)  # a 40 MiB batch block
+        with pytest.raises(cp.cuda.memory.OutOfMemoryError):
+            cp.zeros(30 << 20, np.uint8)
+        assert ctx.held_bytes <= 64 << 20
+        fits = cp.zeros(20 << 20, np.uint8)  # what remains can still be used
+        del kept
+        more = cp.zeros(40 << 20, np.uint8)  # the free batch block is returned to make room
+    assert ctx.held_bytes <= 64 << 20
+    del fits, more
