@@ -294,27 +294,41 @@ def ab_rounds(data: Path, images: int, args) -> None:
 
 
 def memory_over_epochs(data: Path, images: int, batch: int, threads: int, epochs: int) -> None:
-    """The demo pipeline's GPU memory (held by its pools, in use, and the device's) after each of `epochs` epochs."""
+    """The demo pipeline's GPU memory (held by its pools, in use, and the device's) after each of `epochs` epochs,
+    and the large requests by size (which allocation a growth comes from)."""
+    from collections import Counter
+
     from tqdm import tqdm
 
     pipe = resnet50_train(data_dir=str(data), device="gpu", batch_size=batch, num_threads=threads, device_id=0)
-    stage = None
+    pipe.build()
+    memory = pipe._executor.gpu.ctx.memory
+    requests: Counter = Counter()
+    malloc = memory.malloc
+
+    def counting_malloc(size: int):
+        if size >= 1 << 20:
+            requests[round(size / 2**20, 1)] += 1
+        return malloc(size)
+
+    memory.malloc = counting_malloc
     per_epoch = -(-images // batch)
     held = []
-    for epoch in tqdm(range(1, epochs + 1), desc="epochs", unit="epoch"):
+    for epoch in tqdm(range(1, epochs + 1), desc="epochs", unit="epoch", mininterval=5):
         for _ in range(per_epoch):
             out, _ = pipe.run()
         stage = pipe._executor.gpu
         stage.ctx.stream.synchronize()
         held.append(stage.ctx.held_bytes / 2**20)
         if epoch in (1, 2, 5) or epoch % 10 == 0:
-            memory = stage.ctx.memory
             tqdm.write(f"epoch {epoch}: pools hold {held[-1]:.0f} MiB (small {memory.small.total_bytes() / 2**20:.0f}"
                        f", large {memory.large.total_bytes() / 2**20:.0f}, batches "
                        f"{memory.batches.total_bytes() / 2**20:.0f}; batch block {memory.batch_bytes / 2**20:.0f}"
                        f" MiB), in use {stage.ctx.used_bytes / 2**20:.0f} MiB, device {device_used_mib():.0f} MiB")
     print(f"pools held: epoch 2 {held[min(1, len(held) - 1)]:.0f} MiB, max {max(held):.0f} MiB, last "
           f"{held[-1]:.0f} MiB after {epochs} epochs")
+    print("large requests (MiB: count):", ", ".join(f"{size}: {n}" for size, n in sorted(requests.items())[:40]),
+          f"({len(requests)} sizes)")
     pipe.close()
 
 

@@ -45,3 +45,11 @@ def test_serialize_load_gives_bit_identical_batches(image_folder, tmp_path):
         np.testing.assert_array_equal(a[0].as_array(), b[0].as_array())
         np.testing.assert_array_equal(a[1].as_array(), b[1].as_array())
     assert loaded.serialize() == pipe.serialize()
+
+
+def test_warm_up_on_the_cpu_builds_and_changes_no_batch(image_folder):
+    warm = resnet50_train(data_dir=str(image_folder), batch_size=8, seed=5)
+    warm.warm_up()
+    assert warm._executor is not None
+    cold = resnet50_train(data_dir=str(image_folder), batch_size=8, seed=5)
+    np.testing.assert_array_equal(warm.run()[0].as_array(), cold.run()[0].as_array())

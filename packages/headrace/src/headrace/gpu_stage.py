@@ -516,6 +516,14 @@ class GpuStage:
         return SampleError(f"{op} (node '{node.name}', GPU) failed on batch {info.iteration}: "
                            f"{type(exc).__name__}: {exc}", node=node.name, op=op)
 
+    def warm_up(self) -> None:
+        """Create the GPU decoders and decode their warm-up batches ahead of the first batch."""
+        with self._lock, self.ctx.active():
+            for kind, step in self.steps:
+                if kind == "gpu" and isinstance(step, _Decode):
+                    step.decoder.warm_up(self.ctx.stream)
+            self.ctx.stream.synchronize()
+
     # Memory
     def release_memory(self) -> None:
         """Free every pooled device block nothing refers to, and the decoders' own buffers."""

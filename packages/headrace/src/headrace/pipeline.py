@@ -104,6 +104,13 @@ class Pipeline:
         if pending is not None:
             self.restore(pending)
 
+    def warm_up(self) -> None:
+        """Build, and do now what the first batch would otherwise wait for: the GPU decoders are created and decode a
+        warm-up batch (a served model calls this when it loads, so its first request is not slow)."""
+        self.build()
+        if self._executor.gpu is not None:
+            self._executor.gpu.warm_up()
+
     @property
     def fed_inputs(self) -> list[str]:
         """Names of the external sources with no `source`: they take data from `run(name=...)`."""

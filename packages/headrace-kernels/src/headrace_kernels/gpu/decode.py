@@ -145,6 +145,11 @@ class MixedDecoder:
         return [([(hw, load), (cuda, 1.0), (hybrid, 1.0), cpu], "hardware+cuda+hybrid+cpu"),
                 ([(hw, load), (hybrid, 1.0), cpu], "hardware+hybrid+cpu"), ([(cuda, 1.0), cpu], "cuda+cpu")]
 
+    def warm_up(self, stream) -> None:
+        """Make the decoder and decode its warm-up batch now, not in the first batch (a server's first request)."""
+        if not self._warmed:
+            self._warm_up(stream)
+
     def _warm_up(self, stream) -> None:
         """Decode a full batch (`capacity` tiny JPEGs) first. nvImageCodec fixes a backend chain's hardware share
         at a decoder's first call (round(load x that batch)); later, larger batches send the rest to the CUDA

@@ -57,7 +57,7 @@ class TritonPythonModel:
         if "num_threads" in params:
             overrides["num_threads"] = int(params["num_threads"])
         self.pipe = Pipeline.load(pipeline_path, **overrides)
-        self.pipe.build()
+        self.pipe.warm_up()
         names = params["output_names"].split(",") if params.get("output_names") else output_names(self.pipe)
         configured = [entry["name"] for entry in config["output"]]
         if sorted(names) != sorted(configured):
