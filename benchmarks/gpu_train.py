@@ -321,10 +321,11 @@ def memory_over_epochs(data: Path, images: int, batch: int, threads: int, epochs
         stage.ctx.stream.synchronize()
         held.append(stage.ctx.held_bytes / 2**20)
         if epoch in (1, 2, 5) or epoch % 10 == 0:
+            per_batch = ", ".join(f"{purpose} {e.pool.total_bytes() / 2**20:.0f} in blocks of "
+                                  f"{e.block_bytes / 2**20:.0f}" for purpose, e in memory.per_batch.items())
             tqdm.write(f"epoch {epoch}: pools hold {held[-1]:.0f} MiB (small {memory.small.total_bytes() / 2**20:.0f}"
-                       f", large {memory.large.total_bytes() / 2**20:.0f}, batches "
-                       f"{memory.batches.total_bytes() / 2**20:.0f}; batch block {memory.batch_bytes / 2**20:.0f}"
-                       f" MiB), in use {stage.ctx.used_bytes / 2**20:.0f} MiB, device {device_used_mib():.0f} MiB")
+                       f", large {memory.large.total_bytes() / 2**20:.0f}, {per_batch}), in use "
+                       f"{stage.ctx.used_bytes / 2**20:.0f} MiB, device {device_used_mib():.0f} MiB")
     print(f"pools held: epoch 2 {held[min(1, len(held) - 1)]:.0f} MiB, max {max(held):.0f} MiB, last "
           f"{held[-1]:.0f} MiB after {epochs} epochs")
     print("large requests (MiB: count):", ", ".join(f"{size}: {n}" for size, n in sorted(requests.items())[:40]),

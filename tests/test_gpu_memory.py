@@ -38,8 +38,7 @@ def test_small_and_large_requests_use_their_own_pools():
     memory = ctx.memory
     assert memory.small.used_bytes() == 1024  # CuPy's 512-byte rounding
     assert memory.large.used_bytes() == (3 << 20) + large_size((3 << 20) + 1)
-    assert memory.batches.used_bytes() == 0 and ctx.used_bytes == memory.small.used_bytes() + \
-        memory.large.used_bytes()
+    assert not memory.per_batch and ctx.used_bytes == memory.small.used_bytes() + memory.large.used_bytes()
     del small, large, odd
     ctx.release()
     assert ctx.held_bytes == 0
@@ -58,15 +57,17 @@ def test_batch_allocations_of_varying_size_reuse_their_blocks():
     with ctx.active():
         in_flight = []
         for size in sizes:
-            in_flight.append(batch_allocation(size))
+            in_flight.append((batch_allocation(size, "decoded"), batch_allocation(size * 2, "rows")))
             tables = cp.zeros(int(size) % 5000 + 100, np.uint8)  # small, varying requests between the batches
             if len(in_flight) > 3:  # three batches in flight, as with the look-ahead
                 in_flight.pop(0)
             held.append(ctx.held_bytes)
             del tables
-    memory = ctx.memory
-    assert memory.batch_bytes == batch_size_class(max(sizes))  # one block size: the largest batch so far
-    assert memory.batches.total_bytes() <= 4 * memory.batch_bytes
+    decoded, rows = ctx.memory.per_batch["decoded"], ctx.memory.per_batch["rows"]
+    assert decoded.block_bytes == batch_size_class(max(sizes))  # one block size: the largest batch so far
+    assert rows.block_bytes == batch_size_class(2 * max(sizes))
+    for entry in (decoded, rows):
+        assert entry.pool.total_bytes() <= 4 * entry.block_bytes
     assert held[-1] == held[len(held) // 2]  # flat once the size has settled
     in_flight.clear()
     ctx.release()
@@ -82,7 +83,7 @@ def test_the_limit_bounds_all_pools_together():
 
     ctx = GpuContext(0, limit_bytes=64 << 20)
     with ctx.active():
-        kept = batch_allocation(40 << 20)  # a 40 MiB batch block
+        kept = batch_allocation(40 << 20, "decoded")  # a 40 MiB batch block
         with pytest.raises(cp.cuda.memory.OutOfMemoryError):
             cp.zeros(30 << 20, np.uint8)
         assert ctx.held_bytes <= 64 << 20

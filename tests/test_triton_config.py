@@ -71,6 +71,12 @@ def test_execute_timing_logs_the_mean_of_each_part_every_n_calls():
     off = ExecuteTiming(0, lines.append)
     off.add(1, 1.0, 1.0, 1.0)
     assert off.calls == 0 and len(lines) == 1
+    totals = {"decode": 1.0}
+    detailed = ExecuteTiming(2, lines.append, lambda: dict(totals))
+    totals["decode"] += 0.004  # 4 ms over the two calls: 2 ms per call
+    detailed.add(1, 0.0, 0.0, 0.0)
+    detailed.add(1, 0.0, 0.0, 0.0)
+    assert lines[-1].endswith("respond 0.00 ms, decode 2.00 ms")
 
 
 @pipeline_def(batch_size=8, num_threads=1, device_id=None)

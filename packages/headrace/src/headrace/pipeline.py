@@ -112,6 +112,12 @@ class Pipeline:
             self._executor.gpu.warm_up()
 
     @property
+    def gpu_timings(self) -> dict[str, float]:
+        """Host seconds spent so far in each part of the GPU stage (empty for a CPU pipeline or before build)."""
+        gpu = self._executor.gpu if self._executor is not None else None
+        return dict(gpu.timings) if gpu is not None else {}
+
+    @property
     def fed_inputs(self) -> list[str]:
         """Names of the external sources with no `source`: they take data from `run(name=...)`."""
         return [n.name for n in self.graph.nodes if n.schema.name == "external_source" and n.arg("source") is None]

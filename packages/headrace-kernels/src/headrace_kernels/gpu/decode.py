@@ -290,14 +290,14 @@ class MixedDecoder:
         return Prepared(streams, [tuple(b) for b in boxes.tolist()], arrays, shapes)
 
     def allocate(self, prepared: Prepared, stream) -> None:
-        """The batch's output memory (one allocation from the pipeline's batch pool) and its image records, ahead of
+        """The batch's output memory (one block of the pipeline's per-batch pool) and its image records, ahead of
         the decode (C API path; call with the GPU context active): later steps can plan their launches on them."""
         if prepared.shapes is None or prepared.memory is not None:
             return
         shapes = prepared.shapes
         sizes = (shapes.prod(axis=1) + _ALIGN - 1) // _ALIGN * _ALIGN
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64)
-        memory = batch_allocation(max(int(sizes.sum()), _ALIGN))
+        memory = batch_allocation(max(int(sizes.sum()), _ALIGN), "decoded images")
         prepared.memory, prepared.addresses = memory, memory.ptr + offsets
         prepared.images = [DeviceImage.at(memory, address, shape, stream)
                            for address, shape in zip(prepared.addresses.tolist(), map(tuple, shapes.tolist()),

@@ -20,6 +20,7 @@ from headrace_kernels.cpu.geometry_ops import (
     normalize_coefficients,
     resample_taps,
 )
+from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import CTYPES, cupy, module
 from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, resize_plan, round_half_up
 
@@ -132,7 +133,7 @@ def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norm
     if resampled.any():
         tmp_sizes = np.where(resampled, rec["rs_h"].astype(np.int64) * rec["col_n"] * channels * 4, 0)
         tmp_offsets = np.concatenate([[0], np.cumsum(tmp_sizes)])
-        tmp = cp.empty(int(tmp_offsets[-1]), dtype=cp.uint8)
+        tmp = cp.ndarray(int(tmp_offsets[-1]), cp.uint8, batch_allocation(int(tmp_offsets[-1]), "resize rows"))
         rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets[:-1], 0).astype(np.uint64)
     head = n * SAMPLE.itemsize
     pieces, at = [rec.view(np.uint8)], head

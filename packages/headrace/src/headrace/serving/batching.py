@@ -4,6 +4,8 @@ others are run again without it. Knows nothing of Triton, so it is tested on its
 
 from __future__ import annotations
 
+import collections
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +43,7 @@ class BatchRunner:
         self.inputs = list(inputs)
         self.output_names = list(output_names)
         self.max_samples = pipe.batch_size
+        self.seconds: collections.Counter = collections.Counter()  # host time per part, summed over runs
         fed = set(pipe.fed_inputs)
         names = {spec.name for spec in self.inputs}
         if names != fed:
@@ -104,6 +107,7 @@ class BatchRunner:
         """Run the group as one pipeline batch; drop a request whose sample fails and run the rest again."""
         while group:
             feeds = {spec.name: [s for r in group for s in r.samples[spec.name]] for spec in self.inputs}
+            start = time.perf_counter()
             try:
                 outputs = self.pipe.run(**feeds)
             except SampleError as exc:
@@ -121,8 +125,11 @@ class BatchRunner:
                 self.pipe.clear_fed_inputs()
                 self._run_alone(group, results, exc)
                 return
+            ran = time.perf_counter()
             for batch in outputs:  # GPU batches are made on the pipeline's stream: done before they are handed on
                 getattr(batch, "synchronize", lambda: None)()
+            self.seconds["pipeline run"] += ran - start
+            self.seconds["waiting for the GPU"] += time.perf_counter() - ran
             offset = 0
             for request in group:
                 try:

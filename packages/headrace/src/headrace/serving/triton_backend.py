@@ -67,7 +67,8 @@ class TritonPythonModel:
         self.placement_logged: set[str] = set()
         self.runner = BatchRunner(self.pipe, _input_specs(config), names)
         self.input_names = [spec.name for spec in self.runner.inputs]
-        self.timing = ExecuteTiming(int(params.get("log_timing_every", "0") or 0), pb_utils.Logger.log_info)
+        self.timing = ExecuteTiming(int(params.get("log_timing_every", "0") or 0), pb_utils.Logger.log_info,
+                                    lambda: {**self.runner.seconds, **self.pipe.gpu_timings})
 
     def execute(self, requests: list) -> list:
         """One response per request, in order: outputs, or that request's own error."""
@@ -143,16 +144,18 @@ class TritonPythonModel:
 
 class ExecuteTiming:
     """Where `execute` spends its time, logged every `every` calls (the model parameter `log_timing_every`; 0: off):
-    reading the inputs, running the pipeline (with splitting its outputs by request), making the responses."""
+    reading the inputs, running the pipeline (with splitting its outputs by request), making the responses, and
+    the parts of the pipeline run that `details` reports (cumulative seconds by name)."""
 
     PARTS = ("read", "pipeline", "respond")
 
-    def __init__(self, every: int, log):
-        self.every, self.log = every, log
+    def __init__(self, every: int, log, details=None):
+        self.every, self.log, self.details = every, log, details
         self._reset()
 
     def _reset(self) -> None:
         self.calls, self.requests, self.seconds = 0, 0, [0.0] * len(self.PARTS)
+        self.details_before = dict(self.details()) if self.details is not None and self.every else {}
 
     def add(self, requests: int, *seconds: float) -> None:
         if not self.every:
@@ -161,10 +164,13 @@ class ExecuteTiming:
         self.requests += requests
         self.seconds = [a + b for a, b in zip(self.seconds, seconds, strict=True)]
         if self.calls >= self.every:
-            parts = ", ".join(f"{name} {total / self.calls * 1e3:.2f} ms" for name, total in
-                              zip(self.PARTS, self.seconds, strict=True))
+            parts = [f"{name} {total / self.calls * 1e3:.2f} ms" for name, total in
+                     zip(self.PARTS, self.seconds, strict=True)]
+            if self.details is not None:
+                parts += [f"{name} {(total - self.details_before.get(name, 0.0)) / self.calls * 1e3:.2f} ms"
+                          for name, total in self.details().items()]
             self.log(f"headrace: execute over {self.calls} calls, {self.requests / self.calls:.1f} requests each: "
-                     f"{parts}")
+                     f"{', '.join(parts)}")
             self._reset()
 
 
