@@ -150,8 +150,10 @@ def test_gpu_memory_is_flat_over_epochs_and_released(image_folder):
     free_before = cp.cuda.runtime.memGetInfo()[0]
     pipe.release_memory()
     # only blocks still referenced remain (the look-ahead's next batch among them), with at most the free tails of
-    # the pool's split blocks that they keep (CuPy returns a block to the device only once wholly free)
-    assert stage.ctx.held_bytes - stage.ctx.used_bytes <= 1 << 20
+    # the pool's split blocks that they keep (CuPy returns a block to the device only once wholly free), and one
+    # free block per per-batch purpose that the prefetching thread may have used since the release
+    per_batch = sum(entry.block_bytes for entry in stage.ctx.memory.per_batch.values())
+    assert stage.ctx.held_bytes - stage.ctx.used_bytes <= per_batch + (1 << 20)
     assert cp.cuda.runtime.memGetInfo()[0] >= free_before
     images, _ = pipe.run()  # still runs after a release
     assert images.as_cpu().as_array().shape == (16, 3, 224, 224)

@@ -140,3 +140,16 @@ def test_a_corrupt_body_fails_that_image_only():
     outputs, ok = _cpu_capi_decode([good, broken], None, False, exif=False)
     assert ok[0]
     np.testing.assert_array_equal(outputs[0], cpu_decode.decode_image(good, cpu_decode.RGB, False))
+
+
+def test_repeated_decodes_call_the_compiled_loops_directly():
+    rng = np.random.default_rng(6)
+    encoded = [_jpeg(synthetic_image(rng, 30, 40), quality=90) for _ in range(2)]
+    first, _ = _cpu_capi_decode(encoded, None, False, exif=False)
+    again, ok = _cpu_capi_decode(encoded, None, False, exif=False)
+    assert ok.all()
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    loops = capi.library().loops
+    for name in ("parse", "destroy_streams", "run_decode"):  # numba's typing is skipped after the first call
+        assert getattr(loops, name).entries, name

@@ -16,6 +16,8 @@ import sys
 import numba
 import numpy as np
 
+from headrace_kernels.numba_calls import bind
+
 
 @numba.njit(nogil=True, cache=True)
 def _open_and_size(c_open, c_lseek, read_only, seek_end, name_at, fds, sizes):
@@ -56,13 +58,9 @@ def _loops():
     c_close.argtypes, c_close.restype = [i32], i32
     read_only, seek_end = np.int32(os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), np.int32(os.SEEK_END)
 
-    def open_and_size(name_at, fds, sizes):
-        _open_and_size(c_open, c_lseek, read_only, seek_end, name_at, fds, sizes)
-
-    def read_and_close(fds, sizes, out_at, got):
-        _read_and_close(c_pread, c_close, fds, sizes, out_at, got)
-
-    return open_and_size, read_and_close
+    open_and_size = bind(_open_and_size, c_open, c_lseek)
+    read_and_close = bind(_read_and_close, c_pread, c_close)
+    return (lambda name_at, fds, sizes: open_and_size(read_only, seek_end, name_at, fds, sizes)), read_and_close
 
 
 class BatchFileReader:

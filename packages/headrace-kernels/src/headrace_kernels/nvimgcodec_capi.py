@@ -177,6 +177,7 @@ def _compile_loops(c):
     import types
 
     from headrace_kernels import capi_loops as loops
+    from headrace_kernels.numba_calls import bind
 
     create, get_info = c.nvimgcodecCodeStreamCreateFromHostMem, c.nvimgcodecCodeStreamGetImageInfo
     get_sub, destroy_stream = c.nvimgcodecCodeStreamGetSubCodeStream, c.nvimgcodecCodeStreamDestroy
@@ -184,11 +185,9 @@ def _compile_loops(c):
     decode, wait = c.nvimgcodecDecoderDecode, c.nvimgcodecFutureWaitForAll
     get_status, destroy_future = c.nvimgcodecFutureGetProcessingStatus, c.nvimgcodecFutureDestroy
     return types.SimpleNamespace(
-        parse=lambda *args: loops.parse(create, get_info, *args),
-        cut=lambda *args: loops.cut(get_sub, *args),
-        destroy_streams=lambda handles: loops.destroy_streams(destroy_stream, handles),
-        run_decode=lambda *args: loops.run_decode(create_image, destroy_image, decode, wait, get_status,
-                                                  destroy_future, *args))
+        parse=bind(loops.parse, create, get_info), cut=bind(loops.cut, get_sub),
+        destroy_streams=bind(loops.destroy_streams, destroy_stream),
+        run_decode=bind(loops.run_decode, create_image, destroy_image, decode, wait, get_status, destroy_future))
 
 
 def _addresses(array: np.ndarray) -> np.ndarray:

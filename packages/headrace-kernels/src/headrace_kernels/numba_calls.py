@@ -1,0 +1,44 @@
+"""Calling a numba loop that takes C functions (ctypes function objects) as arguments without numba's per-call
+typing. Numba's C dispatch cannot type a ctypes function, so every call of such a loop went through Python typing
+and signature lookup: about 0.4 ms a call, 2.5 ms of a served GPU batch of 8 images whose pipeline takes 2.5 ms.
+`bind` types the functions once and calls the compiled overload directly after the first call."""
+
+from __future__ import annotations
+
+import threading
+
+import numba
+import numpy as np
+
+
+def _key(value) -> object:
+    """What picks a numba overload for an argument, cheaply: arrays by dtype, dimensions, layout and writability."""
+    if isinstance(value, np.ndarray):
+        flags = value.flags
+        return value.dtype.num, value.ndim, flags.c_contiguous, flags.f_contiguous, flags.writeable
+    return type(value)
+
+
+def bind(dispatcher, *functions):
+    """`dispatcher` with `functions` (ctypes functions) as its leading arguments: call(*args). The first call with
+    given argument kinds goes through numba (which compiles, or loads from its disk cache); later ones call the
+    compiled overload for those kinds directly."""
+    function_types = tuple(numba.typeof(f) for f in functions)
+    entries: dict[tuple, object] = {}
+    lock = threading.Lock()
+
+    def call(*args):
+        key = tuple(_key(a) for a in args)
+        entry = entries.get(key)
+        if entry is not None:
+            return entry(*functions, *args)
+        result = dispatcher(*functions, *args)
+        signature = function_types + tuple(numba.typeof(a) for a in args)
+        compiled = dispatcher.overloads.get(signature)
+        if compiled is not None:  # else numba ran a compatible overload: keep going through the dispatcher
+            with lock:
+                entries[key] = compiled.entry_point
+        return result
+
+    call.entries = entries  # for tests: which argument kinds have a direct entry
+    return call
