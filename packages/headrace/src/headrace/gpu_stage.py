@@ -204,13 +204,18 @@ class _FusedResizeNormalize(_Step):
         return image_ops.plan_crop_mirror_normalize(images, args, per_sample, resize_args, packed)
 
     def plan(self, values: dict, info: _BatchInfo):
-        """The launch plan on the records of the decoder feeding this step, or None where there is none yet."""
+        """The launch plan on the records of the decoder feeding this step (tap tables already on the device), or None
+        where there is none yet."""
         prepared = values.get((_PREPARED, self.inputs[0][0]))
         images = getattr(prepared, "images", None)
         refs = [ref for _, ref in self.arg_inputs + self.resize_arg_inputs]
         if images is None or self.inputs[0][1] != 0 or not all(ref in values for ref in refs):
             return None
-        return self._plan(values, images, (prepared.addresses, prepared.shapes))
+        from headrace_kernels.gpu import image_ops
+
+        plan = self._plan(values, images, (prepared.addresses, prepared.shapes))
+        image_ops.upload_tables(plan[0])  # ahead too: the launch after the decode only sends the records
+        return plan
 
     def run(self, values: dict, info: _BatchInfo):
         from headrace_kernels.gpu import image_ops
@@ -413,11 +418,15 @@ class GpuStage:
 
     def _cpu_stage(self, iteration: int):
         start = time.perf_counter()
-        future = self._read_ahead(iteration)
-        try:
-            values, sources, collectors, size = future.result()
-        finally:
-            self._reads.pop(iteration, None)
+        if not self.lookahead and iteration not in self._reads:
+            # fed inputs: nothing is read ahead, and a hand-off to the readers' thread would only add latency
+            values, sources, collectors, size = self._readers(iteration)
+        else:
+            future = self._read_ahead(iteration)
+            try:
+                values, sources, collectors, size = future.result()
+            finally:
+                self._reads.pop(iteration, None)
         info = _BatchInfo(iteration, iteration * self.executor.batch_size, size, sources)
         for kind, step in self.steps:
             if kind == "gpu" and step.prepares and step.node.guard is None \
