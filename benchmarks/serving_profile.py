@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
             runner.run(requests[:args.cprofile])
         profiler.disable()
         print(f"cProfile of {args.batches} BatchRunner batches of {args.cprofile} (calling thread, tottime):")
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(45)
     pipe.close()
 
 
