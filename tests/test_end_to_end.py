@@ -53,3 +53,24 @@ def test_warm_up_on_the_cpu_builds_and_changes_no_batch(image_folder):
     assert warm._executor is not None
     cold = resnet50_train(data_dir=str(image_folder), batch_size=8, seed=5)
     np.testing.assert_array_equal(warm.run()[0].as_array(), cold.run()[0].as_array())
+
+
+def test_warm_up_with_inputs_runs_a_batch_and_forgets_it():
+    from headrace import fn, pipeline_def, types
+    from headrace.data.synthetic import synthetic_image
+    from headrace_kernels.gpu.decode import tiny_jpeg
+    from tests.conftest import encode
+
+    @pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=7)
+    def served():
+        jpegs = fn.external_source(name="images", dtype=types.UINT8, ndim=1)
+        images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB)  # random: depends on the batch index
+        return fn.resize(images, resize_x=32, resize_y=32), fn.random.coin_flip(probability=0.5)
+
+    rng = np.random.default_rng(0)
+    batch = [encode(synthetic_image(rng, 60 + 7 * i, 80)) for i in range(4)]
+    warm, cold = served(), served()
+    warm.warm_up(images=[tiny_jpeg()])
+    for _ in range(2):  # batches 0 and 1 as if no warm-up had run
+        for a, b in zip(warm.run(images=batch), cold.run(images=batch), strict=True):
+            np.testing.assert_array_equal(a.as_array(), b.as_array())

@@ -70,6 +70,12 @@ def infer(conn, protocol: str, batch: np.ndarray, model: str = "preprocess", nam
     return conn.infer(model, [tensor]).as_numpy(output)
 
 
+def test_models_load_warmed_up(server):
+    log = server.log()
+    assert "warm-up failed" not in log
+    assert "model 'preprocess' warmed up (one batch of a tiny JPEG)" in log
+
+
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_parity_with_offline_pipeline(server, reference, protocol):
     conn = client(server, protocol)
@@ -281,6 +287,7 @@ def test_gpu_instance_parity(gpu_server, protocol):
     log = server.log()
     assert "output 'normalized' is handed to Triton in GPU memory through DLPack, no host copy" in log, log[-3000:]
     assert "output 'normalized' is handed to Triton in host memory" not in log
+    assert "model 'preprocess' warmed up (one batch of a tiny JPEG)" in log and "warm-up failed" not in log
     probabilities = infer(conn, protocol, padded(images[:2]), model="classify", output="probabilities")
     assert probabilities.shape == (2, 10)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)

@@ -104,12 +104,23 @@ class Pipeline:
         if pending is not None:
             self.restore(pending)
 
-    def warm_up(self) -> None:
+    def warm_up(self, **inputs) -> None:
         """Build, and do now what the first batch would otherwise wait for: the GPU decoders are created and decode a
-        warm-up batch (a served model calls this when it loads, so its first request is not slow)."""
+        warm-up batch; with `inputs` (for the external sources, as in `run`) one batch is run on them and forgotten,
+        which loads the kernels and compiled loops too. The next batch is still batch 0, with the same outputs as
+        without the warm-up. A served model calls this when it loads, so that its first request is not slow."""
         self.build()
         if self._executor.gpu is not None:
             self._executor.gpu.warm_up()
+        if not inputs:
+            return
+        saved = self._iteration, self._consumed_states, self._ran
+        try:
+            for out in self.run(**inputs):
+                getattr(out, "synchronize", lambda: None)()
+        finally:
+            self.clear_fed_inputs()
+            self._iteration, self._consumed_states, self._ran = saved
 
     @property
     def gpu_timings(self) -> dict[str, float]:

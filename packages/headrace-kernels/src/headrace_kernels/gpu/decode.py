@@ -104,7 +104,7 @@ def _parse(data):
 
 
 @functools.lru_cache(maxsize=1)
-def _tiny_jpeg() -> np.ndarray:
+def tiny_jpeg() -> np.ndarray:
     """A 16x16 baseline 4:2:0 JPEG (Pillow): the warm-up batch's image."""
     import io
 
@@ -159,7 +159,7 @@ class MixedDecoder:
         self._warmed = True
         if not self.capacity or self.hw_load <= 0:
             return
-        tiny = _tiny_jpeg()
+        tiny = tiny_jpeg()
         encoded = [tiny] * self.capacity
         if self.c_api:
             prepared = self._prepare_c(encoded, 0, 0)

@@ -57,7 +57,6 @@ class TritonPythonModel:
         if "num_threads" in params:
             overrides["num_threads"] = int(params["num_threads"])
         self.pipe = Pipeline.load(pipeline_path, **overrides)
-        self.pipe.warm_up()
         names = params["output_names"].split(",") if params.get("output_names") else output_names(self.pipe)
         configured = [entry["name"] for entry in config["output"]]
         if sorted(names) != sorted(configured):
@@ -67,8 +66,28 @@ class TritonPythonModel:
         self.placement_logged: set[str] = set()
         self.runner = BatchRunner(self.pipe, _input_specs(config), names)
         self.input_names = [spec.name for spec in self.runner.inputs]
+        self._warm_up(args["model_name"])
         self.timing = ExecuteTiming(int(params.get("log_timing_every", "0") or 0), pb_utils.Logger.log_info,
                                     lambda: {**self.runner.seconds, **self.pipe.gpu_timings})
+
+    def _warm_up(self, model_name: str) -> None:
+        """Make the first request as fast as the next: the decoders are warmed, and where every input is encoded
+        images (UINT8 [-1]) one batch of a tiny JPEG is run and forgotten (kernels, compiled loops). Best effort: a
+        failure is logged, and the model still loads."""
+        from headrace_kernels.gpu.decode import tiny_jpeg
+
+        encoded = all(spec.dtype == np.uint8 and spec.dims == (-1,) for spec in self.runner.inputs)
+        inputs = {spec.name: [tiny_jpeg()] for spec in self.runner.inputs} if encoded else {}
+        start = time.perf_counter()
+        try:
+            self.pipe.warm_up(**inputs)
+        except Exception as exc:  # noqa: BLE001 - the model serves without a warm-up
+            self.pb.Logger.log_warn(f"headrace: model '{model_name}': warm-up failed, the first request will be "
+                                    f"slower ({type(exc).__name__}: {exc})")
+            return
+        what = "one batch of a tiny JPEG" if inputs else "the decoders only"
+        self.pb.Logger.log_info(f"headrace: model '{model_name}' warmed up ({what}) in "
+                                f"{(time.perf_counter() - start) * 1e3:.0f} ms")
 
     def execute(self, requests: list) -> list:
         """One response per request, in order: outputs, or that request's own error."""
