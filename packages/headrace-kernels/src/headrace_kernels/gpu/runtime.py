@@ -97,16 +97,12 @@ class GpuContext:
     @contextlib.contextmanager
     def active(self):
         """Make this context's device, stream and memory current for CuPy (and the decoder) in this thread."""
-        from headrace_kernels.gpu import memory
+        from headrace_kernels.gpu.memory import using
 
         cp = cupy()
-        previous = getattr(memory._local, "memory", None)
-        memory._local.memory = self.memory
-        try:
-            with cp.cuda.Device(self.device_id), cp.cuda.using_allocator(self.memory.malloc), self.stream:
-                yield self
-        finally:
-            memory._local.memory = previous
+        with using(self.memory), cp.cuda.Device(self.device_id), cp.cuda.using_allocator(self.memory.malloc), \
+                self.stream:
+            yield self
 
     @property
     def used_bytes(self) -> int:

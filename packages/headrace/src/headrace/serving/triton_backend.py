@@ -57,6 +57,7 @@ class TritonPythonModel:
         if "num_threads" in params:
             overrides["num_threads"] = int(params["num_threads"])
         self.pipe = Pipeline.load(pipeline_path, **overrides)
+        self.pipe.build()  # a pipeline that cannot be built fails the model's load, not its first request
         names = params["output_names"].split(",") if params.get("output_names") else output_names(self.pipe)
         configured = [entry["name"] for entry in config["output"]]
         if sorted(names) != sorted(configured):
