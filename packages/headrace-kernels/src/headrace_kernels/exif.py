@@ -56,7 +56,6 @@ def swaps_axes(value: int) -> bool:
     return value >= 5
 
 
-
 def batch_orientations(arrays: list) -> np.ndarray:
     """`orientation` of every encoded uint8 array of a batch, in one numba call without the GIL
     (headrace_kernels.exif_batch: the same rules byte for byte, tested on truncated and corrupted headers)."""

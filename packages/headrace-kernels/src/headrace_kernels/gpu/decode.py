@@ -115,6 +115,19 @@ def tiny_jpeg() -> np.ndarray:
     return np.frombuffer(buffer.getvalue(), np.uint8)
 
 
+def _raise_first_failure(streams) -> None:
+    """A batch whose code streams could not all be parsed (or cut) fails on its first bad sample."""
+    if streams.failed:
+        first = min(streams.failed)
+        streams.close()
+        raise SampleFailureError(first, streams.failed[first])
+
+
+def _displayed(turned: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Heights and widths as displayed: exchanged where the EXIF orientation turns the image by 90 degrees."""
+    return np.where(turned, widths, heights), np.where(turned, heights, widths)
+
+
 class MixedDecoder:
     """One decoders.image / decoders.image_random_crop node on the GPU."""
 
@@ -240,7 +253,7 @@ class MixedDecoder:
         widths = np.fromiter((s.width for s in streams), np.int64, len(streams))
         if args["adjust_orientation"]:  # windows in the displayed frame, as the CPU kernel and the decoder take them
             turned = self._turned([np.ascontiguousarray(d, np.uint8) for d in encoded])
-            heights, widths = np.where(turned, widths, heights), np.where(turned, heights, widths)
+            heights, widths = _displayed(turned, heights, widths)
         boxes = batch_crop_windows(heights, widths, args["random_area"], args["random_aspect_ratio"],
                                    args["num_attempts"], seed, first_sample)
         region = nv.Region
@@ -261,31 +274,25 @@ class MixedDecoder:
                                             f"{array.shape}")
             arrays.append(np.ascontiguousarray(array))
         streams = capi.CodeStreams(capi.Instance.shared(), arrays)
-        if streams.failed:
-            first = min(streams.failed)
-            streams.close()
-            raise SampleFailureError(first, streams.failed[first])
+        _raise_first_failure(streams)
         channels = np.full(len(arrays), 1 if self.output_type == GRAY else 3, np.int64)
         heights, widths = streams.heights, streams.widths
         if not self.random_crop:
             if self.args["adjust_orientation"]:  # the decoder turns by the orientation it parsed
                 rotated = streams.infos["orientation"]["rotated"]
                 turned = (rotated // 90) % 2 == 1
-                heights, widths = np.where(turned, widths, heights), np.where(turned, heights, widths)
+                heights, widths = _displayed(turned, heights, widths)
             shapes = np.stack([heights, widths, channels], axis=1)
             return Prepared(streams, [None] * len(arrays), arrays, shapes)
         args = self.args
         if args["adjust_orientation"]:  # windows in the displayed frame, as the CPU kernel and the decoder take them
             turned = self._turned(arrays)
-            heights, widths = np.where(turned, widths, heights), np.where(turned, heights, widths)
+            heights, widths = _displayed(turned, heights, widths)
         boxes = batch_crop_windows(heights, widths, args["random_area"], args["random_aspect_ratio"],
                                    args["num_attempts"], seed, first_sample)
         boxes = np.asarray(boxes, np.int64)
         streams.cut(boxes)
-        if streams.failed:
-            first = min(streams.failed)
-            streams.close()
-            raise SampleFailureError(first, streams.failed[first])
+        _raise_first_failure(streams)
         shapes = np.stack([boxes[:, 2], boxes[:, 3], channels], axis=1)
         return Prepared(streams, [tuple(b) for b in boxes.tolist()], arrays, shapes)
 
@@ -305,8 +312,6 @@ class MixedDecoder:
 
     def _run_c(self, prepared: Prepared, stream) -> list:
         """The C API decode into the batch's allocation: one decode call, CPU fallback per failed image."""
-        if not self._warmed:
-            self._warm_up(stream)
         self.allocate(prepared, stream)
         gray = self.output_type == GRAY
         start = time.perf_counter()
@@ -338,10 +343,9 @@ class MixedDecoder:
 
     def run(self, prepared: Prepared, stream) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU."""
+        self.warm_up(stream)
         if prepared.shapes is not None:
             return self._run_c(prepared, stream)
-        if not self._warmed:
-            self._warm_up(stream)
         cp = cupy()
         nv = cpu_decode._codec()
         gray = self.output_type == GRAY

@@ -130,8 +130,7 @@ def upload_tables(batch: Batch) -> None:
         if at % 8:
             pieces.append(np.zeros(8 - at % 8, np.uint8))
             at += 8 - at % 8
-    device = cp.empty(max(at, 8), dtype=cp.uint8)
-    device.set(np.concatenate(pieces) if pieces else np.zeros(8, np.uint8), stream=cp.cuda.get_current_stream())
+    device = cp.asarray(np.concatenate(pieces))  # copied on the current stream
     for field, offset, start in zip(("row_idx", "row_w", "col_idx", "col_w"), offsets,
                                     (starts[0], starts[0], starts[1], starts[1]), strict=True):
         batch.rec[field][which] = np.uint64(device.data.ptr + offset) + start.astype(np.uint64) * np.uint64(4)
@@ -162,8 +161,7 @@ def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norm
         tmp_offsets = np.concatenate([[0], np.cumsum(tmp_sizes)])
         tmp = cp.ndarray(int(tmp_offsets[-1]), cp.uint8, batch_allocation(int(tmp_offsets[-1]), "resize rows"))
         rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets[:-1], 0).astype(np.uint64)
-    device = cp.empty(max(n * SAMPLE.itemsize, 8), dtype=cp.uint8)
-    device.set(rec.view(np.uint8), stream=cp.cuda.get_current_stream())
+    device = cp.asarray(rec.view(np.uint8))  # the records, copied on the current stream
     kernels = _kernels()
     in_type = CTYPES[batch.in_dtype]
     if tmp is not None:
