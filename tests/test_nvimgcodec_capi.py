@@ -151,5 +151,27 @@ def test_repeated_decodes_call_the_compiled_loops_directly():
     for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a, b)
     loops = capi.library().loops
-    for name in ("parse", "destroy_streams", "run_decode"):  # numba's typing is skipped after the first call
+    # numba's typing is skipped after the first call
+    for name in ("parse", "destroy_streams", "submit_decode", "finish_decode"):
         assert getattr(loops, name).entries, name
+
+
+def test_a_started_decode_finishes_with_the_pixels_of_a_whole_decode():
+    rng = np.random.default_rng(7)
+    encoded = [_jpeg(synthetic_image(rng, 48, 64), quality=90) for _ in range(3)]
+    expected, _ = _cpu_capi_decode(encoded, None, False, exif=False)
+    instance = capi.Instance.shared()
+    decoder = capi.Decoder(instance, capi.DEVICE_CPU_ONLY, 1, [(capi.BACKEND_CPU_ONLY, 1.0)])
+    streams = capi.CodeStreams(instance, encoded)
+    shapes = np.stack([streams.heights, streams.widths, np.full(3, 3)], axis=1).astype(np.int64)
+    outputs = [np.zeros(tuple(s), np.uint8) for s in shapes]
+    started = decoder.start(streams, np.arange(3), shapes, np.array([o.ctypes.data for o in outputs], np.uint64), 0,
+                            False, False)
+    assert started.submitted  # the caller works here while nvImageCodec decodes
+    statuses = started.finish()
+    assert (statuses == capi.PROCESSING_SUCCESS).all()
+    assert started.finish() is statuses  # a second finish waits for nothing
+    for a, b in zip(outputs, expected, strict=True):
+        np.testing.assert_array_equal(a, b)
+    streams.close()
+    decoder.close()

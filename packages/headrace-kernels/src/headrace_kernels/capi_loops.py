@@ -38,9 +38,10 @@ def destroy_streams(destroy, handles):
 
 
 @numba.njit(nogil=True, cache=True)
-def run_decode(create_image, destroy_image, decode, wait, get_status, destroy_future, instance, decoder, images,
-               image_at, info_at, streams_ptr, params_ptr, future, future_ptr, statuses_ptr, count_ptr):
-    """Create the output images, decode the batch, wait, read the per-image statuses, destroy the images."""
+def submit_decode(create_image, destroy_image, decode, instance, decoder, images, image_at, info_at, streams_ptr,
+                  params_ptr, future_ptr):
+    """Create the output images and start decoding the batch (the future at future_ptr says when it is done); on a
+    failure the images made so far are destroyed."""
     status = 0
     for k in range(len(images)):
         status = create_image(instance, image_at[k], info_at[k])
@@ -48,10 +49,20 @@ def run_decode(create_image, destroy_image, decode, wait, get_status, destroy_fu
             break
     if status == 0:
         status = decode(decoder, streams_ptr, image_at[0], np.int32(len(images)), params_ptr, future_ptr)
-        if status == 0:
-            wait(future[0])
-            status = get_status(future[0], statuses_ptr, count_ptr)
-            destroy_future(future[0])
+    if status != 0:
+        for k in range(len(images)):
+            if images[k] != 0:
+                destroy_image(images[k])
+                images[k] = 0
+    return status
+
+
+@numba.njit(nogil=True, cache=True)
+def finish_decode(wait, get_status, destroy_future, destroy_image, images, future, statuses_ptr, count_ptr):
+    """Wait for a started decode, read the per-image statuses, destroy the future and the images."""
+    wait(future[0])
+    status = get_status(future[0], statuses_ptr, count_ptr)
+    destroy_future(future[0])
     for k in range(len(images)):
         if images[k] != 0:
             destroy_image(images[k])

@@ -187,7 +187,8 @@ def _compile_loops(c):
     return types.SimpleNamespace(
         parse=bind(loops.parse, create, get_info), cut=bind(loops.cut, get_sub),
         destroy_streams=bind(loops.destroy_streams, destroy_stream),
-        run_decode=bind(loops.run_decode, create_image, destroy_image, decode, wait, get_status, destroy_future))
+        submit_decode=bind(loops.submit_decode, create_image, destroy_image, decode),
+        finish_decode=bind(loops.finish_decode, wait, get_status, destroy_future, destroy_image))
 
 
 def _addresses(array: np.ndarray) -> np.ndarray:
@@ -294,6 +295,28 @@ class CodeStreams:
             pass
 
 
+class StartedDecode:
+    """A batch decode submitted by `Decoder.start`: `finish()` waits for it and returns the per-image statuses."""
+
+    def __init__(self, lib: Library, n: int):
+        self.lib = lib
+        self.images = np.zeros(n, np.uint64)
+        self.future = np.zeros(1, np.uint64)
+        self.statuses = np.zeros(n, np.uint32)
+        self.submitted = False
+        self.keep: tuple = ()  # what nvImageCodec reads until the decode is done
+
+    def finish(self) -> np.ndarray:
+        if self.submitted:
+            self.submitted = False
+            count = np.zeros(1, np.uint64)
+            status = self.lib.loops.finish_decode(self.images, self.future, self.statuses.ctypes.data,
+                                                  count.ctypes.data)
+            self.keep = ()
+            self.lib.check(int(status), "nvImageCodec's batch decode (its statuses)")
+        return self.statuses
+
+
 class Decoder:
     """One nvimgcodecDecoder_t: `backends` is a list of (kind, load_hint); options default to the Python binding's
     (none in 0.9: fancy upsampling on, as libjpeg-turbo's default)."""
@@ -322,11 +345,18 @@ class Decoder:
     def decode(self, streams: CodeStreams, which: np.ndarray, shapes: np.ndarray, buffers: np.ndarray,
                stream_ptr: int, gray: bool, apply_exif: bool) -> np.ndarray:
         """Decode streams[which] into `buffers` (one address per decoded image, HWC uint8 of `shapes` rows (h, w,
-        c), rows packed). Returns each image's nvimgcodecProcessingStatus_t (PROCESSING_SUCCESS: decoded). One
-        numba call without the GIL creates the output images, decodes, waits and destroys them."""
+        c), rows packed) and wait. Returns each image's nvimgcodecProcessingStatus_t (PROCESSING_SUCCESS: decoded)."""
+        return self.start(streams, which, shapes, buffers, stream_ptr, gray, apply_exif).finish()
+
+    def start(self, streams: CodeStreams, which: np.ndarray, shapes: np.ndarray, buffers: np.ndarray,
+              stream_ptr: int, gray: bool, apply_exif: bool) -> StartedDecode:
+        """Start decoding as `decode` does, without waiting: one numba call without the GIL creates the output
+        images and submits the batch. The caller can work meanwhile, then calls `finish()` on the result (always:
+        the streams, buffers and images must outlive the decode)."""
         n = len(which)
+        started = StartedDecode(self.lib, n)
         if n == 0:
-            return np.zeros(0, np.uint32)
+            return started
         infos = streams.infos[which]  # the streams' own infos (orientation included: the decoder reads it there)
         infos["chroma_subsampling"] = 0
         infos["color_spec"] = COLORSPEC_GRAY if gray else COLORSPEC_SRGB
@@ -340,18 +370,16 @@ class Decoder:
         infos["buffer"] = buffers
         infos["buffer_kind"] = BUFFER_HOST if self.cpu_only else BUFFER_DEVICE
         infos["cuda_stream"] = stream_ptr
-        images = np.zeros(n, np.uint64)
         code_streams = np.ascontiguousarray(streams.handles[which])
         params = new("nvimgcodecDecodeParams_t")
         params["apply_exif_orientation"] = int(apply_exif)
-        future = np.zeros(1, np.uint64)
-        statuses = np.zeros(n, np.uint32)
-        count = np.zeros(1, np.uint64)
-        status = self.lib.loops.run_decode(self.instance.handle, self.handle, images, _addresses(images),
-                                           _addresses(infos), code_streams.ctypes.data, pointer(params), future,
-                                           pointer(future), statuses.ctypes.data, count.ctypes.data)
+        started.keep = (infos, code_streams, params)
+        status = self.lib.loops.submit_decode(self.instance.handle, self.handle, started.images,
+                                              _addresses(started.images), _addresses(infos), code_streams.ctypes.data,
+                                              pointer(params), pointer(started.future))
         self.lib.check(int(status), "nvImageCodec's batch decode")
-        return statuses
+        started.submitted = True
+        return started
 
     def close(self) -> None:
         if getattr(self, "handle", 0):

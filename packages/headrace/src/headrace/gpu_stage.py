@@ -157,7 +157,9 @@ class _Decode(_Step):
         prepared = values.get((_PREPARED, self.node.name))
         if prepared is None:  # its input came out of the GPU stage itself (e.g. after a .cpu())
             prepared = self.prepare(values, info)
-        return self.outputs(self.decoder.run(prepared, self.stage.ctx.stream))
+        # the steps after it plan their launches while it decodes, if nothing planned them ahead
+        return self.outputs(self.decoder.run(prepared, self.stage.ctx.stream,
+                                             lambda: self.stage.plan_ahead(values, info)))
 
 
 class _Image(_Step):
@@ -214,7 +216,7 @@ class _FusedResizeNormalize(_Step):
         from headrace_kernels.gpu import image_ops
 
         plan = self._plan(values, images, (prepared.addresses, prepared.shapes))
-        image_ops.upload_tables(plan[0])  # ahead too: the launch after the decode only sends the records
+        image_ops.place_plan(plan)  # outputs, records and tables too: after the decode only the launch is left
         return plan
 
     def run(self, values: dict, info: _BatchInfo):
@@ -435,17 +437,26 @@ class GpuStage:
                     values[(_PREPARED, step.node.name)] = step.prepare(values, info)
                 except Exception as exc:
                     raise self._error(step.node, exc, info) from exc
-        for kind, step in self.steps:
-            if kind == "gpu" and step.plans and step.node.guard is None:
-                try:
-                    with self.ctx.active():
-                        plan = step.plan(values, info)
-                except Exception:  # noqa: BLE001 - planning ahead is an optimization: the step's run plans again
-                    plan = None  # and reports the error there, with the decoded images at hand
-                if plan is not None:
-                    values[(_PLANNED, step.node.name)] = plan
+        if self.lookahead:  # on the look-ahead's thread; fed batches plan while they decode (_Decode.run)
+            with self.ctx.active():
+                self.plan_ahead(values, info)
         self.timings["cpu stage + host half of decoders"] += time.perf_counter() - start
         return values, sources, collectors, info
+
+    def plan_ahead(self, values: dict, info: _BatchInfo) -> None:
+        """Plan the launches of the steps that can plan on a decoder's prepared records (call with the context
+        active): in the look-ahead, or while the batch decodes."""
+        for kind, step in self.steps:
+            if kind != "gpu" or not step.plans or step.node.guard is not None:
+                continue
+            if (_PLANNED, step.node.name) in values or (step.node.name, 0) in values:  # planned, or already ran
+                continue
+            try:
+                plan = step.plan(values, info)
+            except Exception:  # noqa: BLE001 - planning ahead is an optimization: the step's run plans again
+                plan = None  # and reports the error there, with the decoded images at hand
+            if plan is not None:
+                values[(_PLANNED, step.node.name)] = plan
 
     def _next_cpu_stage(self, iteration: int):
         pending, self._pending = self._pending, None

@@ -310,19 +310,28 @@ class MixedDecoder:
                            for address, shape in zip(prepared.addresses.tolist(), map(tuple, shapes.tolist()),
                                                      strict=True)]
 
-    def _run_c(self, prepared: Prepared, stream) -> list:
-        """The C API decode into the batch's allocation: one decode call, CPU fallback per failed image."""
+    def _run_c(self, prepared: Prepared, stream, meanwhile=None) -> list:
+        """The C API decode into the batch's allocation: one decode call, CPU fallback per failed image.
+        `meanwhile()` runs while the decode is under way (host work that does not need the decoded pixels)."""
         self.allocate(prepared, stream)
         gray = self.output_type == GRAY
         start = time.perf_counter()
         try:
             while True:
                 try:
-                    statuses = self.decoder.decode(prepared.streams, np.arange(len(prepared.shapes)), prepared.shapes,
-                                                   prepared.addresses, stream.ptr, gray,
-                                                   bool(self.args["adjust_orientation"]))
+                    started = self.decoder.start(prepared.streams, np.arange(len(prepared.shapes)), prepared.shapes,
+                                                 prepared.addresses, stream.ptr, gray,
+                                                 bool(self.args["adjust_orientation"]))
                 except capi.CApiError:
-                    statuses = np.zeros(len(prepared.shapes), np.uint32)
+                    started = None
+                try:
+                    if meanwhile is not None:
+                        elsewhere = time.perf_counter()
+                        meanwhile()
+                        meanwhile = None
+                        start += time.perf_counter() - elsewhere  # not the decoder's time
+                finally:
+                    statuses = started.finish() if started is not None else np.zeros(len(prepared.shapes), np.uint32)
                 ok = statuses == capi.PROCESSING_SUCCESS
                 if ok.any():
                     self._backend_confirmed = True
@@ -341,11 +350,14 @@ class MixedDecoder:
             out = [self._channels(cp.asarray(image), gray) for image in out]
         return out
 
-    def run(self, prepared: Prepared, stream) -> list:
-        """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU."""
+    def run(self, prepared: Prepared, stream, meanwhile=None) -> list:
+        """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU.
+        `meanwhile()` is called once, while the decode runs where it can (the C API path), else before it."""
         self.warm_up(stream)
         if prepared.shapes is not None:
-            return self._run_c(prepared, stream)
+            return self._run_c(prepared, stream, meanwhile)
+        if meanwhile is not None:
+            meanwhile()
         cp = cupy()
         nv = cpu_decode._codec()
         gray = self.output_type == GRAY

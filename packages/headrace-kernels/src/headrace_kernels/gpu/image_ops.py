@@ -93,7 +93,8 @@ class Batch:
             self.rec["in_w"] = [image.shape[1] for image in inputs]
         self.rec["mul"] = 1.0
         self.tables: tuple | None = None  # resampled samples' taps: see _set_resizes
-        self.table_memory = None  # the tables on the device (upload_tables), their addresses in the records
+        self.placed: tuple | None = None  # outputs, rows and device records once allocated and sent (`place`)
+        self.records_sent = False
 
 
 def gather(images, op: str, packed: tuple | None = None):
@@ -113,16 +114,13 @@ def gather(images, op: str, packed: tuple | None = None):
     return Batch(inputs, channels.pop(), np.dtype(types.pop()).name, dtypes.pop())
 
 
-def upload_tables(batch: Batch) -> None:
-    """Copy the tap tables to the device in one buffer (each piece 8-byte aligned) and write their addresses into
-    the records. The GPU stage does it when it plans a batch ahead (for 256 resized images: 3.7 MB, a millisecond
-    of host time less between the decode and the launch); `launch` does it if nobody did."""
-    if batch.tables is None or batch.table_memory is not None:
-        return
-    cp = cupy()
-    which, flat_tables, starts = batch.tables
+def _table_bytes(batch: Batch) -> tuple[list[np.ndarray], list[int], int]:
+    """The tap tables (row idx, row w, col idx, col w; 4-byte elements) as byte pieces, each 8-byte aligned: the
+    pieces, each table's offset, and the total size."""
+    if batch.tables is None:
+        return [], [], 0
     pieces, offsets, at = [], [], 0
-    for table in flat_tables:  # row idx, row w, col idx, col w: 4-byte elements
+    for table in batch.tables[1]:
         raw = np.ascontiguousarray(table).view(np.uint8)
         offsets.append(at)
         pieces.append(raw)
@@ -130,27 +128,20 @@ def upload_tables(batch: Batch) -> None:
         if at % 8:
             pieces.append(np.zeros(8 - at % 8, np.uint8))
             at += 8 - at % 8
-    device = cp.asarray(np.concatenate(pieces))  # copied on the current stream
-    for field, offset, start in zip(("row_idx", "row_w", "col_idx", "col_w"), offsets,
-                                    (starts[0], starts[0], starts[1], starts[1]), strict=True):
-        batch.rec[field][which] = np.uint64(device.data.ptr + offset) + start.astype(np.uint64) * np.uint64(4)
-    batch.table_memory = device
+    return pieces, offsets, at
 
 
-def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool,
-           dense_shape_ok: bool = True):
-    """Allocate the outputs (one buffer; a dense (N, ...) array when every sample has the same shape), upload the
-    tap tables (unless done ahead) and the records, run the vertical pass (if any sample resamples) and the store
-    pass. Returns (dense or None, list)."""
+def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool) -> None:
+    """Everything of a launch but the kernels: allocate the outputs (one buffer) and the vertical pass's rows,
+    write their addresses into the records, and send the records and the tap tables to the device in one copy.
+    The GPU stage does it ahead (in the look-ahead, or while the decode runs), so that `launch` only launches."""
     cp = cupy()
-    rec, n, channels = batch.rec, len(batch.inputs), batch.channels
+    rec, channels = batch.rec, batch.channels
     out_dtype = np.dtype(out_dtype)
     if out_dtype.name not in _OUT_TYPES:
         raise SampleFailureError(0, f"output type {out_dtype} is not supported by the GPU image kernels")
-    upload_tables(batch)
-    heights, widths = rec["out_h"].tolist(), rec["out_w"].tolist()
-    shapes = [((out_channels, h, w) if chw else (h, w, out_channels)) for h, w in zip(heights, widths, strict=True)]
-    sizes = np.array([h * w * out_channels for h, w in zip(heights, widths, strict=True)], dtype=np.int64)
+    heights, widths = rec["out_h"].astype(np.int64), rec["out_w"].astype(np.int64)
+    sizes = heights * widths * out_channels
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     flat = cp.empty(int(offsets[-1]), dtype=out_dtype)
     rec["out"] = flat.data.ptr + offsets[:-1] * out_dtype.itemsize
@@ -161,21 +152,52 @@ def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norm
         tmp_offsets = np.concatenate([[0], np.cumsum(tmp_sizes)])
         tmp = cp.ndarray(int(tmp_offsets[-1]), cp.uint8, batch_allocation(int(tmp_offsets[-1]), "resize rows"))
         rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets[:-1], 0).astype(np.uint64)
-    device = cp.asarray(rec.view(np.uint8))  # the records, copied on the current stream
+    pieces, table_offsets, table_size = _table_bytes(batch)
+    head = -(-rec.nbytes // 8) * 8  # the records first, then the tables
+    device = cp.empty(max(head + table_size, 8), cp.uint8)
+    if batch.tables is not None:
+        which, _, starts = batch.tables
+        for field, offset, start in zip(("row_idx", "row_w", "col_idx", "col_w"), table_offsets,
+                                        (starts[0], starts[0], starts[1], starts[1]), strict=True):
+            rec[field][which] = np.uint64(device.data.ptr + head + offset) + start.astype(np.uint64) * np.uint64(4)
+    host = np.empty(head + table_size, np.uint8)
+    host[:rec.nbytes] = rec.view(np.uint8)
+    if pieces:
+        np.concatenate(pieces, out=host[head:])
+    if host.size:
+        device[:host.size].set(host)  # one copy, on the current stream
+    shapes = [((out_channels, h, w) if chw else (h, w, out_channels))
+              for h, w in zip(heights.tolist(), widths.tolist(), strict=True)]
+    batch.placed = (flat, offsets, shapes, tmp, device)
+    batch.records_sent = True
+
+
+def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool,
+           dense_shape_ok: bool = True):
+    """Run the vertical pass (if any sample resamples) and the store pass, after `place` (done here if nobody did
+    it ahead). Returns (dense or None, list): a dense (N, ...) array when every sample has the same shape."""
+    if batch.placed is None:
+        place(batch, out_dtype, out_channels, chw)
+    flat, offsets, shapes, tmp, device = batch.placed
+    rec, n, channels = batch.rec, len(batch.inputs), batch.channels
+    if not batch.records_sent:  # adopt_inputs changed where an input lies
+        device[:rec.nbytes].set(rec.view(np.uint8))
+        batch.records_sent = True
     kernels = _kernels()
     in_type = CTYPES[batch.in_dtype]
     if tmp is not None:
+        resampled = rec["mode"] == MODE_TAPS
         width = int((rec["col_n"][resampled].astype(np.int64) * channels).max())
         grid = (-(-width // 128), min(int(rec["rs_h"][resampled].max()), 65535), n)
         kernels.get_function(f"resample_vertical<{in_type}>")(grid, (128, 1, 1), (device, np.int32(channels)))
-    if n and sizes.max() > 0:
-        name = f"image_store<{in_type}, {CTYPES[out_dtype.name]}>"
+    if n and offsets[-1] > 0:
+        name = f"image_store<{in_type}, {CTYPES[np.dtype(out_dtype).name]}>"
         grid = (int(-(-rec["out_w"].max() // 32)), int(-(-rec["out_h"].max() // 8)), n)
         kernels.get_function(name)(grid, (32, 8, 1), (device, np.int32(channels), np.int32(out_channels),
                                                        np.int32(chw), np.int32(normalize)))
     # keep what the kernels read alive until the stream has passed them (the stage holds the batch one step)
-    batch.keep = (device, tmp, batch.table_memory)
-    if dense_shape_ok and len(set(shapes)) == 1 and n:
+    batch.keep = (device, tmp)
+    if dense_shape_ok and n and len(set(shapes)) == 1:
         return flat.reshape((n, *shapes[0])), None
     return None, [flat[int(offsets[i]):int(offsets[i + 1])].reshape(shapes[i]) for i in range(n)]
 
@@ -380,6 +402,12 @@ def launch_plan(plan: tuple):
     return launch(batch, out_dtype, out_channels, chw, normalize)
 
 
+def place_plan(plan: tuple) -> None:
+    """`place` for a plan of `plan_crop_mirror_normalize`."""
+    batch, out_dtype, out_channels, chw, _ = plan
+    place(batch, out_dtype, out_channels, chw)
+
+
 def adopt_inputs(plan: tuple, images: list) -> bool:
     """Point a plan made on records of the decoder's outputs at the images it really produced (a CPU fallback
     lives elsewhere); False when an image differs in shape, type or strides (the plan no longer applies)."""
@@ -393,6 +421,7 @@ def adopt_inputs(plan: tuple, images: list) -> bool:
             return False
         batch.rec["in"][i] = new.data.ptr
         batch.inputs[i] = new
+        batch.records_sent = False
     return True
 
 
