@@ -196,6 +196,11 @@ class _FusedResizeNormalize(_Step):
         self.resize_args = {name: resize.arg(name) for name in resize.schema.all_args}
         self.resize_arg_inputs = [(name, (d.op.name, d.index)) for name, d in resize.arg_inputs.items()]
         self.inputs = [(i.op.name, i.index) for i in resize.inputs]
+        self.cache = None  # plans by image shape, where every sample has the same arguments
+        if not self.arg_inputs and not self.resize_arg_inputs and os.environ.get("HEADRACE_GPU_PLAN_CACHE") != "0":
+            from headrace_kernels.gpu.plan_cache import FusedPlanCache
+
+            self.cache = FusedPlanCache(self.args, self.resize_args)
 
     def _plan(self, values: dict, images: list, packed: tuple | None = None):
         from headrace_kernels.gpu import image_ops
@@ -215,7 +220,9 @@ class _FusedResizeNormalize(_Step):
             return None
         from headrace_kernels.gpu import image_ops
 
-        plan = self._plan(values, images, (prepared.addresses, prepared.shapes))
+        plan = None if self.cache is None else self.cache.plan(images, prepared.addresses, prepared.shapes)
+        if plan is None:
+            plan = self._plan(values, images, (prepared.addresses, prepared.shapes))
         image_ops.place_plan(plan)  # outputs, records and tables too: after the decode only the launch is left
         return plan
 
@@ -560,6 +567,8 @@ class GpuStage:
             for kind, step in self.steps:
                 if kind == "gpu" and isinstance(step, _Decode):
                     step.decoder.release()
+                if kind == "gpu" and getattr(step, "cache", None) is not None:
+                    step.cache.clear()
             self.ctx.release()
 
     def __del__(self) -> None:

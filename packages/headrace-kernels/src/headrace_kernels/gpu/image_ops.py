@@ -95,6 +95,15 @@ class Batch:
         self.tables: tuple | None = None  # resampled samples' taps: see _set_resizes
         self.placed: tuple | None = None  # outputs, rows and device records once allocated and sent (`place`)
         self.records_sent = False
+        self.table_memory = None  # tables kept elsewhere on the device that the records point at (plan_cache)
+
+    @classmethod
+    def of_records(cls, inputs: list, channels: int, rec: np.ndarray) -> Batch:
+        """A batch of packed HWC uint8 images whose records are made already (plan_cache)."""
+        batch = cls.__new__(cls)
+        batch.inputs, batch.channels, batch.in_dtype, batch.dtype = inputs, channels, "uint8", np.dtype(np.uint8)
+        batch.rec, batch.tables, batch.placed, batch.records_sent, batch.table_memory = rec, None, None, False, None
+        return batch
 
 
 def gather(images, op: str, packed: tuple | None = None):
@@ -114,21 +123,30 @@ def gather(images, op: str, packed: tuple | None = None):
     return Batch(inputs, channels.pop(), np.dtype(types.pop()).name, dtypes.pop())
 
 
-def _table_bytes(batch: Batch) -> tuple[list[np.ndarray], list[int], int]:
-    """The tap tables (row idx, row w, col idx, col w; 4-byte elements) as byte pieces, each 8-byte aligned: the
-    pieces, each table's offset, and the total size."""
+_TABLE_FIELDS = ("row_idx", "row_w", "col_idx", "col_w")
+
+
+def _table_offsets(batch: Batch) -> tuple[list[int], int]:
+    """Where each tap table (row idx, row w, col idx, col w; 4-byte elements) goes in one byte buffer, each 8-byte
+    aligned, and the buffer's size (0 without tables)."""
     if batch.tables is None:
-        return [], [], 0
-    pieces, offsets, at = [], [], 0
+        return [], 0
+    offsets, at = [], 0
     for table in batch.tables[1]:
-        raw = np.ascontiguousarray(table).view(np.uint8)
         offsets.append(at)
-        pieces.append(raw)
-        at += raw.size
-        if at % 8:
-            pieces.append(np.zeros(8 - at % 8, np.uint8))
-            at += 8 - at % 8
-    return pieces, offsets, at
+        at += -(-table.nbytes // 8) * 8
+    return offsets, at
+
+
+def _write_tables(batch: Batch, base: int, offsets: list[int], out: np.ndarray) -> None:
+    """Copy the tap tables into `out` (host bytes bound for device address `base`) at `offsets`, and point the
+    resampled samples' records at them."""
+    which, tables, starts = batch.tables
+    for field, table, offset, start in zip(_TABLE_FIELDS, tables, offsets, (starts[0], starts[0], starts[1],
+                                                                            starts[1]), strict=True):
+        raw = np.ascontiguousarray(table).view(np.uint8)
+        out[offset:offset + raw.size] = raw
+        batch.rec[field][which] = np.uint64(base + offset) + start.astype(np.uint64) * np.uint64(4)
 
 
 def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool) -> None:
@@ -152,18 +170,13 @@ def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool) -> No
         tmp_offsets = np.concatenate([[0], np.cumsum(tmp_sizes)])
         tmp = cp.ndarray(int(tmp_offsets[-1]), cp.uint8, batch_allocation(int(tmp_offsets[-1]), "resize rows"))
         rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets[:-1], 0).astype(np.uint64)
-    pieces, table_offsets, table_size = _table_bytes(batch)
+    table_offsets, table_size = _table_offsets(batch)
     head = -(-rec.nbytes // 8) * 8  # the records first, then the tables
     device = cp.empty(max(head + table_size, 8), cp.uint8)
-    if batch.tables is not None:
-        which, _, starts = batch.tables
-        for field, offset, start in zip(("row_idx", "row_w", "col_idx", "col_w"), table_offsets,
-                                        (starts[0], starts[0], starts[1], starts[1]), strict=True):
-            rec[field][which] = np.uint64(device.data.ptr + head + offset) + start.astype(np.uint64) * np.uint64(4)
     host = np.empty(head + table_size, np.uint8)
+    if table_size:
+        _write_tables(batch, device.data.ptr + head, table_offsets, host[head:])
     host[:rec.nbytes] = rec.view(np.uint8)
-    if pieces:
-        np.concatenate(pieces, out=host[head:])
     if host.size:
         device[:host.size].set(host)  # one copy, on the current stream
     shapes = [((out_channels, h, w) if chw else (h, w, out_channels))
@@ -196,7 +209,7 @@ def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norm
         kernels.get_function(name)(grid, (32, 8, 1), (device, np.int32(channels), np.int32(out_channels),
                                                        np.int32(chw), np.int32(normalize)))
     # keep what the kernels read alive until the stream has passed them (the stage holds the batch one step)
-    batch.keep = (device, tmp)
+    batch.keep = (device, tmp, batch.table_memory)
     if dense_shape_ok and n and len(set(shapes)) == 1:
         return flat.reshape((n, *shapes[0])), None
     return None, [flat[int(offsets[i]):int(offsets[i + 1])].reshape(shapes[i]) for i in range(n)]

@@ -1,0 +1,86 @@
+"""The fused resize + crop_mirror_normalize's records and device tap tables, kept by input shape.
+
+With the same arguments for every sample (no per-sample argument inputs), a sample's record and tables depend on
+its image's shape alone. A served model sees the same few sizes over and over (camera resolutions, one client's
+images), and planning a batch of one on the host (records, tap tables, their upload) took longer than decoding
+it. So each shape is planned once, its tables stay on the device, and a batch only copies its records."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from headrace_kernels.gpu.image_ops import (
+    MAXC,
+    SAMPLE,
+    Batch,
+    _table_offsets,
+    _write_tables,
+    plan_crop_mirror_normalize,
+)
+from headrace_kernels.gpu.runtime import cupy
+
+
+class FusedPlanCache:
+    """Plans of one fused resize + crop_mirror_normalize step (arguments `args`, `resize_args`) by input shape
+    (h, w, c) of packed uint8 images, at most `capacity` shapes. When it is full it starts over, unless most
+    samples since it was last empty had a shape of their own (random crops in training): then it stops, and every
+    batch is planned as before."""
+
+    def __init__(self, args: dict, resize_args: dict, capacity: int = 1024):
+        self.args, self.resize_args, self.capacity = args, resize_args, capacity
+        self.enabled = True
+        self.hits = self.misses = 0  # samples planned from a kept shape / with a new one, since it was last empty
+        self._index: dict[tuple[int, int, int], int] = {}
+        self._rows = np.zeros(0, SAMPLE)  # one record per shape, pointing at its tables on the device
+        self._tables: list = []  # the device buffers of those tables (batches hold this list while in flight)
+        self._launch: tuple | None = None  # (output type, output channels, CHW, normalize)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def plan(self, images: list, addresses: np.ndarray, shapes: np.ndarray) -> tuple | None:
+        """`plan_crop_mirror_normalize`'s plan for packed uint8 images at `addresses` of `shapes` (n, 3), made from
+        the kept records (new shapes are planned first); None for a batch this cannot serve (no samples, or
+        several channel counts: the caller plans it as usual). Call with the pipeline's GPU context active."""
+        if not self.enabled or not len(shapes) or (shapes[:, 2] != shapes[0, 2]).any() or \
+                not 0 < shapes[0, 2] <= MAXC:
+            return None
+        keys = list(map(tuple, shapes.tolist()))
+        missing = [key for key in dict.fromkeys(keys) if key not in self._index]
+        if missing:
+            if len(self._index) + len(missing) > self.capacity:
+                self.enabled = self.hits > self.misses
+                self.clear()
+                if not self.enabled:
+                    return None
+            self._add(missing)
+        self.misses += len(missing)
+        self.hits += len(keys) - len(missing)
+        index = self._index
+        rec = self._rows[[index[key] for key in keys]]
+        rec["in"] = addresses
+        batch = Batch.of_records(list(images), int(shapes[0, 2]), rec)
+        batch.table_memory = self._tables
+        return (batch, *self._launch)
+
+    def _add(self, shapes: list[tuple[int, int, int]]) -> None:
+        """Plan `shapes` as one batch, send their tables to the device in one copy, keep their records."""
+        count = len(shapes)
+        plan = plan_crop_mirror_normalize([None] * count, [self.args] * count, False, [self.resize_args] * count,
+                                          (np.zeros(count, np.uint64), np.array(shapes, np.int64)))
+        batch = plan[0]
+        offsets, size = _table_offsets(batch)
+        if size:
+            device = cupy().empty(size, np.uint8)
+            host = np.empty(size, np.uint8)
+            _write_tables(batch, device.data.ptr, offsets, host)
+            device.set(host)  # on the current stream, before any launch that reads it
+            self._tables.append(device)
+        self._index.update({shape: len(self._rows) + i for i, shape in enumerate(shapes)})
+        self._rows = np.concatenate([self._rows, batch.rec])
+        self._launch = plan[1:]
+
+    def clear(self) -> None:
+        """Forget every shape; their tables go once no batch in flight holds them."""
+        self._index, self._rows, self._tables = {}, np.zeros(0, SAMPLE), []
+        self.hits = self.misses = 0

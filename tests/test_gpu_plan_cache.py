@@ -1,0 +1,157 @@
+"""The fused resize + crop_mirror_normalize's plans kept by image shape (headrace_kernels.gpu.plan_cache).
+
+Without a GPU: a host buffer stands in for device memory (its address is real, so the test reads the tap tables
+where the records point) and the kept plans must equal a fresh plan: same records, apart from the input addresses
+and where the tables lie, and the same tables (exact: integers and float32 made by the same code). On a GPU: a
+served pipeline's outputs are bit for bit those of the same pipeline with the cache off, over batches whose image
+sizes recur and change."""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import types as pytypes
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from headrace import fn, pipeline_def, types
+from headrace.data.synthetic import synthetic_image
+from headrace.schema import get_schema
+from headrace_kernels.gpu import image_ops, plan_cache
+
+ADDRESS_FIELDS = ("in", "out", "tmp", "row_idx", "row_w", "col_idx", "col_w")
+
+
+class _HostBuffer:
+    """Host bytes standing in for a device buffer: `.data.ptr` is their address, `set` copies into them."""
+
+    def __init__(self, size: int, dtype):
+        self.array = np.zeros(size, dtype)
+        self.data = pytypes.SimpleNamespace(ptr=self.array.ctypes.data)
+
+    def set(self, host: np.ndarray) -> None:
+        self.array[:] = host
+
+
+def _args(op: str, given: dict) -> dict:
+    schema = get_schema(op)
+    return {name: schema.arg(given, name) for name in schema.all_args}
+
+
+CMN = _args("crop_mirror_normalize", {"dtype": types.FLOAT, "output_layout": "CHW", "crop": (224, 224),
+                                      "mean": [123.7, 116.3, 103.5], "std": [58.4, 57.1, 57.4]})
+RESIZE = _args("resize", {"resize_shorter": 256})
+
+
+def _read(address: int, count: int, dtype) -> np.ndarray:
+    size = count * np.dtype(dtype).itemsize
+    return np.frombuffer((ctypes.c_char * size).from_address(address), dtype=dtype).copy()
+
+
+@pytest.fixture
+def host_memory(monkeypatch):
+    monkeypatch.setattr(plan_cache, "cupy", lambda: pytypes.SimpleNamespace(empty=_HostBuffer))
+
+
+def _packed(shapes: list[tuple[int, int, int]]) -> tuple[list, np.ndarray, np.ndarray]:
+    array = np.array(shapes, np.int64)
+    addresses = np.uint64(1 << 40) + np.arange(len(shapes), dtype=np.uint64) * np.uint64(1 << 24)
+    return [None] * len(shapes), addresses, array
+
+
+def test_kept_plans_equal_a_fresh_plan(host_memory):
+    cache = plan_cache.FusedPlanCache(CMN, RESIZE)
+    for shapes in ([(427, 640, 3), (300, 200, 3)], [(300, 200, 3), (427, 640, 3), (224, 224, 3), (427, 640, 3)]):
+        images, addresses, array = _packed(shapes)
+        kept = cache.plan(images, addresses, array)
+        fresh = image_ops.plan_crop_mirror_normalize(images, [CMN] * len(shapes), False, [RESIZE] * len(shapes),
+                                                     (addresses, array))
+        assert kept[1:] == fresh[1:]
+        rec, expected = kept[0].rec, fresh[0].rec
+        assert rec["in"].tolist() == addresses.tolist()
+        others = [name for name in expected.dtype.names if name not in ADDRESS_FIELDS]
+        for name in others:
+            np.testing.assert_array_equal(rec[name], expected[name], err_msg=name)
+        which, tables, starts = fresh[0].tables
+        for j, i in enumerate(which.tolist()):
+            rows, cols = int(rec["rs_h"][i] * rec["ty"][i]), int(rec["rs_w"][i] * rec["tx"][i])
+            for field, table, start, count in zip(("row_idx", "row_w", "col_idx", "col_w"), tables,
+                                                  (starts[0], starts[0], starts[1], starts[1]),
+                                                  (rows, rows, cols, cols), strict=True):
+                np.testing.assert_array_equal(_read(int(rec[field][i]), count, table.dtype),
+                                              table[int(start[j]):int(start[j]) + count], err_msg=field)
+    assert len(cache) == 3
+    assert (cache.hits, cache.misses) == (3, 3)
+
+
+def test_a_batch_of_known_shapes_sends_no_tables(host_memory):
+    cache = plan_cache.FusedPlanCache(CMN, RESIZE)
+    cache.plan(*_packed([(427, 640, 3)]))
+    buffers = len(cache._tables)
+    plan = cache.plan(*_packed([(427, 640, 3)] * 4))
+    assert len(cache._tables) == buffers == 1
+    assert plan[0].table_memory is cache._tables  # held by the batch while its kernels may read them
+
+
+def test_it_stops_where_shapes_do_not_recur(host_memory):
+    cache = plan_cache.FusedPlanCache(CMN, RESIZE, capacity=4)
+    for h in range(300, 304):
+        assert cache.plan(*_packed([(h, 500, 3)])) is not None
+    assert cache.plan(*_packed([(400, 500, 3)])) is None  # full, and no shape had come twice
+    assert not cache.enabled and len(cache) == 0
+    assert cache.plan(*_packed([(300, 500, 3)])) is None
+
+
+def test_it_starts_over_where_shapes_recur(host_memory):
+    cache = plan_cache.FusedPlanCache(CMN, RESIZE, capacity=2)
+    for _ in range(3):
+        cache.plan(*_packed([(300, 500, 3), (200, 500, 3)]))
+    assert cache.plan(*_packed([(100, 500, 3)])) is not None
+    assert cache.enabled and len(cache) == 1
+
+
+def test_mixed_channel_counts_are_left_to_the_caller(host_memory):
+    cache = plan_cache.FusedPlanCache(CMN, RESIZE)
+    assert cache.plan(*_packed([(300, 500, 3), (300, 500, 1)])) is None
+    assert cache.plan(*_packed([])) is None
+
+
+def _jpeg(image: np.ndarray) -> np.ndarray:
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="JPEG", quality=90)
+    return np.frombuffer(buffer.getvalue(), np.uint8)
+
+
+@pipeline_def(batch_size=8, num_threads=2, device_id=0, seed=0, prefetch_queue_depth=1)
+def served_preprocess():
+    """A fed GPU pipeline as the backend loads one: decode, shorter side 256, centre crop 224, normalize."""
+    jpegs = fn.external_source(name="images", dtype=types.UINT8, ndim=1)
+    decoded = fn.decoders.image(jpegs, device="mixed", hw_decoder_load=1.0)
+    resized = fn.resize(decoded, resize_shorter=256)
+    return fn.crop_mirror_normalize(resized, crop=(224, 224), dtype=types.FLOAT, output_layout="CHW",
+                                    mean=[123.7, 116.3, 103.5], std=[58.4, 57.1, 57.4])
+
+
+@pytest.mark.gpu
+def test_served_outputs_with_kept_plans_equal_outputs_without(monkeypatch):
+    rng = np.random.default_rng(21)
+    images = [_jpeg(synthetic_image(rng, h, w)) for h, w in [(427, 640), (300, 200), (427, 640), (512, 384)]]
+    batches = [[images[0]], [images[1], images[0]], [images[2]] * 3, [images[3], images[1]], [images[0]]]
+
+    def run(cache: str) -> tuple[list[np.ndarray], tuple | None]:
+        monkeypatch.setenv("HEADRACE_GPU_PLAN_CACHE", cache)  # read when the pipeline is built
+        pipe = served_preprocess()
+        pipe.build()
+        step = next(s for kind, s in pipe._executor.gpu.steps if kind == "gpu" and hasattr(s, "cache"))
+        outputs = [pipe.run(images=batch)[0].as_cpu().as_array() for batch in batches]
+        kept = None if step.cache is None else (len(step.cache), step.cache.hits)
+        pipe.close()
+        return outputs, kept
+
+    with_cache, kept = run("1")
+    without, none = run("0")
+    assert kept == (3, 6) and none is None  # 3 sizes; 6 of the 9 samples planned from a kept size
+    for a, b in zip(with_cache, without, strict=True):
+        np.testing.assert_array_equal(a, b)
