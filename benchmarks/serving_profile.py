@@ -1,9 +1,11 @@
 """Where a served batch spends its time, in this process, without Triton: the preprocess model's pipeline run
 through the backend's BatchRunner on batches of single-image requests, as the backend's `execute` does, next to
-`pipe.run` on the same batch (the pipeline alone); per-batch milliseconds at each batch size, the GPU stage's
-host time per step, the decoder alone (GPU), and optionally a cProfile of one batch size.
+`pipe.run` on the same batch (the pipeline alone); per-batch milliseconds at each batch size, the decoder alone
+(GPU), with `--phases` the wall time of the GPU stage's parts per batch (timers around its functions), and
+optionally a cProfile of one batch size.
 
-    python benchmarks/serving_profile.py [--device gpu] [--sizes 1 8 32] [--batches 200] [--cprofile 8]
+    python benchmarks/serving_profile.py [--device gpu] [--sizes 1 8 32] [--batches 200] [--phases]
+                                         [--distinct-sizes N] [--cprofile 8]
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from triton_helpers import jpegs  # noqa: E402
+from triton_helpers import distinct_jpegs, jpegs  # noqa: E402
 
 from headrace.serving.batching import BatchRunner, InputSpec  # noqa: E402
 
@@ -48,13 +50,47 @@ def per_batch_ms(call, batches: int) -> tuple[float, float]:
     return float(np.median(times) * 1e3), float(np.percentile(times, 90) * 1e3)
 
 
-def decode_alone(decoder, ctx, images: list, size: int) -> None:
-    """The pipeline's own GPU decoder on `size` images, waited for: the floor under a served batch."""
+def decode_alone(decoder, ctx, encoded: list) -> None:
+    """The pipeline's own GPU decoder on `encoded`, waited for: the floor under a served batch."""
     with ctx.active():
-        prepared = decoder.prepare([images[i % 2] for i in range(size)], 0, 0)
+        prepared = decoder.prepare(encoded, 0, 0)
         decoder.allocate(prepared, ctx.stream)
         decoder.run(prepared, ctx.stream)
         ctx.stream.synchronize()
+
+
+# (module, object name, function name, label): the GPU stage's parts that --phases times, nested as they call
+PHASES = [("headrace.gpu_stage", "GpuStage", "_cpu_stage", "CPU stage (fed inputs, parse, allocate)"),
+          ("headrace_kernels.nvimgcodec_capi", None, "CodeStreams", "  parse (nvImageCodec C API)"),
+          ("headrace_kernels.gpu.decode", "MixedDecoder", "run", "decode step"),
+          ("headrace_kernels.nvimgcodec_capi", "Decoder", "start", "  start the decode"),
+          ("headrace.gpu_stage", "GpuStage", "plan_ahead", "  plan while it decodes"),
+          ("headrace_kernels.gpu.plan_cache", "FusedPlanCache", "plan", "    plans kept by size"),
+          ("headrace_kernels.gpu.image_ops", None, "plan_crop_mirror_normalize", "    plan anew"),
+          ("headrace_kernels.gpu.image_ops", None, "place", "    outputs, records, tables to the device"),
+          ("headrace_kernels.nvimgcodec_capi", "StartedDecode", "finish", "  wait for the decode"),
+          ("headrace_kernels.gpu.image_ops", None, "launch", "resize + normalize launch")]
+
+
+def timed_phases() -> dict[str, float]:
+    """Wrap the PHASES functions with timers; returns the dict they add their seconds to."""
+    import importlib
+
+    seconds: dict[str, float] = dict.fromkeys((label for *_, label in PHASES), 0.0)
+    for module_name, owner_name, name, label in PHASES:
+        owner = importlib.import_module(module_name)
+        owner = getattr(owner, owner_name) if owner_name else owner
+        function = getattr(owner, name)
+
+        def wrapper(*args, _function=function, _label=label, **kwargs):
+            start = time.perf_counter()
+            try:
+                return _function(*args, **kwargs)
+            finally:
+                seconds[_label] += time.perf_counter() - start
+
+        setattr(owner, name, wrapper)
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,32 +100,49 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--cprofile", type=int, default=0, help="profile the runner at this batch size")
     parser.add_argument("--sort", default="tottime", choices=("tottime", "cumulative"), help="cProfile's order")
+    parser.add_argument("--phases", action="store_true", help="time the GPU stage's parts per batch")
+    parser.add_argument("--distinct-sizes", type=int, default=0,
+                        help="cycle through N JPEGs of N sizes (default: two of 427x640, as triton_preprocess.py)")
     args = parser.parse_args(argv)
 
+    seconds = timed_phases() if args.phases and args.device == "gpu" else None
     pipe = served_pipeline(args.device)
     runner = BatchRunner(pipe, [InputSpec("images", np.dtype(np.uint8), (-1,))], ["normalized"])
-    images = [jpegs(5, seed=0)[4], jpegs(5, seed=1)[4]]  # 427x640, as triton_preprocess.py sends
-    requests = [{"images": images[i % 2][None]} for i in range(max(args.sizes))]
+    images = distinct_jpegs(args.distinct_sizes) if args.distinct_sizes else [jpegs(5, seed=0)[4],
+                                                                                jpegs(5, seed=1)[4]]
+    turn = iter(range(1 << 62))
+
+    def batch(size: int) -> list[np.ndarray]:  # the next `size` images, cycling through them
+        return [images[next(turn) % len(images)] for _ in range(size)]
 
     def direct(size):
-        for out in pipe.run(images=[images[i % 2] for i in range(size)]):
+        for out in pipe.run(images=batch(size)):
             getattr(out, "synchronize", lambda: None)()
+
+    def served(size):
+        runner.run([{"images": image[None]} for image in batch(size)])
 
     print(f"{args.device}: {'model':<12}{'batch':>6}{'p50 ms':>9}{'p90 ms':>9}{'img/s':>9}")
     for size in args.sizes:
-        for label, call in (("pipe.run", lambda s=size: direct(s)), ("BatchRunner", lambda s=size: runner.run(
-                requests[:s]))):
+        for label, call in (("pipe.run", lambda s=size: direct(s)), ("BatchRunner", lambda s=size: served(s))):
             p50, p90 = per_batch_ms(call, args.batches)
             print(f"{args.device}: {label:<12}{size:>6}{p50:>9.2f}{p90:>9.2f}{size / p50 * 1e3:>9.0f}")
     stage = pipe._executor.gpu
     if stage is not None:
         decoder = next(step.decoder for kind, step in stage.steps if kind == "gpu" and hasattr(step, "decoder"))
         for size in args.sizes:
-            p50, p90 = per_batch_ms(lambda s=size: decode_alone(decoder, stage.ctx, images, s), args.batches)
+            p50, p90 = per_batch_ms(lambda s=size: decode_alone(decoder, stage.ctx, batch(s)), args.batches)
             print(f"{args.device}: {'decode only':<12}{size:>6}{p50:>9.2f}{p90:>9.2f}{size / p50 * 1e3:>9.0f}")
-        total = len(args.sizes) * (args.batches + 5) * 2
-        print("GPU stage host time per batch (ms, all sizes):",
-              ", ".join(f"{k} {v / total * 1e3:.3f}" for k, v in stage.timings.items()))
+    if seconds is not None:
+        print("GPU stage parts, ms per pipe.run batch (mean; nested parts indented):")
+        for size in args.sizes:
+            per_batch_ms(lambda s=size: direct(s), 5)
+            for label in seconds:
+                seconds[label] = 0.0
+            for _ in range(args.batches):
+                direct(size)
+            print(f"  batch {size}: " + ", ".join(f"{label.strip()} {total / args.batches * 1e3:.3f}"
+                                                  for label, total in seconds.items() if total))
     if args.cprofile:
         import cProfile
         import pstats
@@ -97,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         profiler = cProfile.Profile()
         profiler.enable()
         for _ in range(args.batches):
-            runner.run(requests[:args.cprofile])
+            served(args.cprofile)
         profiler.disable()
         print(f"cProfile of {args.batches} BatchRunner batches of {args.cprofile} (calling thread, {args.sort}):")
         pstats.Stats(profiler).sort_stats(args.sort).print_stats(45)

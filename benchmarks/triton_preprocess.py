@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from offline_timing import time_pipeline  # noqa: E402
-from triton_helpers import PREPROCESS_FILE, jpegs  # noqa: E402
+from triton_helpers import PREPROCESS_FILE, distinct_jpegs, jpegs  # noqa: E402
 
 from headrace.pipeline import Pipeline  # noqa: E402
 from headrace.serving import start_server, triton_config  # noqa: E402
@@ -237,6 +237,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kind", choices=("KIND_CPU", "KIND_GPU"), default="KIND_CPU",
                         help="where headrace's and the null model's instances run (the offline run: the same)")
     parser.add_argument("--images", nargs="*", type=Path, help="JPEG files (default: two synthetic 427x640)")
+    parser.add_argument("--distinct-sizes", type=int, default=0,
+                        help="N synthetic JPEGs of N different sizes (320-600 x 400-800) instead")
     parser.add_argument("--seconds", type=float, default=5.0, help="measured time per level and round")
     parser.add_argument("--rounds", type=int, default=2, help="rounds; each runs every level of every model, "
                         "alternating, so that load from elsewhere on the machine hits them alike")
@@ -258,6 +260,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.images:
         images = [np.fromfile(p, np.uint8) for p in args.images]
+    elif args.distinct_sizes:
+        images = distinct_jpegs(args.distinct_sizes)
     else:
         images = [jpegs(5, seed=0)[4], jpegs(5, seed=1)[4]]  # two different 427x640 images
     gpu = args.kind == "KIND_GPU"

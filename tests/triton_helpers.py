@@ -28,6 +28,16 @@ def jpegs(count: int = len(SIZES), seed: int = 0, quality: int = 90) -> list[np.
     return out
 
 
+def distinct_jpegs(count: int, seed: int = 0) -> list[np.ndarray]:
+    """`count` synthetic q90 JPEGs, each of its own size (height 320-600, width 400-800)."""
+    rng = np.random.default_rng(seed)
+    sizes = sorted({(int(h), int(w)) for h, w in zip(rng.integers(320, 601, 4 * count),
+                                                     rng.integers(400, 801, 4 * count), strict=True)})
+    picked = [sizes[i] for i in rng.permutation(len(sizes))[:count]]
+    return [cv2.imencode(".jpg", synthetic_image(rng, h, w)[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 90])[1].ravel()
+            for h, w in picked]
+
+
 def padded(images: list[np.ndarray]) -> np.ndarray:
     """A batch of encoded images as one (n, longest) uint8 array, zeros after each image's end: the JPEG decoder
     stops at the end-of-image marker, so the padding changes nothing (as DALI's Triton examples send batches)."""
