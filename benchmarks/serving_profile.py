@@ -38,12 +38,15 @@ def served_pipeline(device: str):
     return pipe
 
 
-def per_batch_ms(call, batches: int) -> tuple[float, float]:
-    """Median and 90th percentile of `call()` over `batches` calls, in ms, after 5 warm-up calls."""
+def per_batch_ms(call, batches: int, gap: float = 0.0) -> tuple[float, float]:
+    """Median and 90th percentile of `call()` over `batches` calls, in ms, after 5 warm-up calls; `gap` seconds
+    of sleep before each (a server at low load waits for its next request)."""
     for _ in range(5):
         call()
     times = []
     for _ in range(batches):
+        if gap:
+            time.sleep(gap)
         start = time.perf_counter()
         call()
         times.append(time.perf_counter() - start)
@@ -101,6 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cprofile", type=int, default=0, help="profile the runner at this batch size")
     parser.add_argument("--sort", default="tottime", choices=("tottime", "cumulative"), help="cProfile's order")
     parser.add_argument("--phases", action="store_true", help="time the GPU stage's parts per batch")
+    parser.add_argument("--gap-ms", type=float, nargs="*", default=[0.0],
+                        help="sleep this long before each batch (several: one row each); default none")
     parser.add_argument("--distinct-sizes", type=int, default=0,
                         help="cycle through N JPEGs of N sizes (default: two of 427x640, as triton_preprocess.py)")
     args = parser.parse_args(argv)
@@ -124,9 +129,11 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"{args.device}: {'model':<12}{'batch':>6}{'p50 ms':>9}{'p90 ms':>9}{'img/s':>9}")
     for size in args.sizes:
-        for label, call in (("pipe.run", lambda s=size: direct(s)), ("BatchRunner", lambda s=size: served(s))):
-            p50, p90 = per_batch_ms(call, args.batches)
-            print(f"{args.device}: {label:<12}{size:>6}{p50:>9.2f}{p90:>9.2f}{size / p50 * 1e3:>9.0f}")
+        for gap in args.gap_ms:
+            after = f" after {gap:g} ms idle" if gap else ""
+            for label, call in (("pipe.run", lambda s=size: direct(s)), ("BatchRunner", lambda s=size: served(s))):
+                p50, p90 = per_batch_ms(call, args.batches, gap / 1e3)
+                print(f"{args.device}: {label:<12}{size:>6}{p50:>9.2f}{p90:>9.2f}{size / p50 * 1e3:>9.0f}{after}")
     stage = pipe._executor.gpu
     if stage is not None:
         decoder = next(step.decoder for kind, step in stage.steps if kind == "gpu" and hasattr(step, "decoder"))
