@@ -157,9 +157,9 @@ class _Decode(_Step):
         prepared = values.get((_PREPARED, self.node.name))
         if prepared is None:  # its input came out of the GPU stage itself (e.g. after a .cpu())
             prepared = self.prepare(values, info)
-        # the steps after it plan their launches while it decodes, if nothing planned them ahead
-        return self.outputs(self.decoder.run(prepared, self.stage.ctx.stream,
-                                             lambda: self.stage.plan_ahead(values, info)))
+        # without a look-ahead (fed inputs), the steps after it plan their launches while it decodes
+        meanwhile = None if self.stage.lookahead else lambda: self.stage.plan_ahead(values, info)
+        return self.outputs(self.decoder.run(prepared, self.stage.ctx.stream, meanwhile))
 
 
 class _Image(_Step):

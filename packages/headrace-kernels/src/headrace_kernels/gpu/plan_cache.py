@@ -7,6 +7,8 @@ it. So each shape is planned once, its tables stay on the device, and a batch on
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from headrace_kernels.gpu.image_ops import (
@@ -34,6 +36,7 @@ class FusedPlanCache:
         self._rows = np.zeros(0, SAMPLE)  # one record per shape, pointing at its tables on the device
         self._tables: list = []  # the device buffers of those tables (batches hold this list while in flight)
         self._launch: tuple | None = None  # (output type, output channels, CHW, normalize)
+        self._lock = threading.Lock()  # the look-ahead's thread and the GPU stage's may both plan
 
     def __len__(self) -> int:
         return len(self._index)
@@ -45,12 +48,16 @@ class FusedPlanCache:
         if not self.enabled or not len(shapes) or (shapes[:, 2] != shapes[0, 2]).any() or \
                 not 0 < shapes[0, 2] <= MAXC:
             return None
+        with self._lock:
+            return self._plan(images, addresses, shapes)
+
+    def _plan(self, images: list, addresses: np.ndarray, shapes: np.ndarray) -> tuple | None:
         keys = list(map(tuple, shapes.tolist()))
         missing = [key for key in dict.fromkeys(keys) if key not in self._index]
         if missing:
             if len(self._index) + len(missing) > self.capacity:
                 self.enabled = self.hits > self.misses
-                self.clear()
+                self._forget()
                 if not self.enabled:
                     return None
             self._add(missing)
@@ -82,5 +89,9 @@ class FusedPlanCache:
 
     def clear(self) -> None:
         """Forget every shape; their tables go once no batch in flight holds them."""
+        with self._lock:
+            self._forget()
+
+    def _forget(self) -> None:
         self._index, self._rows, self._tables = {}, np.zeros(0, SAMPLE), []
         self.hits = self.misses = 0
