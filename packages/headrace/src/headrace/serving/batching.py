@@ -165,18 +165,16 @@ def _cause(exc: SampleError) -> str:
 
 def _rows(batch, start: int, count: int, name: str):
     """Samples start..start+count of an output batch as one array (a view when the batch is dense). GPU batches
-    stay on the device (CuPy arrays), complete when returned."""
+    stay on the device (CuPy arrays), complete when returned (`_run_group` waited for the batch itself)."""
     if batch.is_dense_tensor():
-        rows = batch.as_array()[start:start + count]
-    else:
-        samples = [batch.at(i) for i in range(start, start + count)]
-        shapes = {tuple(s.shape) for s in samples}
-        if len(shapes) > 1:
-            raise RequestError(f"output '{name}' has samples of different shapes {sorted(shapes)}; a Triton output "
-                               "is one array per request (send such samples in separate requests, or pad them)")
-        if getattr(batch, "device", "cpu") != "gpu":
-            return np.stack(samples)
-        rows = type(batch)(samples, stream=batch.stream, device_id=batch.device_id).as_array()
-    if getattr(batch, "device", "cpu") == "gpu":
-        batch.synchronize()  # stacking runs on the pipeline's stream: done before Triton reads the rows
+        return batch.as_array()[start:start + count]
+    samples = [batch.at(i) for i in range(start, start + count)]
+    shapes = {tuple(s.shape) for s in samples}
+    if len(shapes) > 1:
+        raise RequestError(f"output '{name}' has samples of different shapes {sorted(shapes)}; a Triton output "
+                           "is one array per request (send such samples in separate requests, or pad them)")
+    if getattr(batch, "device", "cpu") != "gpu":
+        return np.stack(samples)
+    rows = type(batch)(samples, stream=batch.stream, device_id=batch.device_id).as_array()
+    batch.synchronize()  # stacking runs on the pipeline's stream: done before Triton reads the rows
     return rows
