@@ -52,7 +52,7 @@ def _read(address: int, count: int, dtype) -> np.ndarray:
 
 @pytest.fixture
 def host_memory(monkeypatch):
-    monkeypatch.setattr(plan_cache, "cupy", lambda: pytypes.SimpleNamespace(empty=_HostBuffer))
+    monkeypatch.setattr(image_ops, "cupy", lambda: pytypes.SimpleNamespace(empty=_HostBuffer))
 
 
 def _packed(shapes: list[tuple[int, int, int]]) -> tuple[list, np.ndarray, np.ndarray]:

@@ -315,23 +315,10 @@ class MixedDecoder:
         `meanwhile()` runs while the decode is under way (host work that does not need the decoded pixels)."""
         self.allocate(prepared, stream)
         gray = self.output_type == GRAY
-        start = time.perf_counter()
         try:
             while True:
-                try:
-                    started = self.decoder.start(prepared.streams, np.arange(len(prepared.shapes)), prepared.shapes,
-                                                 prepared.addresses, stream.ptr, gray,
-                                                 bool(self.args["adjust_orientation"]))
-                except capi.CApiError:
-                    started = None
-                try:
-                    if meanwhile is not None:
-                        elsewhere = time.perf_counter()
-                        meanwhile()
-                        meanwhile = None
-                        start += time.perf_counter() - elsewhere  # not the decoder's time
-                finally:
-                    statuses = started.finish() if started is not None else np.zeros(len(prepared.shapes), np.uint32)
+                statuses = self._decode_c(prepared, stream, gray, meanwhile)
+                meanwhile = None
                 ok = statuses == capi.PROCESSING_SUCCESS
                 if ok.any():
                     self._backend_confirmed = True
@@ -340,7 +327,6 @@ class MixedDecoder:
                     continue
                 break
         finally:
-            self.decode_seconds += time.perf_counter() - start
             prepared.streams.close()
         out = list(prepared.images)
         for i in np.flatnonzero(~ok).tolist():
@@ -349,6 +335,25 @@ class MixedDecoder:
             cp = cupy()
             out = [self._channels(cp.asarray(image), gray) for image in out]
         return out
+
+    def _decode_c(self, prepared: Prepared, stream, gray: bool, meanwhile) -> np.ndarray:
+        """One decode call's per-image statuses (all failed where the call itself fails), with `meanwhile()` run
+        between starting it and waiting for it; `decode_seconds` counts the decoder's part only."""
+        start = time.perf_counter()
+        try:
+            started = self.decoder.start(prepared.streams, np.arange(len(prepared.shapes)), prepared.shapes,
+                                         prepared.addresses, stream.ptr, gray, bool(self.args["adjust_orientation"]))
+        except capi.CApiError:
+            started = None
+        self.decode_seconds += time.perf_counter() - start
+        try:
+            if meanwhile is not None:
+                meanwhile()
+        finally:  # the decode writes into the batch's memory: always waited for
+            start = time.perf_counter()
+            statuses = started.finish() if started is not None else np.zeros(len(prepared.shapes), np.uint32)
+            self.decode_seconds += time.perf_counter() - start
+        return statuses
 
     def run(self, prepared: Prepared, stream, meanwhile=None) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU.

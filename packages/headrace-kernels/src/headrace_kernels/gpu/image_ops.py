@@ -126,27 +126,24 @@ def gather(images, op: str, packed: tuple | None = None):
 _TABLE_FIELDS = ("row_idx", "row_w", "col_idx", "col_w")
 
 
-def _table_offsets(batch: Batch) -> tuple[list[int], int]:
-    """Where each tap table (row idx, row w, col idx, col w; 4-byte elements) goes in one byte buffer, each 8-byte
-    aligned, and the buffer's size (0 without tables)."""
-    if batch.tables is None:
-        return [], 0
-    offsets, at = [], 0
-    for table in batch.tables[1]:
+def tables_to_device(batch: Batch, head: int = 0) -> tuple:
+    """A device buffer of `head` bytes (left to the caller) followed by the batch's tap tables, each 8-byte aligned,
+    and the host bytes to copy into it with the tables written; the resampled samples' records point at them."""
+    tables = batch.tables[1] if batch.tables is not None else ()
+    offsets, at = [], head
+    for table in tables:
         offsets.append(at)
         at += -(-table.nbytes // 8) * 8
-    return offsets, at
-
-
-def _write_tables(batch: Batch, base: int, offsets: list[int], out: np.ndarray) -> None:
-    """Copy the tap tables into `out` (host bytes bound for device address `base`) at `offsets`, and point the
-    resampled samples' records at them."""
-    which, tables, starts = batch.tables
-    for field, table, offset, start in zip(_TABLE_FIELDS, tables, offsets, (starts[0], starts[0], starts[1],
-                                                                            starts[1]), strict=True):
-        raw = np.ascontiguousarray(table).view(np.uint8)
-        out[offset:offset + raw.size] = raw
-        batch.rec[field][which] = np.uint64(base + offset) + start.astype(np.uint64) * np.uint64(4)
+    device = cupy().empty(max(at, 8), np.uint8)
+    host = np.empty(at, np.uint8)
+    if tables:
+        which, _, (row_start, col_start) = batch.tables
+        for field, table, offset, start in zip(_TABLE_FIELDS, tables, offsets,
+                                               (row_start, row_start, col_start, col_start), strict=True):
+            raw = np.ascontiguousarray(table).view(np.uint8)
+            host[offset:offset + raw.size] = raw
+            batch.rec[field][which] = np.uint64(device.data.ptr + offset) + start.astype(np.uint64) * np.uint64(4)
+    return device, host
 
 
 def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool) -> None:
@@ -170,12 +167,7 @@ def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool) -> No
         tmp_offsets = np.concatenate([[0], np.cumsum(tmp_sizes)])
         tmp = cp.ndarray(int(tmp_offsets[-1]), cp.uint8, batch_allocation(int(tmp_offsets[-1]), "resize rows"))
         rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets[:-1], 0).astype(np.uint64)
-    table_offsets, table_size = _table_offsets(batch)
-    head = -(-rec.nbytes // 8) * 8  # the records first, then the tables
-    device = cp.empty(max(head + table_size, 8), cp.uint8)
-    host = np.empty(head + table_size, np.uint8)
-    if table_size:
-        _write_tables(batch, device.data.ptr + head, table_offsets, host[head:])
+    device, host = tables_to_device(batch, head=-(-rec.nbytes // 8) * 8)  # the records first, then the tables
     host[:rec.nbytes] = rec.view(np.uint8)
     if host.size:
         device[:host.size].set(host)  # one copy, on the current stream

@@ -11,15 +11,7 @@ import threading
 
 import numpy as np
 
-from headrace_kernels.gpu.image_ops import (
-    MAXC,
-    SAMPLE,
-    Batch,
-    _table_offsets,
-    _write_tables,
-    plan_crop_mirror_normalize,
-)
-from headrace_kernels.gpu.runtime import cupy
+from headrace_kernels.gpu.image_ops import MAXC, SAMPLE, Batch, plan_crop_mirror_normalize, tables_to_device
 
 
 class FusedPlanCache:
@@ -76,12 +68,9 @@ class FusedPlanCache:
         plan = plan_crop_mirror_normalize([None] * count, [self.args] * count, False, [self.resize_args] * count,
                                           (np.zeros(count, np.uint64), np.array(shapes, np.int64)))
         batch = plan[0]
-        offsets, size = _table_offsets(batch)
-        if size:
-            device = cupy().empty(size, np.uint8)
-            host = np.empty(size, np.uint8)
-            _write_tables(batch, device.data.ptr, offsets, host)
-            device.set(host)  # on the current stream, before any launch that reads it
+        if batch.tables is not None:
+            device, host = tables_to_device(batch)
+            device.set(host)  # before any launch that reads it
             self._tables.append(device)
         self._index.update({shape: len(self._rows) + i for i, shape in enumerate(shapes)})
         self._rows = np.concatenate([self._rows, batch.rec])
