@@ -3,10 +3,11 @@ against the usual PIL Python-backend model (benchmarks/triton_baseline) and a mo
 same inputs and outputs (benchmarks/triton_null: Triton's own overhead), all on a real tritonserver on this
 machine, in alternation, plus the same pipeline file run offline on the same device. A bounded tritonclient gRPC
 load loop: C client threads spread over client processes (so the client's GIL is not the limit), each sending one
-image per request, for a fixed time per concurrency level; throughput and p50/p99 latency.
+image per request, for a fixed time per concurrency level; throughput and p50/p99 latency. With --perf-analyzer DIR
+the load comes from NVIDIA's perf_analyzer instead (C++, scripts/get_perf_analyzer.sh DIR), the same requests.
 
     python benchmarks/triton_preprocess.py [--kind KIND_GPU] [--images a.jpg b.jpg] [--seconds 8]
-                                           [--baseline-python PY] [--no-pil]
+                                           [--baseline-python PY] [--no-pil] [--perf-analyzer DIR]
 
 --baseline-python: the interpreter of an environment with numpy<2 and Pillow, to run the baseline exactly as it is
 usually written (BYTES input, pb_utils.Tensor outputs); without it the baseline runs in this environment with
@@ -33,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from offline_timing import time_pipeline  # noqa: E402
+from perf_analyzer_load import perf_analyzer_level, write_input_data  # noqa: E402
 from triton_helpers import PREPROCESS_FILE, distinct_jpegs, jpegs  # noqa: E402
 
 from headrace.pipeline import Pipeline  # noqa: E402
@@ -178,7 +180,13 @@ def stats_between(before: dict, after: dict) -> dict:
 
 
 def summary(runs: list[dict]) -> dict:
-    """Pooled over rounds: images per second, p50/p99 latency in ms, errors."""
+    """Pooled over rounds: images per second, p50/p99 latency in ms, errors. perf_analyzer's rounds come
+    summarized already: their mean rate and median percentiles."""
+    if runs and "rate" in runs[0]:
+        return {"rate": float(np.mean([r["rate"] for r in runs])),
+                **{key: float(np.median([r[key] for r in runs])) for key in ("p50", "p99")},
+                "errors": sum(r["errors"] for r in runs),
+                "first_error": [e for r in runs for e in r["first_error"]][:1]}
     latencies = np.asarray([t for run in runs for t in run["latencies"]] or [np.nan])
     return {"rate": sum(len(r["latencies"]) for r in runs) / sum(r["elapsed"] for r in runs),
             "p50": np.percentile(latencies, 50) * 1e3, "p99": np.percentile(latencies, 99) * 1e3,
@@ -255,6 +263,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shared-memory", choices=("none", "system"), default="none",
                         help="system: outputs come back through system shared memory instead of gRPC (client and "
                              "server on one machine; the PIL baseline keeps gRPC)")
+    parser.add_argument("--perf-analyzer", type=Path, metavar="DIR",
+                        help="load from perf_analyzer in DIR (scripts/get_perf_analyzer.sh), not the Python client")
     parser.add_argument("--log-timing-every", type=int, default=0,
                         help="have headrace's backend log where execute spends its time every N calls, and print it")
     args = parser.parse_args(argv)
@@ -270,8 +280,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"headrace preprocess: {args.kind}, {args.instances or 1} instance(s), {args.threads or 'pipeline default'}"
           f" thread(s), queue delay {args.queue_delay_us} us{hw}; null model: same kind; "
           f"{'no PIL baseline' if args.no_pil else 'PIL baseline: 2 CPU instances'}")
+    client = "perf_analyzer" if args.perf_analyzer else f"{args.client_processes} Python process(es)"
     print(f"images: {len(images)} ({', '.join(f'{len(j)} B' for j in images)}); {args.seconds:.0f} s per level, "
-          f"{args.rounds} rounds; client: {args.client_processes} process(es); {os.cpu_count()} cores; outputs "
+          f"{args.rounds} rounds; client: {client}; {os.cpu_count()} cores; outputs "
           f"through {'system shared memory' if args.shared_memory == 'system' else 'gRPC'}")
 
     runs: dict[str, dict[int, list]] = {"headrace": {}, "null model": {}}
@@ -289,6 +300,7 @@ def main(argv: list[str] | None = None) -> None:
         shutil.copyfile(ROOT / "benchmarks" / "triton_null" / "model.py", repo / "null_preprocess" / "1" / "model.py")
         (repo / "null_preprocess" / "config.pbtxt").write_text(NULL_CONFIG.format(
             delay=args.queue_delay_us, count=args.instances or 1, kind=args.kind))
+        input_data = write_input_data(Path(tmp) / "input_data.json", images)
         pipe = Pipeline.load(pipeline_file, device_id=device_id)
         out = pipe.run(images=images[:1])[0]
         want = (out.as_cpu() if gpu else out).as_array()[0].astype(np.float64)
@@ -317,8 +329,13 @@ def main(argv: list[str] | None = None) -> None:
                     for name, url, model, as_bytes in contenders[::1 if round_ % 2 == 0 else -1]:
                         shared = args.shared_memory == "system" and name != "PIL baseline"
                         before = server_stats(url, model)
-                        runs[name].setdefault(c, []).append(load(clients, args.client_processes, url, model, images,
-                                                                 as_bytes, c, args.seconds, shared_memory=shared))
+                        if args.perf_analyzer and name != "PIL baseline":
+                            run = perf_analyzer_level(args.perf_analyzer, url, model, input_data, c, args.seconds,
+                                                      shared, OUTPUT_BYTES, Path(tmp))
+                        else:
+                            run = load(clients, args.client_processes, url, model, images, as_bytes, c,
+                                       args.seconds, shared_memory=shared)
+                        runs[name].setdefault(c, []).append(run)
                         server[name].setdefault(c, []).append(stats_between(before, server_stats(url, model)))
             placement = [line for line in ours.log().splitlines() if "is handed to Triton" in line]
             timing = [line for line in ours.log().splitlines() if "headrace: execute over" in line]
