@@ -34,7 +34,8 @@ def executable(location: Path) -> tuple[Path, dict]:
 
 
 def perf_analyzer_level(location: Path, grpc_url: str, model: str, input_data: Path, concurrency: int,
-                        seconds: float, shared_memory: bool, output_bytes: int, work: Path) -> dict:
+                        seconds: float, shared_memory: str, output_bytes: int, work: Path,
+                        extra: tuple[str, ...] = ()) -> dict:
     """One concurrency level: three windows of `seconds` / 3, pooled (no stability criterion, like the Python loop:
     perf_analyzer's default one gives up on a machine shared with the server); its answer in the shape of the
     Python client's summary (rate img/s, p50 / p99 ms, errors)."""
@@ -44,8 +45,9 @@ def perf_analyzer_level(location: Path, grpc_url: str, model: str, input_data: P
                "--concurrency-range", f"{concurrency}:{concurrency}", "--input-data", str(input_data),
                "--measurement-mode", "time_windows", "-p", str(max(int(seconds * 1000 / 3), 500)),
                "--max-trials", "3", "--stability-percentage", "1000", "-f", str(report)]
-    if shared_memory:
-        command += ["--shared-memory", "system", "--output-shared-memory-size", str(output_bytes)]
+    command += list(extra)
+    if shared_memory != "none":  # "system" or "cuda": outputs (and inputs) through regions, not gRPC
+        command += ["--shared-memory", shared_memory, "--output-shared-memory-size", str(output_bytes)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=seconds * 4 + 120)
     if done.returncode != 0 or not report.exists():
         tail = (done.stdout + done.stderr).strip().splitlines()[-5:]

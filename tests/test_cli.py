@@ -428,6 +428,19 @@ def test_serve_answers_a_health_check_and_stops_on_sigint(tmp_path):
             server.wait(timeout=10)
 
 
+@pytest.mark.triton
+@pytest.mark.skipif(not HAS_SERVING_SERVER, reason="headrace.serving.server is not installed yet")
+@pytest.mark.skipif(importlib.util.find_spec("pytriton") is None, reason="nvidia-pytriton is not installed")
+def test_serve_passes_triton_args_and_names_a_rejected_one(capsys, tmp_path):
+    """--triton-arg reaches tritonserver's command line: an option it does not know stops it, and the one-line
+    error names that option (not the last line of the usage text tritonserver prints after it)."""
+    status, _, err = run_cli(capsys, "serve", tmp_path, "--triton-arg=--no-such-option=1", "--timeout", "30")
+    lines = err.strip().splitlines()
+    assert status == 1 and len(lines) == 1, err
+    assert "the Triton server did not start" in lines[0]
+    assert "unrecognized option '--no-such-option=1'" in lines[0]
+
+
 # errors: one line, non-zero, no traceback
 
 

@@ -22,6 +22,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--http-port", type=int, help="HTTP port (default: a free one)")
     parser.add_argument("--grpc-port", type=int, help="gRPC port (default: a free one)")
     parser.add_argument("--metrics-port", type=int, help="metrics port (default: a free one)")
+    parser.add_argument("--triton-arg", action="append", default=[], metavar="--OPTION=VALUE",
+                        help="one more tritonserver option, as --triton-arg=--OPTION=VALUE (repeatable); on a GPU, "
+                             "e.g. --triton-arg=--cuda-memory-pool-byte-size=0:536870912")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds to wait for the server to become ready (default 60)")
 
@@ -62,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
             check_port_free(port, name)
     start_server = serving_function("server", "start_server")
     try:
-        handle = start_server(str(args.repository), timeout=args.timeout, **ports)
+        handle = start_server(str(args.repository), timeout=args.timeout, extra_args=tuple(args.triton_arg), **ports)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # whatever stopped the server from starting, said in one line

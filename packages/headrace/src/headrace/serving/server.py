@@ -260,7 +260,7 @@ def _wait_ready(server: TritonServer, timeout: float) -> None:
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             text = server.log()
-            reason = _model_error(text)
+            reason = _start_error(text)
             raise ServerError(f"tritonserver exited with code {server.process.returncode} before it was ready"
                               f"{': ' + reason if reason else ''}:\n{_tail(text)}")
         if server.is_ready():
@@ -269,12 +269,15 @@ def _wait_ready(server: TritonServer, timeout: float) -> None:
     raise ServerError(f"tritonserver was not ready after {timeout:.0f} s (killed):\n{_tail(server.log())}")
 
 
-def _model_error(text: str) -> str:
-    """The first reason the log gives for a model that did not load, on one line ('' if none)."""
+def _start_error(text: str) -> str:
+    """The first reason the log gives for not starting, on one line ('' if none): a model that did not load, or a
+    command-line option tritonserver rejected (it then prints its whole usage, which would bury the reason)."""
     for line in text.splitlines():
         if line[:1] == "E" and line[1:5].isdigit() and ("failed to load" in line or "Poll failed" in line):
             message = line.split("] ", 1)[-1].strip().strip('"')
             return message.split("\\n", 1)[0][:300]
+        if "tritonserver: " in line and ("option" in line or "argument" in line):
+            return line.split("tritonserver: ", 1)[1].strip()[:300]
     return ""
 
 
