@@ -83,8 +83,8 @@ def make_input(images: list[np.ndarray], i: int, as_bytes: bool):
 
 
 OUTPUT_BYTES = 3 * 224 * 224 * 4  # one normalized FP32 image
-# GPU instances: Triton's CUDA and pinned memory pools at 512 MB instead of 64 / 256 MB (the README's advice; the
-# Python backend hands GPU outputs over through the CUDA pool): +20-25% at concurrency 32 on an H100
+# GPU instances: Triton's CUDA and pinned memory pools at 512 MB instead of 64 / 256 MB, as the README advises (the
+# Python backend hands GPU outputs to the server through the CUDA pool)
 GPU_SERVER_ARGS = "--cuda-memory-pool-byte-size=0:536870912 --pinned-memory-pool-byte-size=536870912"
 
 
