@@ -38,6 +38,7 @@ from offline_timing import time_pipeline  # noqa: E402
 from perf_analyzer_load import perf_analyzer_level, write_input_data  # noqa: E402
 from triton_helpers import PREPROCESS_FILE, distinct_jpegs, jpegs  # noqa: E402
 
+from headrace import types  # noqa: E402
 from headrace.pipeline import Pipeline  # noqa: E402
 from headrace.serving import start_server, triton_config  # noqa: E402
 
@@ -82,14 +83,15 @@ def make_input(images: list[np.ndarray], i: int, as_bytes: bool):
     return tensor
 
 
-OUTPUT_BYTES = 3 * 224 * 224 * 4  # one normalized FP32 image
+OUTPUT_SHAPE = [1, 3, 224, 224]  # one normalized image
+OUTPUT_TYPES = {"fp32": (np.float32, "TYPE_FP32"), "fp16": (np.float16, "TYPE_FP16")}
 # GPU instances: Triton's CUDA and pinned memory pools at 512 MB instead of 64 / 256 MB, as the README advises (the
 # Python backend hands GPU outputs to the server through the CUDA pool)
 GPU_SERVER_ARGS = "--cuda-memory-pool-byte-size=0:536870912 --pinned-memory-pool-byte-size=536870912"
 
 
 def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: bool, threads: int, first: int,
-                   begin: float, seconds: float, shared_memory: bool = False) -> dict:
+                   begin: float, seconds: float, shared_memory: bool = False, out_dtype=np.float32) -> dict:
     """One client process: `threads` threads sending one-image requests back to back from now until
     begin + seconds (wall clock); latencies of the requests started inside [begin, begin + seconds] are kept.
     With `shared_memory` each thread has the server write its output into a system shared-memory region of its
@@ -107,10 +109,11 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
             import tritonclient.utils.shared_memory as shm
 
             name = f"out_{os.getpid()}_{slot}"
-            region = shm.create_shared_memory_region(name, f"/{name}", OUTPUT_BYTES)
-            client.register_system_shared_memory(name, f"/{name}", OUTPUT_BYTES)
+            size = output_bytes(out_dtype)
+            region = shm.create_shared_memory_region(name, f"/{name}", size)
+            client.register_system_shared_memory(name, f"/{name}", size)
             output = grpc.InferRequestedOutput("normalized")
-            output.set_shared_memory(name, OUTPUT_BYTES)
+            output.set_shared_memory(name, size)
             outputs = [output]
         i = first + slot
         try:
@@ -124,7 +127,7 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
                 try:
                     client.infer(model, [tensor], outputs=outputs)
                     if region is not None:  # the answer, as a client would take it
-                        shm.get_contents_as_numpy(region, np.float32, [1, 3, 224, 224]).sum()
+                        shm.get_contents_as_numpy(region, out_dtype, OUTPUT_SHAPE).sum()
                 except InferenceServerException as exc:
                     errors.append(str(exc))
                     continue
@@ -143,14 +146,19 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
     return {"latencies": [t for slot in latencies for t in slot], "errors": errors}
 
 
+def output_bytes(dtype) -> int:
+    return int(np.prod(OUTPUT_SHAPE)) * np.dtype(dtype).itemsize
+
+
 def load(clients: ProcessPoolExecutor, processes: int, url: str, model: str, images: list[np.ndarray],
-         as_bytes: bool, concurrency: int, seconds: float, warmup: float = 1.5, shared_memory: bool = False) -> dict:
+         as_bytes: bool, concurrency: int, seconds: float, warmup: float = 1.5, shared_memory: bool = False,
+         out_dtype=np.float32) -> dict:
     """`concurrency` client threads over at most `processes` processes, for `seconds` after a warm-up."""
     used = min(processes, concurrency)
     shares = [concurrency // used + (1 if p < concurrency % used else 0) for p in range(used)]
     begin = time.time() + warmup
     jobs = [clients.submit(client_process, url, model, images, as_bytes, share, sum(shares[:p]), begin, seconds,
-                           shared_memory) for p, share in enumerate(shares)]
+                           shared_memory, out_dtype) for p, share in enumerate(shares)]
     results = [job.result() for job in jobs]
     return {"latencies": [t for r in results for t in r["latencies"]], "elapsed": seconds,
             "errors": [e for r in results for e in r["errors"]]}
@@ -212,18 +220,20 @@ NULL_CONFIG = '''name: "null_preprocess"
 backend: "python"
 max_batch_size: 32
 input [ {{ name: "images" data_type: TYPE_UINT8 dims: [ -1 ] allow_ragged_batch: true }} ]
-output [ {{ name: "normalized" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] }} ]
+output [ {{ name: "normalized" data_type: {out_type} dims: [ 3, 224, 224 ] }} ]
 dynamic_batching {{ max_queue_delay_microseconds: {delay} }}
 instance_group [ {{ count: {count} kind: {kind} }} ]
 '''
 
 
 def write_headrace_model(target: Path, kind: str, instances: int | None, threads: int | None,
-                         delay_us: int, hw_decoder_load: float | None, log_timing_every: int = 0) -> Path:
-    """model_repository/preprocess as committed (KIND_CPU), or its pipeline rebuilt for the GPU by
-    scripts/make_model_repository.py (mixed decoder, GPU resize and normalize); returns the pipeline file."""
+                         delay_us: int, hw_decoder_load: float | None, log_timing_every: int = 0,
+                         dtype: str = "fp32") -> Path:
+    """model_repository/preprocess as committed (KIND_CPU, FP32), or its pipeline rebuilt by
+    scripts/make_model_repository.py (for the GPU: mixed decoder, GPU resize and normalize; FP16 outputs with
+    `dtype` "fp16"); returns the pipeline file."""
     (target / "1").mkdir(parents=True)
-    if kind == "KIND_CPU":
+    if kind == "KIND_CPU" and dtype == "fp32":
         pipeline_file = target / "1" / "pipeline.json"
         shutil.copyfile(PREPROCESS_FILE, pipeline_file)
         pipe = PREPROCESS_FILE
@@ -232,8 +242,9 @@ def write_headrace_model(target: Path, kind: str, instances: int | None, threads
                                                       ROOT / "scripts" / "make_model_repository.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        pipe = module.preprocess(device="gpu", **({} if hw_decoder_load is None else
-                                                  {"hw_decoder_load": hw_decoder_load}))
+        options = {} if hw_decoder_load is None or kind == "KIND_CPU" else {"hw_decoder_load": hw_decoder_load}
+        pipe = module.preprocess(dtype=types.FLOAT16 if dtype == "fp16" else types.FLOAT,
+                                 device="gpu" if kind == "KIND_GPU" else "cpu", **options)
         pipeline_file = target / "1" / "pipeline.json"
         pipe.serialize(pipeline_file)
     (target / "config.pbtxt").write_text(triton_config(pipe, "preprocess", instance_kind=kind,
@@ -257,6 +268,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", nargs="*", type=int, default=[1, 8, 32])
     parser.add_argument("--baseline-python", default=sys.executable)
     parser.add_argument("--no-pil", action="store_true", help="leave out the PIL baseline")
+    parser.add_argument("--dtype", choices=tuple(OUTPUT_TYPES), default="fp32",
+                        help="element type of the normalized images, for headrace and the null model (default fp32)")
     parser.add_argument("--instances", type=int, help="headrace instances (default 1)")
     parser.add_argument("--threads", type=int, help="threads per headrace instance (default: the pipeline's)")
     parser.add_argument("--hw-decoder-load", type=float,
@@ -288,9 +301,13 @@ def main(argv: list[str] | None = None) -> None:
         images = [jpegs(5, seed=0)[4], jpegs(5, seed=1)[4]]  # two different 427x640 images
     gpu = args.kind == "KIND_GPU"
     device_id = 0 if gpu else None
+    out_dtype, out_type = OUTPUT_TYPES[args.dtype]
+    if args.dtype != "fp32" and not args.no_pil:
+        parser.error("--dtype fp16 needs --no-pil (the PIL baseline answers FP32)")
     hw = f", hw_decoder_load {args.hw_decoder_load if args.hw_decoder_load is not None else 'default'}" if gpu else ""
     print(f"headrace preprocess: {args.kind}, {args.instances or 1} instance(s), {args.threads or 'pipeline default'}"
-          f" thread(s), queue delay {args.queue_delay_us} us{hw}; server options: {args.server_args or 'none'}; "
+          f" thread(s), {args.dtype} outputs, queue delay {args.queue_delay_us} us{hw}; "
+          f"server options: {args.server_args or 'none'}; "
           "null model: same kind; "
           f"{'no PIL baseline' if args.no_pil else 'PIL baseline: 2 CPU instances'}")
     client = "perf_analyzer" if args.perf_analyzer else f"{args.client_processes} Python process(es)"
@@ -308,11 +325,12 @@ def main(argv: list[str] | None = None) -> None:
             ProcessPoolExecutor(args.client_processes, mp_context=get_context("spawn")) as clients:
         repo = Path(tmp) / "headrace"
         pipeline_file = write_headrace_model(repo / "preprocess", args.kind, args.instances, args.threads,
-                                             args.queue_delay_us, args.hw_decoder_load, args.log_timing_every)
+                                             args.queue_delay_us, args.hw_decoder_load, args.log_timing_every,
+                                             args.dtype)
         (repo / "null_preprocess" / "1").mkdir(parents=True)
         shutil.copyfile(ROOT / "benchmarks" / "triton_null" / "model.py", repo / "null_preprocess" / "1" / "model.py")
         (repo / "null_preprocess" / "config.pbtxt").write_text(NULL_CONFIG.format(
-            delay=args.queue_delay_us, count=args.instances or 1, kind=args.kind))
+            delay=args.queue_delay_us, count=args.instances or 1, kind=args.kind, out_type=out_type))
         input_data = write_input_data(Path(tmp) / "input_data.json", images)
         pipe = Pipeline.load(pipeline_file, device_id=device_id)
         out = pipe.run(images=images[:1])[0]
@@ -344,11 +362,11 @@ def main(argv: list[str] | None = None) -> None:
                         before = server_stats(url, model)
                         if args.perf_analyzer and name != "PIL baseline":
                             run = perf_analyzer_level(args.perf_analyzer, url, model, input_data, c, args.seconds,
-                                                      shared, OUTPUT_BYTES, Path(tmp),
+                                                      shared, output_bytes(out_dtype), Path(tmp),
                                                       tuple(shlex.split(args.perf_analyzer_args)))
                         else:
                             run = load(clients, args.client_processes, url, model, images, as_bytes, c,
-                                       args.seconds, shared_memory=shared == "system")
+                                       args.seconds, shared_memory=shared == "system", out_dtype=out_dtype)
                         runs[name].setdefault(c, []).append(run)
                         server[name].setdefault(c, []).append(stats_between(before, server_stats(url, model)))
             placement = [line for line in ours.log().splitlines() if "is handed to Triton" in line]

@@ -17,6 +17,7 @@ class TritonPythonModel:
         self.pb = pb_utils
         config = json.loads(args["model_config"])
         self.dims = [int(d) for d in config["output"][0]["dims"]]
+        self.dtype = {"TYPE_FP32": torch.float32, "TYPE_FP16": torch.float16}[config["output"][0]["data_type"]]
         gpu = args.get("model_instance_kind") == "GPU"
         self.device = torch.device(f"cuda:{args['model_instance_device_id']}" if gpu else "cpu")
         self.zeros: dict[int, torch.Tensor] = {}
@@ -27,7 +28,7 @@ class TritonPythonModel:
         for request in requests:
             size = pb.get_input_tensor_by_name(request, "images").shape()[0]
             if size not in self.zeros:
-                self.zeros[size] = torch.zeros([size, *self.dims], dtype=torch.float32, device=self.device)
+                self.zeros[size] = torch.zeros([size, *self.dims], dtype=self.dtype, device=self.device)
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
             out = pb.Tensor.from_dlpack("normalized", self.zeros[size])
