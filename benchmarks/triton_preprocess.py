@@ -147,6 +147,7 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
 
 
 def output_bytes(dtype) -> int:
+    """The size of one answer (a shared-memory region's size) for images of `dtype`."""
     return int(np.prod(OUTPUT_SHAPE)) * np.dtype(dtype).itemsize
 
 
@@ -310,7 +311,9 @@ def main(argv: list[str] | None = None) -> None:
           f"server options: {args.server_args or 'none'}; "
           "null model: same kind; "
           f"{'no PIL baseline' if args.no_pil else 'PIL baseline: 2 CPU instances'}")
-    client = "perf_analyzer" if args.perf_analyzer else f"{args.client_processes} Python process(es)"
+    client = f"{args.client_processes} Python process(es)"
+    if args.perf_analyzer:
+        client = "perf_analyzer" + ("" if args.no_pil else f" (the PIL baseline: {client})")
     print(f"images: {len(images)} ({', '.join(f'{len(j)} B' for j in images)}); {args.seconds:.0f} s per level, "
           f"{args.rounds} rounds; client: {client}; {os.cpu_count()} cores; outputs "
           f"through {'gRPC' if args.shared_memory == 'none' else args.shared_memory + ' shared memory'}")
