@@ -58,9 +58,7 @@ def _loops():
     c_close.argtypes, c_close.restype = [i32], i32
     read_only, seek_end = np.int32(os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), np.int32(os.SEEK_END)
 
-    open_and_size = bind(_open_and_size, c_open, c_lseek)
-    read_and_close = bind(_read_and_close, c_pread, c_close)
-    return (lambda name_at, fds, sizes: open_and_size(read_only, seek_end, name_at, fds, sizes)), read_and_close
+    return bind(_open_and_size, c_open, c_lseek, read_only, seek_end), bind(_read_and_close, c_pread, c_close)
 
 
 class BatchFileReader:

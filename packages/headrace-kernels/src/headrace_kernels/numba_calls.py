@@ -20,9 +20,9 @@ def _key(value) -> object:
 
 
 def bind(dispatcher, *functions):
-    """`dispatcher` with `functions` (ctypes functions) as its leading arguments: call(*args). The first call with
-    given argument kinds goes through numba (which compiles, or loads from its disk cache); later ones call the
-    compiled overload for those kinds directly."""
+    """`dispatcher` with `functions` (ctypes functions, and any constants after them) as its leading arguments:
+    call(*args). The first call with given argument kinds goes through numba (which compiles, or loads from its
+    disk cache); later ones call the compiled overload for those kinds directly."""
     function_types = tuple(numba.typeof(f) for f in functions)
     entries: dict[tuple, object] = {}
     lock = threading.Lock()

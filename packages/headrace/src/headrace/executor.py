@@ -48,7 +48,7 @@ class _SampleOp:
 
     def __init__(self, node: OpNode, kernel, seed: int):
         self.node, self.kernel, self.seed = node, kernel, seed
-        self.static_args = {name: node.arg(name) for name in node.schema.all_args}
+        self.static_args = node.resolved_args()
         self.inputs = [(i.op.name, i.index) for i in node.inputs]
         self.arg_inputs = [(node.schema.all_args[name], (d.op.name, d.index)) for name, d in node.arg_inputs.items()]
         self.num_outputs = len(node.outputs)

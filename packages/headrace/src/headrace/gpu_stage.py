@@ -94,7 +94,7 @@ class _Step:
         from headrace.executor import node_seed
 
         self.stage, self.node = stage, node
-        self.args = {name: node.arg(name) for name in node.schema.all_args}
+        self.args = node.resolved_args()
         self.seed = node_seed(stage.executor.seed, node)
         self.arg_inputs = [(name, (d.op.name, d.index)) for name, d in node.arg_inputs.items()]
         self.inputs = [(i.op.name, i.index) for i in node.inputs]
@@ -193,7 +193,7 @@ class _FusedResizeNormalize(_Step):
     def __init__(self, stage: GpuStage, resize: OpNode, cmn: OpNode):
         super().__init__(stage, cmn)
         self.resize = resize
-        self.resize_args = {name: resize.arg(name) for name in resize.schema.all_args}
+        self.resize_args = resize.resolved_args()
         self.resize_arg_inputs = [(name, (d.op.name, d.index)) for name, d in resize.arg_inputs.items()]
         self.inputs = [(i.op.name, i.index) for i in resize.inputs]
         self.cache = None  # plans by image shape, where every sample has the same arguments

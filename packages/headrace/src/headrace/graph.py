@@ -30,6 +30,10 @@ class OpNode:
     def arg(self, name: str) -> Any:
         return self.schema.arg(self.args, name)
 
+    def resolved_args(self) -> dict:
+        """Every argument's value, given or default."""
+        return self.schema.resolve(self.args)
+
     @property
     def upstream(self) -> list[DataNode]:
         guard = [self.guard] if self.guard is not None else []

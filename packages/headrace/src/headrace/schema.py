@@ -200,6 +200,10 @@ class OpSchema:
         default = self.all_args[name].default
         return None if default is REQUIRED else default
 
+    def resolve(self, args: dict) -> dict:
+        """Every argument's value (`arg`), by name: what a kernel is handed."""
+        return {name: self.arg(args, name) for name in self.all_args}
+
     def docstring(self) -> str:
         """The `fn.*` docstring, generated from the declaration."""
         lines = [self.doc, "", f"Devices: {', '.join(self.devices)}."]

@@ -79,8 +79,16 @@ class Batch:
     """The Sample records of one launch, the tap tables they point to, and the device memory they point into.
     `dtype` is the samples' own element type (the kernels read uint8 or float32; other types come as float32)."""
 
-    def __init__(self, inputs: list, channels: int, in_dtype: str, dtype: np.dtype, packed: tuple | None = None):
+    def __init__(self, inputs: list, channels: int, in_dtype: str, dtype: np.dtype, packed: tuple | None = None,
+                 rec: np.ndarray | None = None):
         self.inputs, self.channels, self.in_dtype, self.dtype = inputs, channels, in_dtype, dtype
+        self.tables: tuple | None = None  # resampled samples' taps: see _set_resizes
+        self.placed: tuple | None = None  # outputs, rows and device records once allocated and sent (`place`)
+        self.records_sent = False
+        self.table_memory = None  # tables kept elsewhere on the device that the records point at (plan_cache)
+        if rec is not None:  # records made already (of_records)
+            self.rec = rec
+            return
         self.rec = np.zeros(len(inputs), SAMPLE)
         if packed is not None:  # (addresses, shapes (n, 3)) of packed HWC images: no Python per image
             addresses, shapes = packed
@@ -92,18 +100,11 @@ class Batch:
             self.rec["in_h"] = [image.shape[0] for image in inputs]
             self.rec["in_w"] = [image.shape[1] for image in inputs]
         self.rec["mul"] = 1.0
-        self.tables: tuple | None = None  # resampled samples' taps: see _set_resizes
-        self.placed: tuple | None = None  # outputs, rows and device records once allocated and sent (`place`)
-        self.records_sent = False
-        self.table_memory = None  # tables kept elsewhere on the device that the records point at (plan_cache)
 
     @classmethod
     def of_records(cls, inputs: list, channels: int, rec: np.ndarray) -> Batch:
         """A batch of packed HWC uint8 images whose records are made already (plan_cache)."""
-        batch = cls.__new__(cls)
-        batch.inputs, batch.channels, batch.in_dtype, batch.dtype = inputs, channels, "uint8", np.dtype(np.uint8)
-        batch.rec, batch.tables, batch.placed, batch.records_sent, batch.table_memory = rec, None, None, False, None
-        return batch
+        return cls(inputs, channels, "uint8", np.dtype(np.uint8), rec=rec)
 
 
 def gather(images, op: str, packed: tuple | None = None):
