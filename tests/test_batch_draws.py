@@ -60,7 +60,7 @@ def test_batch_crop_windows_rejects_bad_sizes():
 @pytest.mark.parametrize("probability", [0.0, 0.3, 1.0])
 def test_coin_flip_batch_kernel_is_the_per_sample_kernel(shape, probability):
     schema = get_schema("random.coin_flip")
-    args = {name: schema.arg({"probability": probability, "shape": shape}, name) for name in schema.all_args}
+    args = schema.resolve({"probability": probability, "shape": shape})
 
     class Ctx:
         def __init__(self, index):
@@ -98,7 +98,7 @@ def test_pipeline_coin_flips_match_the_per_sample_streams():
 ])
 def test_fixed_resize_size_is_resize_plan_of_every_input(args):
     schema = get_schema("resize")
-    full = {name: schema.arg(args, name) for name in schema.all_args}
+    full = schema.resolve(args)
     fixed = fixed_resize_size(full)
     assert fixed is not None
     rng = np.random.default_rng(0)
@@ -112,8 +112,7 @@ def test_fixed_resize_size_is_resize_plan_of_every_input(args):
     {"resize_x": -224, "resize_y": 224},
 ])
 def test_fixed_resize_size_declines_input_dependent_plans(args):
-    schema = get_schema("resize")
-    assert fixed_resize_size({name: schema.arg(args, name) for name in schema.all_args}) is None
+    assert fixed_resize_size(get_schema("resize").resolve(args)) is None
 
 
 def test_file_reader_reads_in_runs_in_order(image_folder):
@@ -123,8 +122,7 @@ def test_file_reader_reads_in_runs_in_order(image_folder):
     from headrace.readers.file import FileReader
 
     schema = get_schema("readers.file")
-    args = {name: schema.arg({"file_root": str(image_folder), "random_shuffle": True}, name)
-            for name in schema.all_args}
+    args = schema.resolve({"file_root": str(image_folder), "random_shuffle": True})
     with ThreadPoolExecutor(3) as pool:
         pooled = FileReader("r", args, 10, 5, pool)
         serial = FileReader("r", args, 10, 5, None)
@@ -146,7 +144,7 @@ def test_mixed_decoder_host_half_draws_the_cpu_windows(image_folder, c_api):
     from headrace_kernels.gpu.decode import MixedDecoder
 
     schema = get_schema("decoders.image_random_crop")
-    args = {name: schema.arg({}, name) for name in schema.all_args}
+    args = schema.resolve({})
     files = sorted(image_folder.rglob("*.jpg"))[:12]
     encoded = [np.fromfile(f, np.uint8) for f in files]
     decoder = MixedDecoder(args, 0, 2, random_crop=True)

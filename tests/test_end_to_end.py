@@ -1,9 +1,11 @@
 """The ResNet-50 pipelines of the demo run end to end and are deterministic for a seed."""
 
 import numpy as np
+from triton_helpers import jpegs
 
-from headrace import Pipeline
+from headrace import Pipeline, fn, pipeline_def, types
 from headrace.demo import resnet50_train, resnet50_val
+from headrace_kernels.gpu.decode import tiny_jpeg
 
 
 def test_train_pipeline_shapes_and_labels(image_folder):
@@ -55,21 +57,16 @@ def test_warm_up_on_the_cpu_builds_and_changes_no_batch(image_folder):
     np.testing.assert_array_equal(warm.run()[0].as_array(), cold.run()[0].as_array())
 
 
+@pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=7)
+def _served():
+    encoded = fn.external_source(name="images", dtype=types.UINT8, ndim=1)
+    images = fn.decoders.image_random_crop(encoded, output_type=types.RGB)  # random: depends on the batch index
+    return fn.resize(images, resize_x=32, resize_y=32), fn.random.coin_flip(probability=0.5)
+
+
 def test_warm_up_with_inputs_runs_a_batch_and_forgets_it():
-    from headrace import fn, pipeline_def, types
-    from headrace.data.synthetic import synthetic_image
-    from headrace_kernels.gpu.decode import tiny_jpeg
-    from tests.conftest import encode
-
-    @pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=7)
-    def served():
-        jpegs = fn.external_source(name="images", dtype=types.UINT8, ndim=1)
-        images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB)  # random: depends on the batch index
-        return fn.resize(images, resize_x=32, resize_y=32), fn.random.coin_flip(probability=0.5)
-
-    rng = np.random.default_rng(0)
-    batch = [encode(synthetic_image(rng, 60 + 7 * i, 80)) for i in range(4)]
-    warm, cold = served(), served()
+    batch = jpegs(4)
+    warm, cold = _served(), _served()
     warm.warm_up(images=[tiny_jpeg()])
     for _ in range(2):  # batches 0 and 1 as if no warm-up had run
         for a, b in zip(warm.run(images=batch), cold.run(images=batch), strict=True):

@@ -175,7 +175,7 @@ def test_warm_up_makes_the_decoder_before_the_first_batch(image_folder):
 
     warm = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=5)
     warm.warm_up()
-    decoders = [step.decoder for kind, step in warm._executor.gpu.steps if isinstance(step, _Decode)]
+    decoders = [step.decoder for _, step in warm._executor.gpu.steps if isinstance(step, _Decode)]
     assert decoders and all(d._warmed and d._decoder is not None for d in decoders)
     cold = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=5)
     np.testing.assert_array_equal(warm.run()[0].as_cpu().as_array(), cold.run()[0].as_cpu().as_array())

@@ -9,17 +9,17 @@ sizes recur and change."""
 from __future__ import annotations
 
 import ctypes
-import io
 import types as pytypes
 
 import numpy as np
 import pytest
-from PIL import Image
+from triton_helpers import served_preprocess
 
-from headrace import fn, pipeline_def, types
+from headrace import types
 from headrace.data.synthetic import synthetic_image
 from headrace.schema import get_schema
 from headrace_kernels.gpu import image_ops, plan_cache
+from tests.conftest import encode
 
 ADDRESS_FIELDS = ("in", "out", "tmp", "row_idx", "row_w", "col_idx", "col_w")
 
@@ -36,8 +36,7 @@ class _HostBuffer:
 
 
 def _args(op: str, given: dict) -> dict:
-    schema = get_schema(op)
-    return {name: schema.arg(given, name) for name in schema.all_args}
+    return get_schema(op).resolve(given)
 
 
 CMN = _args("crop_mirror_normalize", {"dtype": types.FLOAT, "output_layout": "CHW", "crop": (224, 224),
@@ -118,31 +117,15 @@ def test_mixed_channel_counts_are_left_to_the_caller(host_memory):
     assert cache.plan(*_packed([])) is None
 
 
-def _jpeg(image: np.ndarray) -> np.ndarray:
-    buffer = io.BytesIO()
-    Image.fromarray(image).save(buffer, format="JPEG", quality=90)
-    return np.frombuffer(buffer.getvalue(), np.uint8)
-
-
-@pipeline_def(batch_size=8, num_threads=2, device_id=0, seed=0, prefetch_queue_depth=1)
-def served_preprocess():
-    """A fed GPU pipeline as the backend loads one: decode, shorter side 256, centre crop 224, normalize."""
-    jpegs = fn.external_source(name="images", dtype=types.UINT8, ndim=1)
-    decoded = fn.decoders.image(jpegs, device="mixed", hw_decoder_load=1.0)
-    resized = fn.resize(decoded, resize_shorter=256)
-    return fn.crop_mirror_normalize(resized, crop=(224, 224), dtype=types.FLOAT, output_layout="CHW",
-                                    mean=[123.7, 116.3, 103.5], std=[58.4, 57.1, 57.4])
-
-
 @pytest.mark.gpu
 def test_served_outputs_with_kept_plans_equal_outputs_without(monkeypatch):
     rng = np.random.default_rng(21)
-    images = [_jpeg(synthetic_image(rng, h, w)) for h, w in [(427, 640), (300, 200), (427, 640), (512, 384)]]
+    images = [encode(synthetic_image(rng, h, w)) for h, w in [(427, 640), (300, 200), (427, 640), (512, 384)]]
     batches = [[images[0]], [images[1], images[0]], [images[2]] * 3, [images[3], images[1]], [images[0]]]
 
     def run(cache: str) -> tuple[list[np.ndarray], tuple | None]:
         monkeypatch.setenv("HEADRACE_GPU_PLAN_CACHE", cache)  # read when the pipeline is built
-        pipe = served_preprocess()
+        pipe = served_preprocess(device="gpu", batch_size=8, device_id=0)  # decode, resize, crop, normalize
         pipe.build()
         step = next(s for kind, s in pipe._executor.gpu.steps if kind == "gpu" and hasattr(s, "cache"))
         outputs = [pipe.run(images=batch)[0].as_cpu().as_array() for batch in batches]

@@ -27,8 +27,7 @@ def _no_cupy_needed(monkeypatch):
 
 
 def _args(op: str, given: dict) -> dict:
-    schema = get_schema(op)
-    return {name: schema.arg(given, name) for name in schema.all_args}
+    return get_schema(op).resolve(given)
 
 
 def _records(shapes: list[tuple[int, int, int]]) -> tuple[list, np.ndarray, np.ndarray]:

@@ -4,6 +4,7 @@ call, gives the same results as through numba's dispatcher, per argument kind.""
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 
 import numba
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from headrace_kernels.numba_calls import bind
 
-libm = pytest.importorskip("ctypes.util").find_library("m")
+libm = ctypes.util.find_library("m")
 
 
 @numba.njit(nogil=True)

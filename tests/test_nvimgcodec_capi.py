@@ -74,7 +74,9 @@ def _rotated(image: np.ndarray) -> np.ndarray:
     return _jpeg(image, quality=92, exif=exif.tobytes())
 
 
-def _cpu_capi_decode(encoded: list, boxes: np.ndarray | None, gray: bool, exif: bool) -> tuple[list, np.ndarray]:
+def _cpu_capi_batch(encoded: list, boxes: np.ndarray | None, gray: bool, exif: bool) -> tuple:
+    """A CPU-only C API decoder, the batch's code streams (cut to `boxes`), the output shapes, zeroed outputs and
+    their addresses: what a decode call takes."""
     instance = capi.Instance.shared()
     decoder = capi.Decoder(instance, capi.DEVICE_CPU_ONLY, 1, [(capi.BACKEND_CPU_ONLY, 1.0)])
     streams = capi.CodeStreams(instance, encoded)
@@ -89,8 +91,12 @@ def _cpu_capi_decode(encoded: list, boxes: np.ndarray | None, gray: bool, exif: 
         heights, widths = np.where(turned, widths, heights), np.where(turned, heights, widths)
     shapes = np.stack([heights, widths, np.full(len(encoded), 1 if gray else 3)], axis=1).astype(np.int64)
     outputs = [np.zeros(tuple(s), np.uint8) for s in shapes]
-    ok = decoder.decode(streams, np.arange(len(encoded)), shapes,
-                        np.array([o.ctypes.data for o in outputs], np.uint64), 0, gray, exif) == capi.PROCESSING_SUCCESS
+    return decoder, streams, shapes, outputs, np.array([o.ctypes.data for o in outputs], np.uint64)
+
+
+def _cpu_capi_decode(encoded: list, boxes: np.ndarray | None, gray: bool, exif: bool) -> tuple[list, np.ndarray]:
+    decoder, streams, shapes, outputs, buffers = _cpu_capi_batch(encoded, boxes, gray, exif)
+    ok = decoder.decode(streams, np.arange(len(encoded)), shapes, buffers, 0, gray, exif) == capi.PROCESSING_SUCCESS
     streams.close()
     decoder.close()
     return outputs, ok
@@ -160,13 +166,8 @@ def test_a_started_decode_finishes_with_the_pixels_of_a_whole_decode():
     rng = np.random.default_rng(7)
     encoded = [_jpeg(synthetic_image(rng, 48, 64), quality=90) for _ in range(3)]
     expected, _ = _cpu_capi_decode(encoded, None, False, exif=False)
-    instance = capi.Instance.shared()
-    decoder = capi.Decoder(instance, capi.DEVICE_CPU_ONLY, 1, [(capi.BACKEND_CPU_ONLY, 1.0)])
-    streams = capi.CodeStreams(instance, encoded)
-    shapes = np.stack([streams.heights, streams.widths, np.full(3, 3)], axis=1).astype(np.int64)
-    outputs = [np.zeros(tuple(s), np.uint8) for s in shapes]
-    started = decoder.start(streams, np.arange(3), shapes, np.array([o.ctypes.data for o in outputs], np.uint64), 0,
-                            False, False)
+    decoder, streams, shapes, outputs, buffers = _cpu_capi_batch(encoded, None, False, exif=False)
+    started = decoder.start(streams, np.arange(3), shapes, buffers, 0, False, False)
     assert started.submitted  # the caller works here while nvImageCodec decodes
     statuses = started.finish()
     assert (statuses == capi.PROCESSING_SUCCESS).all()

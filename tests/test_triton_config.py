@@ -72,7 +72,7 @@ def test_execute_timing_logs_the_mean_of_each_part_every_n_calls():
     off.add(1, 1.0, 1.0, 1.0)
     assert off.calls == 0 and len(lines) == 1
     totals = {"decode": 1.0}
-    detailed = ExecuteTiming(2, lines.append, lambda: dict(totals))
+    detailed = ExecuteTiming(2, lines.append, lambda: totals)
     totals["decode"] += 0.004  # 4 ms over the two calls: 2 ms per call
     detailed.add(1, 0.0, 0.0, 0.0)
     detailed.add(1, 0.0, 0.0, 0.0)

@@ -10,21 +10,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, jpegs, padded
+from triton_helpers import (
+    MODEL_REPOSITORY,
+    NO_SERVER,
+    PREPROCESS_FILE,
+    assert_warmed_up,
+    have_server,
+    jpegs,
+    padded,
+)
 
 from headrace.pipeline import Pipeline
-from headrace.serving.server import ServerError, child_pids, find_server, start_server
+from headrace.serving.server import ServerError, child_pids, start_server
 
-pytestmark = pytest.mark.triton
-
-try:
-    find_server()
-    HAVE_SERVER = True
-except ServerError:
-    HAVE_SERVER = False
-if not HAVE_SERVER:
-    pytestmark = [pytest.mark.triton,
-                  pytest.mark.skip(reason="no tritonserver: pip install --no-deps nvidia-pytriton (scripts/test.sh)")]
+pytestmark = [pytest.mark.triton, pytest.mark.skipif(not have_server(), reason=NO_SERVER)]
 
 http = pytest.importorskip("tritonclient.http")
 grpc = pytest.importorskip("tritonclient.grpc")
@@ -71,9 +70,7 @@ def infer(conn, protocol: str, batch: np.ndarray, model: str = "preprocess", nam
 
 
 def test_models_load_warmed_up(server):
-    log = server.log()
-    assert "warm-up failed" not in log
-    assert "model 'preprocess' warmed up (one batch of a tiny JPEG)" in log
+    assert_warmed_up(server.log())
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -287,10 +284,14 @@ def test_gpu_instance_parity(gpu_server, protocol):
     log = server.log()
     assert "output 'normalized' is handed to Triton in GPU memory through DLPack, no host copy" in log, log[-3000:]
     assert "output 'normalized' is handed to Triton in host memory" not in log
-    assert "model 'preprocess' warmed up (one batch of a tiny JPEG)" in log and "warm-up failed" not in log
     probabilities = infer(conn, protocol, padded(images[:2]), model="classify", output="probabilities")
     assert probabilities.shape == (2, 10)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_gpu_models_load_warmed_up(gpu_server):
+    assert_warmed_up(gpu_server[0].log())
 
 
 @pytest.mark.gpu

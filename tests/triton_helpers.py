@@ -1,7 +1,10 @@
-"""Shared by the Triton tests and the benchmark: test JPEGs and padded batches in the shape the model takes."""
+"""Shared by the Triton tests and the benchmark: test JPEGs and padded batches in the shape the model takes, and
+whether a tritonserver is here to test with."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from pathlib import Path
 
 import cv2
@@ -12,20 +15,48 @@ from headrace.data.synthetic import synthetic_image
 REPO = Path(__file__).resolve().parent.parent
 MODEL_REPOSITORY = REPO / "model_repository"
 PREPROCESS_FILE = MODEL_REPOSITORY / "preprocess" / "1" / "pipeline.json"
+NO_SERVER = "no tritonserver: pip install --no-deps nvidia-pytriton (scripts/test.sh)"  # the skip reason
+
+
+@functools.lru_cache(maxsize=1)
+def _repository_script():
+    """scripts/make_model_repository.py as a module (it is a script, not part of a package)."""
+    spec = importlib.util.spec_from_file_location("make_model_repository",
+                                                  REPO / "scripts" / "make_model_repository.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def served_preprocess(**kwargs):
+    """The preprocess pipeline model_repository serves, as scripts/make_model_repository.py builds it: `kwargs` are
+    its own (device, dtype, hw_decoder_load) and pipeline overrides (batch_size, device_id, ...)."""
+    return _repository_script().preprocess(**kwargs)
+
+
+def have_server() -> bool:
+    """Whether headrace.serving finds a tritonserver (nvidia-pytriton's) to start."""
+    from headrace.serving.server import ServerError, find_server
+
+    try:
+        find_server()
+    except ServerError:
+        return False
+    return True
 SIZES = [(240, 320), (300, 200), (256, 256), (333, 500), (427, 640), (200, 300), (281, 375), (320, 240)]
 
 
 def jpegs(count: int = len(SIZES), seed: int = 0, quality: int = 90) -> list[np.ndarray]:
     """Encoded JPEGs of different sizes (so of different lengths), as 1-D uint8 arrays."""
     rng = np.random.default_rng(seed)
-    out = []
-    for i in range(count):
-        height, width = SIZES[i % len(SIZES)]
-        ok, buf = cv2.imencode(".jpg", synthetic_image(rng, height, width)[..., ::-1],
-                               [cv2.IMWRITE_JPEG_QUALITY, quality])
-        assert ok
-        out.append(buf.ravel())
-    return out
+    return [_jpeg(rng, *SIZES[i % len(SIZES)], quality) for i in range(count)]
+
+
+def _jpeg(rng: np.random.Generator, height: int, width: int, quality: int = 90) -> np.ndarray:
+    """One synthetic image of that size, JPEG-encoded (1-D uint8)."""
+    ok, buf = cv2.imencode(".jpg", synthetic_image(rng, height, width)[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, quality])
+    assert ok
+    return buf.ravel()
 
 
 def distinct_jpegs(count: int, seed: int = 0) -> list[np.ndarray]:
@@ -34,8 +65,13 @@ def distinct_jpegs(count: int, seed: int = 0) -> list[np.ndarray]:
     sizes = sorted({(int(h), int(w)) for h, w in zip(rng.integers(320, 601, 4 * count),
                                                      rng.integers(400, 801, 4 * count), strict=True)})
     picked = [sizes[i] for i in rng.permutation(len(sizes))[:count]]
-    return [cv2.imencode(".jpg", synthetic_image(rng, h, w)[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 90])[1].ravel()
-            for h, w in picked]
+    return [_jpeg(rng, h, w) for h, w in picked]
+
+
+def assert_warmed_up(log: str, model: str = "preprocess") -> None:
+    """The backend's start-up log says `model` ran its warm-up batch, and no warm-up failed."""
+    assert "warm-up failed" not in log
+    assert f"model '{model}' warmed up (one batch of a tiny JPEG)" in log
 
 
 def padded(images: list[np.ndarray]) -> np.ndarray:
