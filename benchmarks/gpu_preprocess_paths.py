@@ -9,7 +9,6 @@ and how many images the decoder handed to the CPU.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -20,18 +19,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from offline_timing import time_pipeline  # noqa: E402
-from triton_helpers import jpegs  # noqa: E402
+from triton_helpers import jpegs, served_preprocess  # noqa: E402
 
 from headrace import Pipeline  # noqa: E402
 
 
 def measure(hw_load: float, c_api: bool, images: list[np.ndarray], seconds: float) -> tuple[float, float, int]:
-    script = ROOT / "scripts" / "make_model_repository.py"
-    spec = importlib.util.spec_from_file_location("make_model_repository", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     os.environ["HEADRACE_NVIMGCODEC_CAPI"] = "1" if c_api else "0"
-    pipe = Pipeline.load(module.preprocess(device="gpu", hw_decoder_load=hw_load).serialize(), device_id=0)
+    pipe = Pipeline.load(served_preprocess(device="gpu", hw_decoder_load=hw_load).serialize(), device_id=0)
     os.environ.pop("HEADRACE_NVIMGCODEC_CAPI")
 
     timing = time_pipeline(pipe, images, seconds)

@@ -16,9 +16,11 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from headrace import fn, pipeline_def, types
 from headrace.data.synthetic import make_image_folder
@@ -266,19 +268,24 @@ def time_mixed_decoder(files: list[Path], batch: int, epochs: int, hw_load: floa
     return rate, host / batches * 1e3, decode / batches * 1e3
 
 
+def demo_pipeline(data_dir, batch_size: int, num_threads: int):
+    """The demo's training pipeline on GPU 0 (DALI's hw_decoder_load 0.65)."""
+    return resnet50_train(data_dir=str(data_dir), device="gpu", batch_size=batch_size, num_threads=num_threads,
+                          device_id=0)
+
+
+def hw_only(data_dir, batch_size: int, num_threads: int):
+    """The same pipeline with every JPEG on the hardware decoder (train_hw_only)."""
+    return train_hw_only(data_dir=str(data_dir), batch_size=batch_size, num_threads=num_threads)
+
+
 def ab_rounds(data: Path, images: int, args) -> None:
     """Alternating rounds (machine noise spreads over both sides) of two configurations of the training pipeline:
     `--ab interval`: hw_decoder_load=1 with headrace's old 100 us GIL switch interval and Python's 5 ms;
     `--ab load`: hw_decoder_load=1 (the hardware decoder alone) and DALI's 0.65 split (the demo pipeline)."""
-    def demo(d, b, t):
-        return resnet50_train(data_dir=str(d), device="gpu", batch_size=b, num_threads=t, device_id=0)
-
-    def hw_only(d, b, t):
-        return train_hw_only(data_dir=str(d), batch_size=b, num_threads=t)
-
     sides = {"interval": [("switch interval 100 us", hw_only, {"HEADRACE_SWITCH_INTERVAL": "0.0001"}),
                           ("switch interval 5 ms", hw_only, {"HEADRACE_SWITCH_INTERVAL": "0.005"})],
-             "load": [("hw_decoder_load=1", hw_only, {}), ("hw_decoder_load=0.65", demo, {})]}[args.ab]
+             "load": [("hw_decoder_load=1", hw_only, {}), ("hw_decoder_load=0.65", demo_pipeline, {})]}[args.ab]
     totals: dict[str, list[float]] = {label: [] for label, _, _ in sides}
     for round_ in range(args.ab_rounds):
         for label, make, env in sides if round_ % 2 == 0 else sides[::-1]:
@@ -295,14 +302,12 @@ def ab_rounds(data: Path, images: int, args) -> None:
 
 def memory_over_epochs(data: Path, images: int, batch: int, threads: int, epochs: int) -> None:
     """The demo pipeline's GPU memory (held by its pools, in use, and the device's) after each of `epochs` epochs,
-    and the large requests by size (which allocation a growth comes from)."""
-    from collections import Counter
-
-    from tqdm import tqdm
-
-    pipe = resnet50_train(data_dir=str(data), device="gpu", batch_size=batch, num_threads=threads, device_id=0)
+    and the large requests of CuPy's allocator by size (the per-batch blocks of the decoder and the resize do not
+    go through it: their pools are shown per purpose)."""
+    pipe = demo_pipeline(data, batch, threads)
     pipe.build()
-    memory = pipe._executor.gpu.ctx.memory
+    stage = pipe._executor.gpu
+    memory = stage.ctx.memory
     requests: Counter = Counter()
     malloc = memory.malloc
 
@@ -316,8 +321,7 @@ def memory_over_epochs(data: Path, images: int, batch: int, threads: int, epochs
     held = []
     for epoch in tqdm(range(1, epochs + 1), desc="epochs", unit="epoch", mininterval=5):
         for _ in range(per_epoch):
-            out, _ = pipe.run()
-        stage = pipe._executor.gpu
+            pipe.run()
         stage.ctx.stream.synchronize()
         held.append(stage.ctx.held_bytes / 2**20)
         if epoch in (1, 2, 5) or epoch % 10 == 0:
@@ -326,8 +330,8 @@ def memory_over_epochs(data: Path, images: int, batch: int, threads: int, epochs
             tqdm.write(f"epoch {epoch}: pools hold {held[-1]:.0f} MiB (small {memory.small.total_bytes() / 2**20:.0f}"
                        f", large {memory.large.total_bytes() / 2**20:.0f}, {per_batch}), in use "
                        f"{stage.ctx.used_bytes / 2**20:.0f} MiB, device {device_used_mib():.0f} MiB")
-    print(f"pools held: epoch 2 {held[min(1, len(held) - 1)]:.0f} MiB, max {max(held):.0f} MiB, last "
-          f"{held[-1]:.0f} MiB after {epochs} epochs")
+    second = f"epoch 2 {held[1]:.0f} MiB, " if len(held) > 1 else ""
+    print(f"pools held: {second}max {max(held):.0f} MiB, last {held[-1]:.0f} MiB after {epochs} epochs")
     print("large requests (MiB: count):", ", ".join(f"{size}: {n}" for size, n in sorted(requests.items())[:40]),
           f"({len(requests)} sizes)")
     pipe.close()
@@ -371,18 +375,15 @@ def main(argv: list[str] | None = None) -> None:
         memory_over_epochs(data, len(files), args.batch_size, args.threads, args.memory_epochs)
         return
     rows = []
-    demo, first, memory = time_headrace(
-        lambda d, b, t: resnet50_train(data_dir=str(d), device="gpu", batch_size=b, num_threads=t, device_id=0),
-        data, len(files), args.batch_size, args.epochs, args.threads, report_memory=True,
-        profile_first=args.profile_first)
+    demo, first, memory = time_headrace(demo_pipeline, data, len(files), args.batch_size, args.epochs, args.threads,
+                                        report_memory=True, profile_first=args.profile_first)
     rows.append(("headrace GPU (demo pipeline, hw_decoder_load=0.65)", demo))
-    hw, first_warm, _ = time_headrace(lambda d, b, t: train_hw_only(data_dir=str(d), batch_size=b, num_threads=t),
-                             data, len(files), args.batch_size, args.epochs, args.threads, report_memory=False)
+    hw, first_warm, _ = time_headrace(hw_only, data, len(files), args.batch_size, args.epochs, args.threads,
+                                      report_memory=False)
     rows.append(("headrace GPU (hw_decoder_load=1.0)", hw))
     os.environ["HEADRACE_NVIMGCODEC_CAPI"] = "0"  # the same pipeline decoding through nvImageCodec's Python binding
-    binding, _, _ = time_headrace(
-        lambda d, b, t: resnet50_train(data_dir=str(d), device="gpu", batch_size=b, num_threads=t, device_id=0),
-        data, len(files), args.batch_size, args.epochs, args.threads, report_memory=False)
+    binding, _, _ = time_headrace(demo_pipeline, data, len(files), args.batch_size, args.epochs, args.threads,
+                                  report_memory=False)
     os.environ.pop("HEADRACE_NVIMGCODEC_CAPI")
     rows.append(("headrace GPU (demo pipeline, Python binding decode)", binding))
     if not args.skip_torchvision:
@@ -411,9 +412,7 @@ def main(argv: list[str] | None = None) -> None:
         if interval is not None:
             os.environ["HEADRACE_SWITCH_INTERVAL"] = "0"  # leave the interval set here alone
             sys.setswitchinterval(interval)
-        rate, _, _ = time_headrace(
-            lambda d, b, t: resnet50_train(data_dir=str(d), device="gpu", batch_size=b, num_threads=t, device_id=0),
-            data, len(files), args.batch_size, 2, threads, report_memory=False)
+        rate, _, _ = time_headrace(demo_pipeline, data, len(files), args.batch_size, 2, threads, report_memory=False)
         os.environ.pop("HEADRACE_GPU_LOOKAHEAD")
         os.environ.pop("HEADRACE_GPU_PARALLEL_READS")
         os.environ.pop("HEADRACE_SWITCH_INTERVAL", None)

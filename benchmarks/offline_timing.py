@@ -8,13 +8,18 @@ import time
 import numpy as np
 
 
+def run_waited(pipe, **inputs) -> None:
+    """One `pipe.run(**inputs)`, returning once every output is complete (GPU outputs synchronized)."""
+    for out in pipe.run(**inputs):
+        getattr(out, "synchronize", lambda: None)()
+
+
 def time_pipeline(pipe, images: list[np.ndarray], seconds: float) -> dict:
     """Batches of pipe.batch_size fed to its external source `images` for `seconds`, then single images for
     seconds / 2, after a warm-up of both: {"done": images, "elapsed": seconds, "latencies": [s per batch-1 run]}."""
 
     def run(batch):
-        for out in pipe.run(images=batch):
-            getattr(out, "synchronize", lambda: None)()
+        run_waited(pipe, images=batch)
 
     batch = [images[i % len(images)] for i in range(pipe.batch_size)]
     for _ in range(3):

@@ -46,13 +46,16 @@ def perf_analyzer_level(location: Path, grpc_url: str, model: str, input_data: P
                "--measurement-mode", "time_windows", "-p", str(max(int(seconds * 1000 / 3), 500)),
                "--max-trials", "3", "--stability-percentage", "1000", "-f", str(report)]
     command += list(extra)
-    if shared_memory != "none":  # "system" or "cuda": outputs (and inputs) through regions, not gRPC
+    if shared_memory != "none":  # "system" or "cuda": outputs and, unlike the Python loop, inputs through regions
         command += ["--shared-memory", shared_memory, "--output-shared-memory-size", str(output_bytes)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=seconds * 4 + 120)
-    if done.returncode != 0 or not report.exists():
-        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
-        return {"rate": float("nan"), "p50": float("nan"), "p99": float("nan"), "errors": 1,
-                "first_error": [" / ".join(tail)]}
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=seconds * 4 + 120)
+        failure = None if done.returncode == 0 and report.exists() else \
+            " / ".join((done.stdout + done.stderr).strip().splitlines()[-5:])
+    except subprocess.TimeoutExpired:
+        failure = f"perf_analyzer did not finish in {seconds * 4 + 120:.0f} s"
+    if failure is not None:  # an error row for this level; the other levels and rounds go on
+        return {"rate": float("nan"), "p50": float("nan"), "p99": float("nan"), "errors": 1, "first_error": [failure]}
     with report.open() as f:
         row = next(csv.DictReader(f))
     return {"rate": float(row["Inferences/Second"]), "p50": float(row["p50 latency"]) / 1e3,

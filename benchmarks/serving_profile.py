@@ -11,7 +11,8 @@ optionally a cProfile of one batch size.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -21,19 +22,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from triton_helpers import distinct_jpegs, jpegs  # noqa: E402
+from offline_timing import run_waited  # noqa: E402
+from triton_helpers import distinct_jpegs, jpegs, served_preprocess  # noqa: E402
 
 from headrace.serving.batching import BatchRunner, InputSpec  # noqa: E402
 
 
 def served_pipeline(device: str):
-    """scripts/make_model_repository.py's preprocess pipeline (the served one), on `device`."""
-    script = ROOT / "scripts" / "make_model_repository.py"
-    spec = importlib.util.spec_from_file_location("make_model_repository", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    pipe = module.preprocess(device=device)
-    pipe.prefetch_queue_depth = 1  # as the backend loads it
+    """The served preprocess pipeline on `device`, built."""
+    pipe = served_preprocess(device=device)
     pipe.build()
     return pipe
 
@@ -77,8 +74,6 @@ PHASES = [("headrace.gpu_stage", "GpuStage", "_cpu_stage", "CPU stage (fed input
 
 def timed_phases() -> dict[str, float]:
     """Wrap the PHASES functions with timers; returns the dict they add their seconds to."""
-    import importlib
-
     seconds: dict[str, float] = dict.fromkeys((label for *_, label in PHASES), 0.0)
     for module_name, owner_name, name, label in PHASES:
         owner = importlib.import_module(module_name)
@@ -110,19 +105,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="cycle through N JPEGs of N sizes (default: two of 427x640, as triton_preprocess.py)")
     args = parser.parse_args(argv)
 
-    seconds = timed_phases() if args.phases and args.device == "gpu" else None
     pipe = served_pipeline(args.device)
     runner = BatchRunner(pipe, [InputSpec("images", np.dtype(np.uint8), (-1,))], ["normalized"])
     images = distinct_jpegs(args.distinct_sizes) if args.distinct_sizes else [jpegs(5, seed=0)[4],
                                                                                 jpegs(5, seed=1)[4]]
-    turn = iter(range(1 << 62))
+    turn = itertools.count()
 
     def batch(size: int) -> list[np.ndarray]:  # the next `size` images, cycling through them
         return [images[next(turn) % len(images)] for _ in range(size)]
 
     def direct(size):
-        for out in pipe.run(images=batch(size)):
-            getattr(out, "synchronize", lambda: None)()
+        run_waited(pipe, images=batch(size))
 
     def served(size):
         runner.run([{"images": image[None]} for image in batch(size)])
@@ -140,10 +133,13 @@ def main(argv: list[str] | None = None) -> None:
         for size in args.sizes:
             p50, p90 = per_batch_ms(lambda s=size: decode_alone(decoder, stage.ctx, batch(s)), args.batches)
             print(f"{args.device}: {'decode only':<12}{size:>6}{p50:>9.2f}{p90:>9.2f}{size / p50 * 1e3:>9.0f}")
-    if seconds is not None:
+    if args.phases and stage is not None:
+        # timers go in only now: the rows above are timed without them
+        seconds = timed_phases()
         print("GPU stage parts, ms per pipe.run batch (mean; nested parts indented):")
         for size in args.sizes:
-            per_batch_ms(lambda s=size: direct(s), 5)
+            for _ in range(5):
+                direct(size)
             for label in seconds:
                 seconds[label] = 0.0
             for _ in range(args.batches):

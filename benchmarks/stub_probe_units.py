@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from offline_timing import run_waited
 
 UNITS = ("python", "numpy", "gpu", "pipeline")
 
@@ -52,28 +53,18 @@ class Units:
             self.scratch += 1
             self.stream.synchronize()
 
-    def pipeline_unit(self, jpeg: np.ndarray) -> None:
-        for out in self.pipe.run(images=[jpeg]):
-            getattr(out, "synchronize", lambda: None)()
-
     def run(self, jpeg: np.ndarray) -> np.ndarray:
         """Seconds each unit took, in UNITS order (NaN for a unit left out of `order`, and for the GPU unit without
         a GPU); the units run in `order`, so that what runs first after the idle time can be chosen."""
+        units = {"python": python_unit, "numpy": numpy_unit, "gpu": self.gpu_unit if self.cupy is not None else None,
+                 "pipeline": lambda: run_waited(self.pipe, images=[jpeg])}
         times = np.full(len(UNITS), np.nan)
         for unit in self.order:
-            i = UNITS.index(unit)
-            if unit == "gpu" and self.cupy is None:
+            if units[unit] is None:
                 continue
             start = time.perf_counter()
-            if unit == "python":
-                python_unit()
-            elif unit == "numpy":
-                numpy_unit()
-            elif unit == "gpu":
-                self.gpu_unit()
-            else:
-                self.pipeline_unit(jpeg)
-            times[i] = time.perf_counter() - start
+            units[unit]()
+            times[UNITS.index(unit)] = time.perf_counter() - start
         return times
 
     def close(self) -> None:

@@ -16,7 +16,6 @@ UINT8 input and DLPack outputs (numpy 2 leaves no other way). Client and server 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shlex
 import shutil
@@ -36,11 +35,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from offline_timing import time_pipeline  # noqa: E402
 from perf_analyzer_load import perf_analyzer_level, write_input_data  # noqa: E402
-from triton_helpers import PREPROCESS_FILE, distinct_jpegs, jpegs  # noqa: E402
+from triton_helpers import distinct_jpegs, jpegs, served_preprocess  # noqa: E402
 
 from headrace import types  # noqa: E402
 from headrace.pipeline import Pipeline  # noqa: E402
 from headrace.serving import start_server, triton_config  # noqa: E402
+from headrace.serving.config import triton_type  # noqa: E402
 
 BASELINE_CONFIG = '''name: "pil_preprocess"
 backend: "python"
@@ -84,7 +84,7 @@ def make_input(images: list[np.ndarray], i: int, as_bytes: bool):
 
 
 OUTPUT_SHAPE = [1, 3, 224, 224]  # one normalized image
-OUTPUT_TYPES = {"fp32": (np.float32, "TYPE_FP32"), "fp16": (np.float16, "TYPE_FP16")}
+OUTPUT_TYPES = {"fp32": np.float32, "fp16": np.float16}
 # GPU instances: Triton's CUDA and pinned memory pools at 512 MB instead of 64 / 256 MB, as the README advises (the
 # Python backend hands GPU outputs to the server through the CUDA pool)
 GPU_SERVER_ARGS = "--cuda-memory-pool-byte-size=0:536870912 --pinned-memory-pool-byte-size=536870912"
@@ -193,17 +193,19 @@ def stats_between(before: dict, after: dict) -> dict:
 
 
 def summary(runs: list[dict]) -> dict:
-    """Pooled over rounds: images per second, p50/p99 latency in ms, errors. perf_analyzer's rounds come
-    summarized already: their mean rate and median percentiles."""
-    if runs and "rate" in runs[0]:
-        return {"rate": float(np.mean([r["rate"] for r in runs])),
-                **{key: float(np.median([r[key] for r in runs])) for key in ("p50", "p99")},
-                "errors": sum(r["errors"] for r in runs),
-                "first_error": [e for r in runs for e in r["first_error"]][:1]}
+    """Pooled over rounds: images per second, p50/p99 latency in ms, errors."""
     latencies = np.asarray([t for run in runs for t in run["latencies"]] or [np.nan])
     return {"rate": sum(len(r["latencies"]) for r in runs) / sum(r["elapsed"] for r in runs),
             "p50": np.percentile(latencies, 50) * 1e3, "p99": np.percentile(latencies, 99) * 1e3,
             "errors": sum(len(r["errors"]) for r in runs), "first_error": [e for r in runs for e in r["errors"]][:1]}
+
+
+def pooled(summaries: list[dict]) -> dict:
+    """perf_analyzer's rounds, each summarized by it already: their mean rate and median percentiles."""
+    return {"rate": float(np.mean([r["rate"] for r in summaries])),
+            **{key: float(np.median([r[key] for r in summaries])) for key in ("p50", "p99")},
+            "errors": sum(r["errors"] for r in summaries),
+            "first_error": [e for r in summaries for e in r["first_error"]][:1]}
 
 
 def check_output(url: str, model: str, tensor, want: np.ndarray, exact: bool) -> float:
@@ -230,24 +232,15 @@ instance_group [ {{ count: {count} kind: {kind} }} ]
 def write_headrace_model(target: Path, kind: str, instances: int | None, threads: int | None,
                          delay_us: int, hw_decoder_load: float | None, log_timing_every: int = 0,
                          dtype: str = "fp32") -> Path:
-    """model_repository/preprocess as committed (KIND_CPU, FP32), or its pipeline rebuilt by
-    scripts/make_model_repository.py (for the GPU: mixed decoder, GPU resize and normalize; FP16 outputs with
-    `dtype` "fp16"); returns the pipeline file."""
+    """model_repository/preprocess's pipeline as scripts/make_model_repository.py builds it (for the GPU: mixed
+    decoder, GPU resize and normalize; FP16 outputs with `dtype` "fp16"), with its config; returns the pipeline
+    file."""
     (target / "1").mkdir(parents=True)
-    if kind == "KIND_CPU" and dtype == "fp32":
-        pipeline_file = target / "1" / "pipeline.json"
-        shutil.copyfile(PREPROCESS_FILE, pipeline_file)
-        pipe = PREPROCESS_FILE
-    else:
-        spec = importlib.util.spec_from_file_location("make_model_repository",
-                                                      ROOT / "scripts" / "make_model_repository.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        options = {} if hw_decoder_load is None or kind == "KIND_CPU" else {"hw_decoder_load": hw_decoder_load}
-        pipe = module.preprocess(dtype=types.FLOAT16 if dtype == "fp16" else types.FLOAT,
-                                 device="gpu" if kind == "KIND_GPU" else "cpu", **options)
-        pipeline_file = target / "1" / "pipeline.json"
-        pipe.serialize(pipeline_file)
+    options = {} if hw_decoder_load is None else {"hw_decoder_load": hw_decoder_load}
+    pipe = served_preprocess(dtype=types.from_numpy_dtype(OUTPUT_TYPES[dtype]),
+                             device="gpu" if kind == "KIND_GPU" else "cpu", **options)
+    pipeline_file = target / "1" / "pipeline.json"
+    pipe.serialize(pipeline_file)
     (target / "config.pbtxt").write_text(triton_config(pipe, "preprocess", instance_kind=kind,
                                                        instance_count=instances or 1, num_threads=threads,
                                                        max_queue_delay_us=delay_us,
@@ -280,7 +273,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="processes the client threads are spread over (default: a quarter of the cores)")
     parser.add_argument("--shared-memory", choices=("none", "system", "cuda"), default="none",
                         help="system: outputs come back through system shared memory instead of gRPC (client and "
-                             "server on one machine; the PIL baseline keeps gRPC); cuda (with --perf-analyzer): "
+                             "server on one machine; the PIL baseline keeps gRPC; perf_analyzer puts the inputs there "
+                             "too); cuda (with --perf-analyzer): "
                              "through CUDA memory, as when the next model of an ensemble runs on the same GPU")
     parser.add_argument("--perf-analyzer", type=Path, metavar="DIR",
                         help="load from perf_analyzer in DIR (scripts/get_perf_analyzer.sh), not the Python client")
@@ -294,6 +288,8 @@ def main(argv: list[str] | None = None) -> None:
         args.server_args = GPU_SERVER_ARGS if args.kind == "KIND_GPU" else ""
     if args.shared_memory == "cuda" and not args.perf_analyzer:
         parser.error("--shared-memory cuda needs --perf-analyzer (the Python load loop has system shared memory only)")
+    if args.dtype != "fp32" and not args.no_pil:
+        parser.error("--dtype fp16 needs --no-pil (the PIL baseline answers FP32)")
     if args.images:
         images = [np.fromfile(p, np.uint8) for p in args.images]
     elif args.distinct_sizes:
@@ -302,9 +298,9 @@ def main(argv: list[str] | None = None) -> None:
         images = [jpegs(5, seed=0)[4], jpegs(5, seed=1)[4]]  # two different 427x640 images
     gpu = args.kind == "KIND_GPU"
     device_id = 0 if gpu else None
-    out_dtype, out_type = OUTPUT_TYPES[args.dtype]
-    if args.dtype != "fp32" and not args.no_pil:
-        parser.error("--dtype fp16 needs --no-pil (the PIL baseline answers FP32)")
+    out_dtype = OUTPUT_TYPES[args.dtype]
+    out_type, out_bytes = triton_type(out_dtype), output_bytes(out_dtype)
+    pa_args = tuple(shlex.split(args.perf_analyzer_args))
     hw = f", hw_decoder_load {args.hw_decoder_load if args.hw_decoder_load is not None else 'default'}" if gpu else ""
     print(f"headrace preprocess: {args.kind}, {args.instances or 1} instance(s), {args.threads or 'pipeline default'}"
           f" thread(s), {args.dtype} outputs, queue delay {args.queue_delay_us} us{hw}; "
@@ -334,7 +330,7 @@ def main(argv: list[str] | None = None) -> None:
         shutil.copyfile(ROOT / "benchmarks" / "triton_null" / "model.py", repo / "null_preprocess" / "1" / "model.py")
         (repo / "null_preprocess" / "config.pbtxt").write_text(NULL_CONFIG.format(
             delay=args.queue_delay_us, count=args.instances or 1, kind=args.kind, out_type=out_type))
-        input_data = write_input_data(Path(tmp) / "input_data.json", images)
+        input_data = write_input_data(Path(tmp) / "input_data.json", images) if args.perf_analyzer else None
         pipe = Pipeline.load(pipeline_file, device_id=device_id)
         out = pipe.run(images=images[:1])[0]
         want = (out.as_cpu() if gpu else out).as_array()[0].astype(np.float64)
@@ -365,16 +361,18 @@ def main(argv: list[str] | None = None) -> None:
                         before = server_stats(url, model)
                         if args.perf_analyzer and name != "PIL baseline":
                             run = perf_analyzer_level(args.perf_analyzer, url, model, input_data, c, args.seconds,
-                                                      shared, output_bytes(out_dtype), Path(tmp),
-                                                      tuple(shlex.split(args.perf_analyzer_args)))
+                                                      shared, out_bytes, Path(tmp), pa_args)
                         else:
                             run = load(clients, args.client_processes, url, model, images, as_bytes, c,
                                        args.seconds, shared_memory=shared == "system", out_dtype=out_dtype)
                         runs[name].setdefault(c, []).append(run)
                         server[name].setdefault(c, []).append(stats_between(before, server_stats(url, model)))
-            placement = [line for line in ours.log().splitlines() if "is handed to Triton" in line]
-            timing = [line for line in ours.log().splitlines() if "headrace: execute over" in line]
-    results = {name: {c: summary(r) for c, r in levels.items()} for name, levels in runs.items()}
+            log = ours.log().splitlines()
+            placement = [line for line in log if "is handed to Triton" in line]
+            timing = [line for line in log if "headrace: execute over" in line]
+    by_analyzer = {name for name in runs if args.perf_analyzer and name != "PIL baseline"}
+    results = {name: {c: (pooled if name in by_analyzer else summary)(r) for c, r in levels.items()}
+               for name, levels in runs.items()}
     offline_latencies = [t for run in offline_runs for t in run["latencies"]]
     ref = {"rate": sum(r["done"] for r in offline_runs) / sum(r["elapsed"] for r in offline_runs),
            "p50": np.percentile(offline_latencies, 50) * 1e3, "p99": np.percentile(offline_latencies, 99) * 1e3}

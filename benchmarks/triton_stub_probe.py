@@ -24,10 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from stub_probe_units import UNITS, Units  # noqa: E402
-from triton_helpers import jpegs  # noqa: E402
-from triton_preprocess import write_headrace_model  # noqa: E402
+from triton_helpers import jpegs, served_preprocess  # noqa: E402
+from triton_preprocess import make_input  # noqa: E402
 
 from headrace.serving import start_server  # noqa: E402
+from headrace.serving.server import stub_paths  # noqa: E402
 
 PROBE_CONFIG = '''name: "stub_probe"
 backend: "python"
@@ -48,8 +49,7 @@ def served(url: str, jpeg: np.ndarray, requests: int, warmup: int) -> tuple[np.n
     import tritonclient.grpc as grpc
 
     client = grpc.InferenceServerClient(url)
-    tensor = grpc.InferInput("images", [1, len(jpeg)], "UINT8")
-    tensor.set_data_from_numpy(jpeg[None])
+    tensor = make_input([jpeg], 0, as_bytes=False)
     rows, trips = [], []
     for i in range(warmup + requests):
         start = time.perf_counter()
@@ -79,13 +79,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--order", default=",".join(UNITS), help=f"units to run, in order (default {','.join(UNITS)})")
     args = parser.parse_args(argv)
     order = tuple(args.order.split(","))
-    if not order or any(unit not in UNITS for unit in order):
+    if any(unit not in UNITS for unit in order):
         parser.error(f"--order: a comma-separated list of {', '.join(UNITS)}")
     gpu = args.kind == "KIND_GPU"
     jpeg = jpegs(5, seed=0)[4]  # 427x640
-    paths = os.pathsep.join([str(ROOT / "benchmarks"), *sys.path[1:]])
+    paths = os.pathsep.join([str(ROOT / "benchmarks"), *stub_paths()])
     with tempfile.TemporaryDirectory() as tmp:
-        pipeline_file = write_headrace_model(Path(tmp) / "made" / "preprocess", args.kind, None, None, 500, None)
+        pipeline_file = Path(tmp) / "pipeline.json"
+        served_preprocess(device="gpu" if gpu else "cpu").serialize(pipeline_file)
         model = Path(tmp) / "repo" / "stub_probe"
         (model / "1").mkdir(parents=True)
         (model / "1" / "model.py").write_text((ROOT / "benchmarks" / "triton_stub_probe" / "model.py").read_text())

@@ -5,8 +5,9 @@
 # needs beyond the C/C++ runtime: libcudart.so.12 (nvidia-cuda-runtime-cu12 wheel; loaded even for system shared
 # memory) and libb64.so.0d (Debian/Ubuntu package libb64-0d, fetched with apt-get download, nothing installed).
 # Usage: scripts/get_perf_analyzer.sh DIR   ->  DIR/perf_analyzer, DIR/lib/; run it with LD_LIBRARY_PATH=DIR/lib
+# (x86-64 Linux: the binary and the libraries are built for it)
 set -euo pipefail
-target="$(realpath -m "$1")"
+target="$(realpath -m "${1:?usage: $0 DIR}")"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 mkdir -p "$target/lib"
 python3 -m pip download -q --no-deps --only-binary=:all: -d "$work" tritonclient==2.51.0 \
