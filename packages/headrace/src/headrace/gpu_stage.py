@@ -485,35 +485,34 @@ class GpuStage:
 
     def run(self, iteration: int):
         """Batch `iteration`: its CPU stage (computed ahead when possible), then the GPU steps on the stream."""
-        with self._lock:
+        with self._lock, self.ctx.active():  # active for a CPU stage run here too (fed inputs: its allocations)
             wait = time.perf_counter()
             values, sources, collectors, info = self._next_cpu_stage(iteration)
             self.timings["gpu stage waiting for cpu stage"] += time.perf_counter() - wait
             if self.lookahead and self.lookahead_at is None:
                 self._look_ahead(iteration)
-            with self.ctx.active():
-                if self._previous is not None:  # what the last batch's kernels read may be freed now
-                    self._previous[0].synchronize()
-                    self._previous = None
-                for source in self.gpu_sources:
-                    for index in range(len(source.outputs)):
-                        values[(source.name, index)] = _upload(values[(source.name, index)])
-                for kind, step in self.steps:
-                    if kind == "samples":
-                        self._run_cpu_op(step, values, collectors, info)
-                        continue
-                    try:
-                        start = time.perf_counter()
-                        result = run_step(step, values, info)
-                        self.timings[f"gpu step {step.node.schema.name}"] += time.perf_counter() - start
-                    except SampleError:
-                        raise
-                    except Exception as exc:
-                        raise self._error(step.node, exc, info) from exc
-                    values[(step.node.name, 0)] = result
-                    if step is self.lookahead_at and self.lookahead:
-                        self._look_ahead(iteration)
-                self._previous = (self.ctx.stream.record(), values)
+            if self._previous is not None:  # what the last batch's kernels read may be freed now
+                self._previous[0].synchronize()
+                self._previous = None
+            for source in self.gpu_sources:
+                for index in range(len(source.outputs)):
+                    values[(source.name, index)] = _upload(values[(source.name, index)])
+            for kind, step in self.steps:
+                if kind == "samples":
+                    self._run_cpu_op(step, values, collectors, info)
+                    continue
+                try:
+                    start = time.perf_counter()
+                    result = run_step(step, values, info)
+                    self.timings[f"gpu step {step.node.schema.name}"] += time.perf_counter() - start
+                except SampleError:
+                    raise
+                except Exception as exc:
+                    raise self._error(step.node, exc, info) from exc
+                values[(step.node.name, 0)] = result
+                if step is self.lookahead_at and self.lookahead:
+                    self._look_ahead(iteration)
+            self._previous = (self.ctx.stream.record(), values)
             return values, sources, collectors
 
     def _look_ahead(self, iteration: int) -> None:

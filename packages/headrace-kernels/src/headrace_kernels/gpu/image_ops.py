@@ -21,7 +21,7 @@ from headrace_kernels.cpu.geometry_ops import (
     resample_taps,
 )
 from headrace_kernels.gpu.memory import batch_allocation
-from headrace_kernels.gpu.runtime import CTYPES, cupy, module
+from headrace_kernels.gpu.runtime import CTYPES, cupy, function
 from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, resize_plan, round_half_up
 
 MODE_COPY, MODE_TAPS = 0, 1
@@ -51,8 +51,8 @@ class SampleFailureError(Exception):
         self.index = index
 
 
-def _kernels():
-    return module("image.cu", _EXPRESSIONS)
+def _kernel(name: str):
+    return function("image.cu", name, _EXPRESSIONS)
 
 
 def as_hwc(image, index: int, op: str):
@@ -83,7 +83,7 @@ class Batch:
                  rec: np.ndarray | None = None):
         self.inputs, self.channels, self.in_dtype, self.dtype = inputs, channels, in_dtype, dtype
         self.tables: tuple | None = None  # resampled samples' taps: see _set_resizes
-        self.placed: tuple | None = None  # outputs, rows and device records once allocated and sent (`place`)
+        self.placed: tuple | None = None  # outputs, rows, device records and kernel launches (`place`)
         self.records_sent = False
         self.table_memory = None  # tables kept elsewhere on the device that the records point at (plan_cache)
         if rec is not None:  # records made already (of_records)
@@ -147,12 +147,13 @@ def tables_to_device(batch: Batch, head: int = 0) -> tuple:
     return device, host
 
 
-def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool) -> None:
+def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool) -> None:
     """Everything of a launch but the kernels: allocate the outputs (one buffer) and the vertical pass's rows,
-    write their addresses into the records, and send the records and the tap tables to the device in one copy.
-    The GPU stage does it ahead (in the look-ahead, or while the decode runs), so that `launch` only launches."""
+    write their addresses into the records, send the records and the tap tables to the device in one copy, and
+    set up the kernels' grids and arguments. The GPU stage does it ahead (in the look-ahead, or beside the decode),
+    so that `launch` only launches."""
     cp = cupy()
-    rec, channels = batch.rec, batch.channels
+    rec, channels, n = batch.rec, batch.channels, len(batch.inputs)
     out_dtype = np.dtype(out_dtype)
     if out_dtype.name not in _OUT_TYPES:
         raise SampleFailureError(0, f"output type {out_dtype} is not supported by the GPU image kernels")
@@ -174,7 +175,17 @@ def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool) -> No
         device[:host.size].set(host)  # one copy, on the current stream
     shapes = [((out_channels, h, w) if chw else (h, w, out_channels))
               for h, w in zip(heights.tolist(), widths.tolist(), strict=True)]
-    batch.placed = (flat, offsets, shapes, tmp, device)
+    in_type = CTYPES[batch.in_dtype]
+    launches = []  # (kernel, grid, block, arguments)
+    if tmp is not None:
+        width = int((rec["col_n"][resampled].astype(np.int64) * channels).max())
+        grid = (-(-width // 128), min(int(rec["rs_h"][resampled].max()), 65535), n)
+        launches.append((_kernel(f"resample_vertical<{in_type}>"), grid, (128, 1, 1), (device, np.int32(channels))))
+    if n and offsets[-1] > 0:
+        grid = (-(-int(widths.max()) // 32), -(-int(heights.max()) // 8), n)
+        launches.append((_kernel(f"image_store<{in_type}, {CTYPES[out_dtype.name]}>"), grid, (32, 8, 1),
+                         (device, np.int32(channels), np.int32(out_channels), np.int32(chw), np.int32(normalize))))
+    batch.placed = (flat, offsets, shapes, tmp, device, launches)
     batch.records_sent = True
 
 
@@ -183,24 +194,14 @@ def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norm
     """Run the vertical pass (if any sample resamples) and the store pass, after `place` (done here if nobody did
     it ahead). Returns (dense or None, list): a dense (N, ...) array when every sample has the same shape."""
     if batch.placed is None:
-        place(batch, out_dtype, out_channels, chw)
-    flat, offsets, shapes, tmp, device = batch.placed
-    rec, n, channels = batch.rec, len(batch.inputs), batch.channels
+        place(batch, out_dtype, out_channels, chw, normalize)
+    flat, offsets, shapes, tmp, device, launches = batch.placed
+    rec, n = batch.rec, len(batch.inputs)
     if not batch.records_sent:  # adopt_inputs changed where an input lies
         device[:rec.nbytes].set(rec.view(np.uint8))
         batch.records_sent = True
-    kernels = _kernels()
-    in_type = CTYPES[batch.in_dtype]
-    if tmp is not None:
-        resampled = rec["mode"] == MODE_TAPS
-        width = int((rec["col_n"][resampled].astype(np.int64) * channels).max())
-        grid = (-(-width // 128), min(int(rec["rs_h"][resampled].max()), 65535), n)
-        kernels.get_function(f"resample_vertical<{in_type}>")(grid, (128, 1, 1), (device, np.int32(channels)))
-    if n and offsets[-1] > 0:
-        name = f"image_store<{in_type}, {CTYPES[np.dtype(out_dtype).name]}>"
-        grid = (int(-(-rec["out_w"].max() // 32)), int(-(-rec["out_h"].max() // 8)), n)
-        kernels.get_function(name)(grid, (32, 8, 1), (device, np.int32(channels), np.int32(out_channels),
-                                                       np.int32(chw), np.int32(normalize)))
+    for kernel, grid, block, arguments in launches:
+        kernel(grid, block, arguments)
     # keep what the kernels read alive until the stream has passed them (the stage holds the batch one step)
     batch.keep = (device, tmp, batch.table_memory)
     if dense_shape_ok and n and len(set(shapes)) == 1:
@@ -410,8 +411,7 @@ def launch_plan(plan: tuple):
 
 def place_plan(plan: tuple) -> None:
     """`place` for a plan of `plan_crop_mirror_normalize`."""
-    batch, out_dtype, out_channels, chw, _ = plan
-    place(batch, out_dtype, out_channels, chw)
+    place(*plan)
 
 
 def adopt_inputs(plan: tuple, images: list) -> bool:
