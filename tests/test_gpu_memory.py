@@ -92,3 +92,35 @@ def test_the_limit_bounds_all_pools_together():
         more = cp.zeros(40 << 20, np.uint8)  # the free batch block is returned to make room
     assert ctx.held_bytes <= 64 << 20
     del fits, more
+
+
+@pytest.mark.gpu
+def test_a_context_entered_inside_its_own_block_keeps_it_and_the_outer_one_comes_back():
+    import cupy as cp
+
+    from headrace_kernels.gpu.runtime import GpuContext
+
+    first, second = GpuContext(0), GpuContext(0)
+    outside = cp.cuda.get_current_stream().ptr
+    with first.active():
+        assert cp.cuda.get_current_stream().ptr == first.stream.ptr
+        with first.active():
+            assert cp.cuda.get_current_stream().ptr == first.stream.ptr
+            small = cp.zeros(10, np.uint8)
+        with second.active():
+            assert cp.cuda.get_current_stream().ptr == second.stream.ptr
+            with first.active():
+                assert cp.cuda.get_current_stream().ptr == first.stream.ptr
+            assert cp.cuda.get_current_stream().ptr == second.stream.ptr
+        assert cp.cuda.get_current_stream().ptr == first.stream.ptr
+    assert cp.cuda.get_current_stream().ptr == outside
+    assert first.memory.small.used_bytes() == 512  # the nested block allocated from the context's pool
+    del small
+
+
+@pytest.mark.gpu
+def test_kernel_functions_are_looked_up_once_per_device():
+    from headrace_kernels.gpu import image_ops
+
+    name = "image_store<unsigned char, float>"
+    assert image_ops._kernel(name) is image_ops._kernel(name)

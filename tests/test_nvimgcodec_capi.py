@@ -176,3 +176,44 @@ def test_a_started_decode_finishes_with_the_pixels_of_a_whole_decode():
         np.testing.assert_array_equal(a, b)
     streams.close()
     decoder.close()
+
+
+@pytest.mark.parametrize("name", sorted(capi.STRUCTS))
+def test_new_structures_are_filled_copies(name):
+    expected = np.zeros(3, capi.STRUCTS[name][0])
+    capi._fill_headers(expected, name)
+    made = capi.new(name, 3)
+    assert made.tobytes() == expected.tobytes() and made.flags.writeable
+    made.view(np.uint8)[:] = 0xFF  # a caller's writes stay in its copy
+    assert capi.new(name).tobytes() == expected[:1].tobytes()
+
+
+def test_code_streams_close_once_with_the_streams_they_were_cut_from():
+    rng = np.random.default_rng(8)
+    encoded = [_jpeg(synthetic_image(rng, 40, 60), quality=90) for _ in range(2)]
+    streams = capi.CodeStreams(capi.Instance.shared(), encoded)
+    streams.cut(np.array([[0, 0, 20, 30], [5, 5, 10, 10]], np.int64))
+    assert streams.handles.all() and streams.parents.all()
+    streams.close()
+    assert not streams.handles.any() and not streams.parents.any()
+    streams.close()  # and again (the collector calls it too): nothing is destroyed twice
+    whole = capi.CodeStreams(capi.Instance.shared(), encoded)
+    assert not whole.parents.any()
+    whole.close()
+    assert not whole.handles.any()
+
+
+def test_one_decoder_turns_by_exif_only_when_asked():
+    """The decode parameters are made once per decoder, one set per apply_exif_orientation."""
+    rng = np.random.default_rng(9)
+    encoded = [_rotated(synthetic_image(rng, 40, 60))]
+    decoder, streams, _, _, _ = _cpu_capi_batch(encoded, None, False, exif=False)
+    for exif in (False, True, False):
+        expected = cpu_decode.decode_image(encoded[0], cpu_decode.RGB, exif)
+        out = np.zeros(expected.shape, np.uint8)
+        statuses = decoder.decode(streams, np.arange(1), np.array([expected.shape], np.int64),
+                                  np.array([out.ctypes.data], np.uint64), 0, False, exif)
+        assert statuses[0] == capi.PROCESSING_SUCCESS
+        np.testing.assert_array_equal(out, expected)
+    streams.close()
+    decoder.close()

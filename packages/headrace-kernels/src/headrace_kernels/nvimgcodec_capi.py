@@ -89,7 +89,8 @@ STRUCTS = {  # C name: (layout, nvimgcodecStructureType_t)
 
 def new(name: str, count: int | None = None) -> np.ndarray:
     """Zeroed structure(s) with struct_type and struct_size filled in (nested headers too)."""
-    return _template(name).repeat(1 if count is None else count)
+    template = _template(name)
+    return np.tile(template.view(np.uint8), 1 if count is None else count).view(template.dtype)  # padding too
 
 
 @functools.cache
