@@ -39,6 +39,7 @@ assert SAMPLE.itemsize == 192, SAMPLE.itemsize
 _IN_TYPES = ("uint8", "float32")
 _IN_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32))
 _OUT_TYPES = ("uint8", "int8", "int16", "int32", "float32", "float16")
+_OUT_CTYPES = {np.dtype(name): CTYPES[name] for name in _OUT_TYPES}  # by dtype: `.name` is a slow Python property
 _EXPRESSIONS = tuple(f"image_store<{CTYPES[i]}, {CTYPES[o]}>" for i in _IN_TYPES for o in _OUT_TYPES) + tuple(
     f"resample_vertical<{CTYPES[i]}>" for i in _IN_TYPES)
 
@@ -155,7 +156,8 @@ def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norma
     cp = cupy()
     rec, channels, n = batch.rec, batch.channels, len(batch.inputs)
     out_dtype = np.dtype(out_dtype)
-    if out_dtype.name not in _OUT_TYPES:
+    out_ctype = _OUT_CTYPES.get(out_dtype)
+    if out_ctype is None:
         raise SampleFailureError(0, f"output type {out_dtype} is not supported by the GPU image kernels")
     heights, widths = rec["out_h"].astype(np.int64), rec["out_w"].astype(np.int64)
     sizes = heights * widths * out_channels
@@ -183,7 +185,7 @@ def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norma
         launches.append((_kernel(f"resample_vertical<{in_type}>"), grid, (128, 1, 1), (device, np.int32(channels))))
     if n and offsets[-1] > 0:
         grid = (-(-int(widths.max()) // 32), -(-int(heights.max()) // 8), n)
-        launches.append((_kernel(f"image_store<{in_type}, {CTYPES[out_dtype.name]}>"), grid, (32, 8, 1),
+        launches.append((_kernel(f"image_store<{in_type}, {out_ctype}>"), grid, (32, 8, 1),
                          (device, np.int32(channels), np.int32(out_channels), np.int32(chw), np.int32(normalize))))
     batch.placed = (flat, offsets, shapes, tmp, device, launches)
     batch.records_sent = True
