@@ -226,6 +226,7 @@ input [ {{ name: "images" data_type: TYPE_UINT8 dims: [ -1 ] allow_ragged_batch:
 output [ {{ name: "normalized" data_type: {out_type} dims: [ 3, 224, 224 ] }} ]
 dynamic_batching {{ max_queue_delay_microseconds: {delay} }}
 instance_group [ {{ count: {count} kind: {kind} }} ]
+parameters [ {{ key: "work_us" value: {{ string_value: "{work_us}" }} }} ]
 '''
 
 
@@ -281,6 +282,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--perf-analyzer-args", default="", help='more perf_analyzer options, e.g. "--async"')
     parser.add_argument("--server-args", help='more tritonserver options, as --server-args="--opt=value ..." '
                         f'(default: none for KIND_CPU, "{GPU_SERVER_ARGS}" for KIND_GPU)')
+    parser.add_argument("--null-work-us", type=float, default=0.0, metavar="US",
+                        help="the null model spins this long per execute (how much of a model's own time shows in "
+                             "what the client sees; default 0: no work)")
     parser.add_argument("--log-timing-every", type=int, default=0,
                         help="have headrace's backend log where execute spends its time every N calls, and print it")
     args = parser.parse_args(argv)
@@ -305,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"headrace preprocess: {args.kind}, {args.instances or 1} instance(s), {args.threads or 'pipeline default'}"
           f" thread(s), {args.dtype} outputs, queue delay {args.queue_delay_us} us{hw}; "
           f"server options: {args.server_args or 'none'}; "
-          "null model: same kind; "
+          f"null model: same kind{f', spinning {args.null_work_us:g} us per execute' if args.null_work_us else ''}; "
           f"{'no PIL baseline' if args.no_pil else 'PIL baseline: 2 CPU instances'}")
     client = f"{args.client_processes} Python process(es)"
     if args.perf_analyzer:
@@ -329,7 +333,8 @@ def main(argv: list[str] | None = None) -> None:
         (repo / "null_preprocess" / "1").mkdir(parents=True)
         shutil.copyfile(ROOT / "benchmarks" / "triton_null" / "model.py", repo / "null_preprocess" / "1" / "model.py")
         (repo / "null_preprocess" / "config.pbtxt").write_text(NULL_CONFIG.format(
-            delay=args.queue_delay_us, count=args.instances or 1, kind=args.kind, out_type=out_type))
+            delay=args.queue_delay_us, count=args.instances or 1, kind=args.kind, out_type=out_type,
+            work_us=args.null_work_us))
         input_data = write_input_data(Path(tmp) / "input_data.json", images) if args.perf_analyzer else None
         pipe = Pipeline.load(pipeline_file, device_id=device_id)
         out = pipe.run(images=images[:1])[0]

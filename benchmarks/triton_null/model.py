@@ -1,11 +1,13 @@
 """Triton's own overhead, the floor of benchmarks/triton_preprocess.py: a Python-backend model with the preprocess
 model's inputs and outputs (encoded images in, FP32 [3, 224, 224] per image out) that does no work. It answers each
 request with a cached zero tensor on its instance's device, handed over through DLPack like headrace's outputs, so
-the difference between the two is what preprocessing adds."""
+the difference between the two is what preprocessing adds. Its parameter `work_us` makes it spin that long per
+execute (holding the GIL, as Python work does): how much of a model's own time reaches the client."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import torch
 
@@ -21,9 +23,15 @@ class TritonPythonModel:
         gpu = args.get("model_instance_kind") == "GPU"
         self.device = torch.device(f"cuda:{args['model_instance_device_id']}" if gpu else "cpu")
         self.zeros: dict[int, torch.Tensor] = {}
+        work = (config.get("parameters") or {}).get("work_us", {}).get("string_value") or "0"
+        self.work_seconds = float(work) * 1e-6
 
     def execute(self, requests: list) -> list:
         pb = self.pb
+        if self.work_seconds:
+            end = time.perf_counter() + self.work_seconds
+            while time.perf_counter() < end:
+                pass
         responses = []
         for request in requests:
             size = pb.get_input_tensor_by_name(request, "images").shape()[0]
