@@ -151,8 +151,8 @@ def tables_to_device(batch: Batch, head: int = 0) -> tuple:
 def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool) -> None:
     """Everything of a launch but the kernels: allocate the outputs (one buffer) and the vertical pass's rows,
     write their addresses into the records, send the records and the tap tables to the device in one copy, and
-    set up the kernels' grids and arguments. The GPU stage does it ahead (in the look-ahead, or beside the decode),
-    so that `launch` only launches."""
+    set up the kernels' grids and arguments. The GPU stage does it ahead (in the look-ahead, or while the decode
+    runs), so that `launch` only launches."""
     cp = cupy()
     rec, channels, n = batch.rec, batch.channels, len(batch.inputs)
     out_dtype = np.dtype(out_dtype)
