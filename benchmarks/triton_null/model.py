@@ -2,7 +2,8 @@
 model's inputs and outputs (encoded images in, FP32 [3, 224, 224] per image out) that does no work. It answers each
 request with a cached zero tensor on its instance's device, handed over through DLPack like headrace's outputs, so
 the difference between the two is what preprocessing adds. Its parameter `work_us` makes it spin that long per
-execute (holding the GIL, as Python work does): how much of a model's own time reaches the client."""
+execute (holding the GIL, as Python work does): how much of a model's own time reaches the client. With `gpu_kernel`
+1 it runs one tiny kernel per execute on a stream of its own and waits for it: what using the GPU at all costs."""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ class TritonPythonModel:
         gpu = args.get("model_instance_kind") == "GPU"
         self.device = torch.device(f"cuda:{args['model_instance_device_id']}" if gpu else "cpu")
         self.zeros: dict[int, torch.Tensor] = {}
-        work = (config.get("parameters") or {}).get("work_us", {}).get("string_value") or "0"
-        self.work_seconds = float(work) * 1e-6
+        params = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
+        self.work_seconds = float(params.get("work_us") or 0) * 1e-6
+        self.tiny = self.stream = None
+        if gpu and params.get("gpu_kernel") == "1":
+            self.tiny = torch.zeros(256, device=self.device)
+            self.stream = torch.cuda.Stream(self.device)
 
     def execute(self, requests: list) -> list:
         pb = self.pb
@@ -32,6 +37,10 @@ class TritonPythonModel:
             end = time.perf_counter() + self.work_seconds
             while time.perf_counter() < end:
                 pass
+        if self.tiny is not None:
+            with torch.cuda.stream(self.stream):
+                self.tiny.add_(1.0)
+            self.stream.synchronize()
         responses = []
         for request in requests:
             size = pb.get_input_tensor_by_name(request, "images").shape()[0]
