@@ -227,7 +227,8 @@ output [ {{ name: "normalized" data_type: {out_type} dims: [ 3, 224, 224 ] }} ]
 dynamic_batching {{ max_queue_delay_microseconds: {delay} }}
 instance_group [ {{ count: {count} kind: {kind} }} ]
 parameters [ {{ key: "work_us" value: {{ string_value: "{work_us}" }} }},
-             {{ key: "gpu_kernel" value: {{ string_value: "{gpu_kernel}" }} }} ]
+             {{ key: "gpu_kernel" value: {{ string_value: "{gpu_kernel}" }} }},
+             {{ key: "fresh_outputs" value: {{ string_value: "{fresh_outputs}" }} }} ]
 '''
 
 
@@ -289,6 +290,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--null-gpu-kernel", action="store_true",
                         help="the null model runs one tiny kernel per execute and waits for it (KIND_GPU): what "
                              "using the GPU at all costs a Python-backend model")
+    parser.add_argument("--null-fresh-outputs", action="store_true",
+                        help="the null model reads each input and answers with a new tensor filled by one kernel "
+                             "(what any GPU model must do)")
     parser.add_argument("--log-timing-every", type=int, default=0,
                         help="have headrace's backend log where execute spends its time every N calls, and print it")
     args = parser.parse_args(argv)
@@ -314,7 +318,8 @@ def main(argv: list[str] | None = None) -> None:
           f" thread(s), {args.dtype} outputs, queue delay {args.queue_delay_us} us{hw}; "
           f"server options: {args.server_args or 'none'}; "
           f"null model: same kind{f', spinning {args.null_work_us:g} us per execute' if args.null_work_us else ''}"
-          f"{', one GPU kernel per execute' if args.null_gpu_kernel and gpu else ''}; "
+          f"{', one GPU kernel per execute' if args.null_gpu_kernel and gpu else ''}"
+          f"{', reading inputs, new outputs' if args.null_fresh_outputs else ''}; "
           f"{'no PIL baseline' if args.no_pil else 'PIL baseline: 2 CPU instances'}")
     client = f"{args.client_processes} Python process(es)"
     if args.perf_analyzer:
@@ -339,7 +344,8 @@ def main(argv: list[str] | None = None) -> None:
         shutil.copyfile(ROOT / "benchmarks" / "triton_null" / "model.py", repo / "null_preprocess" / "1" / "model.py")
         (repo / "null_preprocess" / "config.pbtxt").write_text(NULL_CONFIG.format(
             delay=args.queue_delay_us, count=args.instances or 1, kind=args.kind, out_type=out_type,
-            work_us=args.null_work_us, gpu_kernel=int(args.null_gpu_kernel)))
+            work_us=args.null_work_us, gpu_kernel=int(args.null_gpu_kernel),
+            fresh_outputs=int(args.null_fresh_outputs)))
         input_data = write_input_data(Path(tmp) / "input_data.json", images) if args.perf_analyzer else None
         pipe = Pipeline.load(pipeline_file, device_id=device_id)
         out = pipe.run(images=images[:1])[0]

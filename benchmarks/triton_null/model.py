@@ -3,13 +3,16 @@ model's inputs and outputs (encoded images in, FP32 [3, 224, 224] per image out)
 request with a cached zero tensor on its instance's device, handed over through DLPack like headrace's outputs, so
 the difference between the two is what preprocessing adds. Its parameter `work_us` makes it spin that long per
 execute (holding the GIL, as Python work does): how much of a model's own time reaches the client. With `gpu_kernel`
-1 it runs one tiny kernel per execute on a stream of its own and waits for it: what using the GPU at all costs."""
+1 it runs one tiny kernel per execute on a stream of its own and waits for it: what using the GPU at all costs. With
+`fresh_outputs` 1 it does what any GPU model must: it reads each request's input, and answers with a new tensor that
+one kernel fills on its own stream, waited for."""
 
 from __future__ import annotations
 
 import json
 import time
 
+import numpy as np
 import torch
 
 
@@ -26,10 +29,11 @@ class TritonPythonModel:
         self.zeros: dict[int, torch.Tensor] = {}
         params = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
         self.work_seconds = float(params.get("work_us") or 0) * 1e-6
-        self.tiny = self.stream = None
+        self.tiny = None
+        self.fresh = params.get("fresh_outputs") == "1"
+        self.stream = torch.cuda.Stream(self.device) if gpu else None
         if gpu and params.get("gpu_kernel") == "1":
             self.tiny = torch.zeros(256, device=self.device)
-            self.stream = torch.cuda.Stream(self.device)
 
     def execute(self, requests: list) -> list:
         pb = self.pb
@@ -41,6 +45,8 @@ class TritonPythonModel:
             with torch.cuda.stream(self.stream):
                 self.tiny.add_(1.0)
             self.stream.synchronize()
+        if self.fresh:
+            return self._fresh(requests)
         responses = []
         for request in requests:
             size = pb.get_input_tensor_by_name(request, "images").shape()[0]
@@ -51,3 +57,24 @@ class TritonPythonModel:
             out = pb.Tensor.from_dlpack("normalized", self.zeros[size])
             responses.append(pb.InferenceResponse(output_tensors=[out]))
         return responses
+
+    def _fresh(self, requests: list) -> list:
+        """Each request's input read, and its answer a new tensor filled by one kernel (on the instance's stream)."""
+        pb = self.pb
+        outputs = []
+        with torch.cuda.stream(self.stream) if self.stream is not None else _nothing():
+            for request in requests:
+                images = np.from_dlpack(pb.get_input_tensor_by_name(request, "images"))
+                out = torch.empty([images.shape[0], *self.dims], dtype=self.dtype, device=self.device)
+                outputs.append(out.fill_(float(images[0, 0] % 7)))
+        if self.stream is not None:
+            self.stream.synchronize()
+        return [pb.InferenceResponse(output_tensors=[pb.Tensor.from_dlpack("normalized", out)]) for out in outputs]
+
+
+class _nothing:  # noqa: N801 - a context that does nothing (CPU instances have no stream)
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
