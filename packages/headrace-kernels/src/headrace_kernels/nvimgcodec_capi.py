@@ -256,10 +256,8 @@ class CodeStreams:
         self.instance, self.lib = instance, instance.lib
         n = len(encoded)
         self.encoded = encoded
-        self.closed = False
         self.handles = np.zeros(n, np.uint64)
         self.parents = np.zeros(n, np.uint64)  # the whole streams of regions cut from them
-        self.cut_from = False
         self.infos = new("nvimgcodecImageInfo_t", n)
         sizes = np.fromiter((d.size for d in encoded), np.uint64, n)
         data_at = np.fromiter((d.ctypes.data for d in encoded), np.uint64, n)
@@ -288,19 +286,17 @@ class CodeStreams:
         region["start"][:, 0], region["start"][:, 1] = boxes[:, 0], boxes[:, 1]
         region["end"][:, 0], region["end"][:, 1] = boxes[:, 0] + boxes[:, 2], boxes[:, 1] + boxes[:, 3]
         self.parents, self.handles = self.handles, np.zeros(n, np.uint64)
-        self.cut_from = True
         statuses = np.zeros(n, np.int32)
         self.lib.loops.cut(self.parents, _addresses(self.handles), _addresses(views), statuses)
         for i in np.flatnonzero(statuses).tolist():
             self.failed[i] = f"nvImageCodec could not cut the region {tuple(boxes[i])} (status {statuses[i]})"
 
     def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
+        """Destroy the streams (the handles are zeroed: a second call, the collector's, calls nothing)."""
         loops = self.lib.loops
-        loops.destroy_streams(self.handles)
-        if self.cut_from:  # regions were cut: their whole streams go too
+        if self.handles.any():
+            loops.destroy_streams(self.handles)
+        if self.parents.any():  # regions were cut: their whole streams go too
             loops.destroy_streams(self.parents)
 
     def __del__(self) -> None:

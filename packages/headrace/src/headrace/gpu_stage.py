@@ -223,7 +223,7 @@ class _FusedResizeNormalize(_Step):
         plan = None if self.cache is None else self.cache.plan(images, prepared.addresses, prepared.shapes)
         if plan is None:
             plan = self._plan(values, images, (prepared.addresses, prepared.shapes))
-        image_ops.place_plan(plan)  # outputs, records and tables too: after the decode only the launch is left
+        image_ops.place(*plan)  # outputs, records and tables too: after the decode only the launch is left
         return plan
 
     def run(self, values: dict, info: _BatchInfo):

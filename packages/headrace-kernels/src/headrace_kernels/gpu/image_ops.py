@@ -411,11 +411,6 @@ def launch_plan(plan: tuple):
     return launch(batch, out_dtype, out_channels, chw, normalize)
 
 
-def place_plan(plan: tuple) -> None:
-    """`place` for a plan of `plan_crop_mirror_normalize`."""
-    place(*plan)
-
-
 def adopt_inputs(plan: tuple, images: list) -> bool:
     """Point a plan made on records of the decoder's outputs at the images it really produced (a CPU fallback
     lives elsewhere); False when an image differs in shape, type or strides (the plan no longer applies)."""
