@@ -9,6 +9,7 @@ one kernel fills on its own stream, waited for."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -29,11 +30,9 @@ class TritonPythonModel:
         self.zeros: dict[int, torch.Tensor] = {}
         params = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
         self.work_seconds = float(params.get("work_us") or 0) * 1e-6
-        self.tiny = None
         self.fresh = params.get("fresh_outputs") == "1"
-        self.stream = torch.cuda.Stream(self.device) if gpu else None
-        if gpu and params.get("gpu_kernel") == "1":
-            self.tiny = torch.zeros(256, device=self.device)
+        self.tiny = torch.zeros(256, device=self.device) if gpu and params.get("gpu_kernel") == "1" else None
+        self.stream = torch.cuda.Stream(self.device) if gpu and (self.fresh or self.tiny is not None) else None
 
     def execute(self, requests: list) -> list:
         pb = self.pb
@@ -62,7 +61,7 @@ class TritonPythonModel:
         """Each request's input read, and its answer a new tensor filled by one kernel (on the instance's stream)."""
         pb = self.pb
         outputs = []
-        with torch.cuda.stream(self.stream) if self.stream is not None else _nothing():
+        with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
             for request in requests:
                 images = np.from_dlpack(pb.get_input_tensor_by_name(request, "images"))
                 out = torch.empty([images.shape[0], *self.dims], dtype=self.dtype, device=self.device)
@@ -70,11 +69,3 @@ class TritonPythonModel:
         if self.stream is not None:
             self.stream.synchronize()
         return [pb.InferenceResponse(output_tensors=[pb.Tensor.from_dlpack("normalized", out)]) for out in outputs]
-
-
-class _nothing:  # noqa: N801 - a context that does nothing (CPU instances have no stream)
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
