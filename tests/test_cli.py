@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from triton_helpers import NO_SERVER, have_server
 
 from headrace import Pipeline, fn, pipeline_def, types
 from headrace.cli import main
@@ -397,9 +398,7 @@ def _free_port() -> int:
 
 
 SERVER_MARKS = (pytest.mark.triton,
-                pytest.mark.skipif(not HAS_SERVING_SERVER, reason="headrace.serving.server is not installed yet"),
-                pytest.mark.skipif(importlib.util.find_spec("pytriton") is None,
-                                   reason="nvidia-pytriton is not installed"))
+                pytest.mark.skipif(not HAS_SERVING_SERVER or not have_server(), reason=NO_SERVER))
 
 
 def needs_server(test):

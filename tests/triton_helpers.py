@@ -43,6 +43,8 @@ def have_server() -> bool:
     except ServerError:
         return False
     return True
+
+
 SIZES = [(240, 320), (300, 200), (256, 256), (333, 500), (427, 640), (200, 300), (281, 375), (320, 240)]
 
 
