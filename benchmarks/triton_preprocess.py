@@ -3,7 +3,8 @@ against the usual PIL Python-backend model (benchmarks/triton_baseline) and a mo
 same inputs and outputs (benchmarks/triton_null: Triton's own overhead), all on a real tritonserver on this
 machine, in alternation, plus the same pipeline file run offline on the same device. A bounded tritonclient gRPC
 load loop: C client threads spread over client processes (so the client's GIL is not the limit), each sending one
-image per request, for a fixed time per concurrency level; throughput and p50/p99 latency. With --perf-analyzer DIR
+image per request (or N with --images-per-request N), for a fixed time per concurrency level; throughput in images/s
+and p50/p99 latency per request. With --perf-analyzer DIR
 the load comes from NVIDIA's perf_analyzer instead (C++, scripts/get_perf_analyzer.sh DIR), the same requests.
 
     python benchmarks/triton_preprocess.py [--kind KIND_GPU] [--images a.jpg b.jpg] [--seconds 8]
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from offline_timing import time_pipeline  # noqa: E402
 from perf_analyzer_load import perf_analyzer_level, write_input_data  # noqa: E402
 from triton_helpers import distinct_jpegs, jpegs, served_preprocess  # noqa: E402
+from triton_trace import STAGES, read_traces, stage_medians, trace_options  # noqa: E402
 
 from headrace import types  # noqa: E402
 from headrace.pipeline import Pipeline  # noqa: E402
@@ -69,30 +71,33 @@ def offline(pipeline_file: Path, images: list[np.ndarray], seconds: float, devic
         pipe.close()
 
 
-def make_input(images: list[np.ndarray], i: int, as_bytes: bool):
-    """Request i's input: one image, as a UINT8 row or (numpy<2 baseline) one BYTES element."""
+def make_input(images: list[np.ndarray], i: int, as_bytes: bool, count: int = 1):
+    """Request i's input: `count` copies of one image (a request's rows share one length), as UINT8 rows or (numpy<2
+    baseline) BYTES elements."""
     import tritonclient.grpc as grpc
 
     image = images[i % len(images)]
     if as_bytes:
-        tensor = grpc.InferInput("images", [1, 1], "BYTES")
-        tensor.set_data_from_numpy(np.array([[image.tobytes()]], dtype=object))
+        tensor = grpc.InferInput("images", [count, 1], "BYTES")
+        tensor.set_data_from_numpy(np.array([[image.tobytes()]] * count, dtype=object))
     else:
-        tensor = grpc.InferInput("images", [1, len(image)], "UINT8")
-        tensor.set_data_from_numpy(image[None])
+        tensor = grpc.InferInput("images", [count, len(image)], "UINT8")
+        tensor.set_data_from_numpy(np.repeat(image[None], count, axis=0))
     return tensor
 
 
-OUTPUT_SHAPE = [1, 3, 224, 224]  # one normalized image
+IMAGE_SHAPE = [3, 224, 224]  # one normalized image
 OUTPUT_TYPES = {"fp32": np.float32, "fp16": np.float16}
 # GPU instances: Triton's CUDA and pinned memory pools at 512 MB instead of 64 / 256 MB, as the README advises (the
 # Python backend hands GPU outputs to the server through the CUDA pool)
 GPU_SERVER_ARGS = "--cuda-memory-pool-byte-size=0:536870912 --pinned-memory-pool-byte-size=536870912"
+WARMUP_S = 1.5  # the Python load loop's unmeasured start of each level
 
 
 def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: bool, threads: int, first: int,
-                   begin: float, seconds: float, shared_memory: bool = False, out_dtype=np.float32) -> dict:
-    """One client process: `threads` threads sending one-image requests back to back from now until
+                   begin: float, seconds: float, shared_memory: bool = False, out_dtype=np.float32,
+                   per_request: int = 1) -> dict:
+    """One client process: `threads` threads sending requests of `per_request` images back to back from now until
     begin + seconds (wall clock); latencies of the requests started inside [begin, begin + seconds] are kept.
     With `shared_memory` each thread has the server write its output into a system shared-memory region of its
     own (Triton's shared-memory protocol: the tensor does not travel through gRPC), and reads it from there."""
@@ -109,7 +114,7 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
             import tritonclient.utils.shared_memory as shm
 
             name = f"out_{os.getpid()}_{slot}"
-            size = output_bytes(out_dtype)
+            size = output_bytes(out_dtype, per_request)
             region = shm.create_shared_memory_region(name, f"/{name}", size)
             client.register_system_shared_memory(name, f"/{name}", size)
             output = grpc.InferRequestedOutput("normalized")
@@ -118,7 +123,7 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
         i = first + slot
         try:
             while True:
-                tensor = make_input(images, i, as_bytes)
+                tensor = make_input(images, i, as_bytes, per_request)
                 i += 1
                 now = time.time()
                 if now >= end:
@@ -127,7 +132,7 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
                 try:
                     client.infer(model, [tensor], outputs=outputs)
                     if region is not None:  # the answer, as a client would take it
-                        shm.get_contents_as_numpy(region, out_dtype, OUTPUT_SHAPE).sum()
+                        shm.get_contents_as_numpy(region, out_dtype, [per_request, *IMAGE_SHAPE]).sum(dtype=np.float64)
                 except InferenceServerException as exc:
                     errors.append(str(exc))
                     continue
@@ -146,37 +151,39 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
     return {"latencies": [t for slot in latencies for t in slot], "errors": errors}
 
 
-def output_bytes(dtype) -> int:
-    """The size of one answer (a shared-memory region's size) for images of `dtype`."""
-    return int(np.prod(OUTPUT_SHAPE)) * np.dtype(dtype).itemsize
+def output_bytes(dtype, count: int = 1) -> int:
+    """The size of one answer of `count` images of `dtype` (a shared-memory region's size)."""
+    return count * int(np.prod(IMAGE_SHAPE)) * np.dtype(dtype).itemsize
 
 
 def load(clients: ProcessPoolExecutor, processes: int, url: str, model: str, images: list[np.ndarray],
-         as_bytes: bool, concurrency: int, seconds: float, warmup: float = 1.5, shared_memory: bool = False,
-         out_dtype=np.float32) -> dict:
+         as_bytes: bool, concurrency: int, seconds: float, warmup: float = WARMUP_S, shared_memory: bool = False,
+         out_dtype=np.float32, per_request: int = 1) -> dict:
     """`concurrency` client threads over at most `processes` processes, for `seconds` after a warm-up."""
     used = min(processes, concurrency)
     shares = [concurrency // used + (1 if p < concurrency % used else 0) for p in range(used)]
     begin = time.time() + warmup
     jobs = [clients.submit(client_process, url, model, images, as_bytes, share, sum(shares[:p]), begin, seconds,
-                           shared_memory, out_dtype) for p, share in enumerate(shares)]
+                           shared_memory, out_dtype, per_request) for p, share in enumerate(shares)]
     results = [job.result() for job in jobs]
     return {"latencies": [t for r in results for t in r["latencies"]], "elapsed": seconds,
-            "errors": [e for r in results for e in r["errors"]]}
+            "errors": [e for r in results for e in r["errors"]], "per_request": per_request}
 
 
 STAT_KINDS = ("queue", "compute_input", "compute_infer", "compute_output")
 
 
 def server_stats(url: str, model: str) -> dict:
-    """Triton's own counters for `model`: requests, batches, and nanoseconds per stage (summed over versions)."""
+    """Triton's own counters for `model`: requests, images, batches, and nanoseconds per stage (summed over
+    versions)."""
     import tritonclient.grpc as grpcclient
 
     with grpcclient.InferenceServerClient(url) as client:
         stats = client.get_inference_statistics(model_name=model, as_json=True)
-    totals = {"requests": 0, "batches": 0, **{kind: 0 for kind in STAT_KINDS}}
+    totals = {"requests": 0, "images": 0, "batches": 0, **{kind: 0 for kind in STAT_KINDS}}
     for entry in stats.get("model_stats", []):
-        totals["requests"] += int(entry.get("inference_count", 0))
+        totals["requests"] += int(entry.get("inference_stats", {}).get("success", {}).get("count", 0))
+        totals["images"] += int(entry.get("inference_count", 0))
         totals["batches"] += int(entry.get("execution_count", 0))
         for kind in STAT_KINDS:
             totals[kind] += int(entry.get("inference_stats", {}).get(kind, {}).get("ns", 0))
@@ -184,18 +191,18 @@ def server_stats(url: str, model: str) -> dict:
 
 
 def stats_between(before: dict, after: dict) -> dict:
-    """Mean batch size and ms per request in each stage over one load level (compute: the batch's time, which
-    Triton counts once per request of the batch)."""
+    """Mean batch size (images per execute) and ms per request in each stage over one load level (compute: the
+    batch's time, which Triton counts once per request of the batch)."""
     delta = {key: after[key] - before[key] for key in after}
     requests = max(delta["requests"], 1)
-    return {"batch": delta["requests"] / max(delta["batches"], 1),
+    return {"batch": delta["images"] / max(delta["batches"], 1),
             **{kind: delta[kind] / requests / 1e6 for kind in STAT_KINDS}}
 
 
 def summary(runs: list[dict]) -> dict:
-    """Pooled over rounds: images per second, p50/p99 latency in ms, errors."""
+    """Pooled over rounds: images per second, p50/p99 latency per request in ms, errors."""
     latencies = np.asarray([t for run in runs for t in run["latencies"]] or [np.nan])
-    return {"rate": sum(len(r["latencies"]) for r in runs) / sum(r["elapsed"] for r in runs),
+    return {"rate": sum(len(r["latencies"]) * r["per_request"] for r in runs) / sum(r["elapsed"] for r in runs),
             "p50": np.percentile(latencies, 50) * 1e3, "p99": np.percentile(latencies, 99) * 1e3,
             "errors": sum(len(r["errors"]) for r in runs), "first_error": [e for r in runs for e in r["errors"]][:1]}
 
@@ -293,6 +300,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--null-fresh-outputs", action="store_true",
                         help="the null model reads each input and answers with a new tensor filled by one kernel "
                              "(what any GPU model must do)")
+    parser.add_argument("--images-per-request", type=int, default=1, metavar="N",
+                        help="each request carries N copies of one image (Python load loop; default 1): Triton's "
+                             "cost per request spread over N images, as a client that batches its own images sees")
+    parser.add_argument("--trace", action="store_true",
+                        help="trace every request of headrace and the null model (Triton's TIMESTAMPS traces) and "
+                             "print the median of each server stage per level: where what headrace adds is spent "
+                             "(tracing costs time of its own: read rates from a run without it)")
     parser.add_argument("--log-timing-every", type=int, default=0,
                         help="have headrace's backend log where execute spends its time every N calls, and print it")
     args = parser.parse_args(argv)
@@ -300,6 +314,10 @@ def main(argv: list[str] | None = None) -> None:
         args.server_args = GPU_SERVER_ARGS if args.kind == "KIND_GPU" else ""
     if args.shared_memory == "cuda" and not args.perf_analyzer:
         parser.error("--shared-memory cuda needs --perf-analyzer (the Python load loop has system shared memory only)")
+    if args.images_per_request != 1 and args.perf_analyzer:
+        parser.error("--images-per-request needs the Python load loop (not --perf-analyzer)")
+    if not 1 <= args.images_per_request <= 32:
+        parser.error("--images-per-request must be 1 to 32 (the models' max_batch_size)")
     if args.dtype != "fp32" and not args.no_pil:
         parser.error("--dtype fp16 needs --no-pil (the PIL baseline answers FP32)")
     if args.images:
@@ -324,14 +342,17 @@ def main(argv: list[str] | None = None) -> None:
     client = f"{args.client_processes} Python process(es)"
     if args.perf_analyzer:
         client = "perf_analyzer" + ("" if args.no_pil else f" (the PIL baseline: {client})")
-    print(f"images: {len(images)} ({', '.join(f'{len(j)} B' for j in images)}); {args.seconds:.0f} s per level, "
+    print(f"images: {len(images)} ({', '.join(f'{len(j)} B' for j in images)}), {args.images_per_request} per request; "
+          f"{args.seconds:.0f} s per level, "
           f"{args.rounds} rounds; client: {client}; {os.cpu_count()} cores; outputs "
           f"through {'gRPC' if args.shared_memory == 'none' else args.shared_memory + ' shared memory'}")
 
     runs: dict[str, dict[int, list]] = {"headrace": {}, "null model": {}}
     if not args.no_pil:
         runs["PIL baseline"] = {}
+    by_analyzer = {name for name in runs if args.perf_analyzer and name != "PIL baseline"}
     server: dict[str, dict[int, list]] = {name: {} for name in runs}
+    windows: dict[str, dict[int, list]] = {name: {} for name in runs}  # measured steady-clock spans, for traces
     offline_runs = []
     diff = None
     with tempfile.TemporaryDirectory() as tmp, \
@@ -358,8 +379,11 @@ def main(argv: list[str] | None = None) -> None:
         (base / "config.pbtxt").write_text(BASELINE_CONFIG.format(
             dtype="TYPE_STRING" if bytes_ok else "TYPE_UINT8", dims="1" if bytes_ok else "-1",
             ragged="" if bytes_ok else "allow_ragged_batch: true"))
+        trace_dir = Path(tmp) / "traces"
+        traced = trace_options(trace_dir) if args.trace else ()
+        trace_dir.mkdir()
         # all servers up at once (an idle one costs no CPU), measured in alternation
-        with start_server(repo, timeout=180, extra_args=tuple(shlex.split(args.server_args))) as ours, \
+        with start_server(repo, timeout=180, extra_args=(*shlex.split(args.server_args), *traced)) as ours, \
                 (start_server(base.parent, timeout=120, python=args.baseline_python) if not args.no_pil
                  else _no_server()) as theirs:
             check_output(ours.grpc_url, "preprocess", make_input(images, 0, False), want, exact=True)
@@ -375,18 +399,24 @@ def main(argv: list[str] | None = None) -> None:
                     for name, url, model, as_bytes in contenders[::1 if round_ % 2 == 0 else -1]:
                         shared = args.shared_memory if name != "PIL baseline" else "none"
                         before = server_stats(url, model)
+                        started = time.monotonic_ns()
                         if args.perf_analyzer and name != "PIL baseline":
                             run = perf_analyzer_level(args.perf_analyzer, url, model, input_data, c, args.seconds,
                                                       shared, out_bytes, Path(tmp), pa_args)
                         else:
                             run = load(clients, args.client_processes, url, model, images, as_bytes, c,
-                                       args.seconds, shared_memory=shared == "system", out_dtype=out_dtype)
+                                       args.seconds, shared_memory=shared == "system", out_dtype=out_dtype,
+                                       per_request=args.images_per_request)
                         runs[name].setdefault(c, []).append(run)
                         server[name].setdefault(c, []).append(stats_between(before, server_stats(url, model)))
+                        skipped = 0 if name in by_analyzer else int(WARMUP_S * 1e9)
+                        windows[name].setdefault(c, []).append((started + skipped, time.monotonic_ns()))
             log = ours.log().splitlines()
             placement = [line for line in log if "is handed to Triton" in line]
             timing = [line for line in log if "headrace: execute over" in line]
-    by_analyzer = {name for name in runs if args.perf_analyzer and name != "PIL baseline"}
+        traces = read_traces(trace_dir)  # complete once the server has stopped
+    stages = {name: {c: stage_medians(traces, model, spans) for c, spans in windows[name].items()}
+              for name, model in (("headrace", "preprocess"), ("null model", "null_preprocess"))} if traces else {}
     results = {name: {c: (pooled if name in by_analyzer else summary)(r) for c, r in levels.items()}
                for name, levels in runs.items()}
     offline_latencies = [t for run in offline_runs for t in run["latencies"]]
@@ -408,13 +438,16 @@ def main(argv: list[str] | None = None) -> None:
     for name, levels in results.items():
         for c, r in levels.items():
             print(f"{name:<14}{c:>5}{r['rate']:>9.1f}{r['p50']:>9.2f}{r['p99']:>9.2f}{r['errors']:>8}")
-    print("\nTriton's statistics (per request, ms; compute is its batch's, counted once per request of it):")
+    print("\nTriton's statistics (batch: images per execute; ms per request, compute is its batch's, counted once per "
+          "request of it):")
     print(f"{'model':<14}{'conc':>5}{'batch':>7}{'queue':>8}{'input':>8}{'infer':>8}{'output':>8}")
     for name, levels in server.items():
         for c, parts in levels.items():
             mean = {key: float(np.mean([p[key] for p in parts])) for key in parts[0]}
             print(f"{name:<14}{c:>5}{mean['batch']:>7.1f}{mean['queue']:>8.2f}{mean['compute_input']:>8.2f}"
                   f"{mean['compute_infer']:>8.2f}{mean['compute_output']:>8.2f}")
+    if stages:
+        print_stages(stages)
     print("\nheadrace against the null model (what preprocessing adds to Triton's own overhead):")
     for c in args.concurrency:
         h, n = results["headrace"][c], results["null model"][c]
@@ -433,6 +466,19 @@ def main(argv: list[str] | None = None) -> None:
         for c, r in levels.items():
             if r["errors"]:
                 print(f"! {name} concurrency {c}: {r['errors']} errors, e.g. {r['first_error']}")
+
+
+def print_stages(stages: dict[str, dict[int, dict]]) -> None:
+    """The traced requests' median ms per server stage, per model and level."""
+    columns = [stage for stage in STAGES
+               if any(stage in level for levels in stages.values() for level in levels.values())]
+    print("\nTriton's traces (median ms per request; to send: output start to gRPC send; in server: gRPC read to "
+          "sent):")
+    print(f"{'model':<14}{'conc':>5}{'traces':>8}" + "".join(f"{stage:>10}" for stage in columns))
+    for name, levels in stages.items():
+        for c, level in levels.items():
+            print(f"{name:<14}{c:>5}{level.get('traces', 0):>8}"
+                  + "".join(f"{level[stage]:>10.3f}" if stage in level else f"{'-':>10}" for stage in columns))
 
 
 class _no_server:  # noqa: N801 - stands in for a server context when the PIL baseline is left out
