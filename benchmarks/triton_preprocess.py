@@ -303,10 +303,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--images-per-request", type=int, default=1, metavar="N",
                         help="each request carries N copies of one image (Python load loop; default 1): Triton's "
                              "cost per request spread over N images, as a client that batches its own images sees")
-    parser.add_argument("--trace", action="store_true",
-                        help="trace every request of headrace and the null model (Triton's TIMESTAMPS traces) and "
-                             "print the median of each server stage per level: where what headrace adds is spent "
-                             "(tracing costs time of its own: read rates from a run without it)")
+    parser.add_argument("--trace", nargs="?", type=int, const=1, default=0, metavar="N",
+                        help="trace every (N-th) request of headrace and the null model (Triton's TIMESTAMPS traces) "
+                             "and print the median of each server stage per level: where what headrace adds is "
+                             "spent. Tracing costs time of its own: read rates from a run without it. At high "
+                             "rates tracing every request can crash tritonserver 2.51 (server#7795; it did at "
+                             "concurrency 32 with 4 GPU instances): trace every 10th or so there")
     parser.add_argument("--log-timing-every", type=int, default=0,
                         help="have headrace's backend log where execute spends its time every N calls, and print it")
     args = parser.parse_args(argv)
@@ -380,23 +382,23 @@ def main(argv: list[str] | None = None) -> None:
             dtype="TYPE_STRING" if bytes_ok else "TYPE_UINT8", dims="1" if bytes_ok else "-1",
             ragged="" if bytes_ok else "allow_ragged_batch: true"))
         trace_dir = Path(tmp) / "traces"
-        traced = trace_options(trace_dir) if args.trace else ()
+        traced = trace_options(trace_dir, args.trace) if args.trace else ()
         trace_dir.mkdir()
         # all servers up at once (an idle one costs no CPU), measured in alternation
         with start_server(repo, timeout=180, extra_args=(*shlex.split(args.server_args), *traced)) as ours, \
                 (start_server(base.parent, timeout=120, python=args.baseline_python) if not args.no_pil
                  else _no_server()) as theirs:
             check_output(ours.grpc_url, "preprocess", make_input(images, 0, False), want, exact=True)
-            contenders = [("headrace", ours.grpc_url, "preprocess", False),
-                          ("null model", ours.grpc_url, "null_preprocess", False)]
+            contenders = [("headrace", ours, "preprocess", False), ("null model", ours, "null_preprocess", False)]
             if theirs is not None:
                 diff = check_output(theirs.grpc_url, "pil_preprocess", make_input(images, 0, bytes_ok), want,
                                     exact=False)
-                contenders.append(("PIL baseline", theirs.grpc_url, "pil_preprocess", bytes_ok))
+                contenders.append(("PIL baseline", theirs, "pil_preprocess", bytes_ok))
             for round_ in range(args.rounds):
                 offline_runs.append(offline(pipeline_file, images, args.seconds, device_id))
                 for c in args.concurrency:
-                    for name, url, model, as_bytes in contenders[::1 if round_ % 2 == 0 else -1]:
+                    for name, serving, model, as_bytes in contenders[::1 if round_ % 2 == 0 else -1]:
+                        url = serving.grpc_url
                         shared = args.shared_memory if name != "PIL baseline" else "none"
                         before = server_stats(url, model)
                         started = time.monotonic_ns()
@@ -407,6 +409,7 @@ def main(argv: list[str] | None = None) -> None:
                             run = load(clients, args.client_processes, url, model, images, as_bytes, c,
                                        args.seconds, shared_memory=shared == "system", out_dtype=out_dtype,
                                        per_request=args.images_per_request)
+                        stop_if_exited(serving, f"{name} at concurrency {c}")
                         runs[name].setdefault(c, []).append(run)
                         server[name].setdefault(c, []).append(stats_between(before, server_stats(url, model)))
                         skipped = 0 if name in by_analyzer else int(WARMUP_S * 1e9)
@@ -466,6 +469,15 @@ def main(argv: list[str] | None = None) -> None:
         for c, r in levels.items():
             if r["errors"]:
                 print(f"! {name} concurrency {c}: {r['errors']} errors, e.g. {r['first_error']}")
+
+
+def stop_if_exited(serving, level: str) -> None:
+    """End the benchmark with the server's last log lines if it exited during `level` (the client would only show
+    refused connections)."""
+    if serving.process.poll() is not None:
+        tail = "\n".join(serving.log().splitlines()[-30:])
+        raise SystemExit(f"tritonserver exited (code {serving.process.returncode}) during {level}; its log ends:\n"
+                         f"{tail}")
 
 
 def print_stages(stages: dict[str, dict[int, dict]]) -> None:

@@ -19,11 +19,12 @@ STAGES = {"queue": ("QUEUE_START", "COMPUTE_START"), "input": ("COMPUTE_START", 
           "in server": ("GRPC_WAITREAD_END", "GRPC_SEND_END")}
 
 
-def trace_options(folder: Path) -> tuple[str, ...]:
-    """tritonserver options that trace every request with timestamps into `folder`/trace.json.N (N counts files
-    of 200 traces; the rest is written when the server stops)."""
+def trace_options(folder: Path, every: int = 1) -> tuple[str, ...]:
+    """tritonserver options that trace every `every`-th request with timestamps into `folder`/trace.json.K (K
+    counts files of 200 traces; the rest is written when the server stops). Tracing every request at high rates
+    can crash tritonserver before 2.57 (triton-inference-server/server#7795, fixed by #8144): sample there."""
     return ("--trace-config", f"triton,file={folder / 'trace.json'}", "--trace-config", "triton,log-frequency=200",
-            "--trace-config", "rate=1", "--trace-config", "level=TIMESTAMPS")
+            "--trace-config", f"rate={every}", "--trace-config", "level=TIMESTAMPS")
 
 
 def read_traces(folder: Path) -> list[tuple[str, dict[str, int]]]:
