@@ -4,8 +4,8 @@ same inputs and outputs (benchmarks/triton_null: Triton's own overhead), all on 
 machine, in alternation, plus the same pipeline file run offline on the same device. A bounded tritonclient gRPC
 load loop: C client threads spread over client processes (so the client's GIL is not the limit), each sending one
 image per request (or N with --images-per-request N), for a fixed time per concurrency level; throughput in images/s
-and p50/p99 latency per request. With --perf-analyzer DIR
-the load comes from NVIDIA's perf_analyzer instead (C++, scripts/get_perf_analyzer.sh DIR), the same requests.
+and p50/p99 latency per request. With --perf-analyzer DIR the load comes from NVIDIA's perf_analyzer instead (C++,
+scripts/get_perf_analyzer.sh DIR), the same requests.
 
     python benchmarks/triton_preprocess.py [--kind KIND_GPU] [--images a.jpg b.jpg] [--seconds 8]
                                            [--baseline-python PY] [--no-pil] [--perf-analyzer DIR]
@@ -92,6 +92,7 @@ OUTPUT_TYPES = {"fp32": np.float32, "fp16": np.float16}
 # Python backend hands GPU outputs to the server through the CUDA pool)
 GPU_SERVER_ARGS = "--cuda-memory-pool-byte-size=0:536870912 --pinned-memory-pool-byte-size=536870912"
 WARMUP_S = 1.5  # the Python load loop's unmeasured start of each level
+REQUEST_TIMEOUT_S = 30.0  # a request unanswered this long is an error (a hung server ends the level, not the run)
 
 
 def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: bool, threads: int, first: int,
@@ -130,7 +131,7 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
                     return
                 t = time.perf_counter()
                 try:
-                    client.infer(model, [tensor], outputs=outputs)
+                    client.infer(model, [tensor], outputs=outputs, client_timeout=REQUEST_TIMEOUT_S)
                     if region is not None:  # the answer, as a client would take it
                         shm.get_contents_as_numpy(region, out_dtype, [per_request, *IMAGE_SHAPE]).sum(dtype=np.float64)
                 except InferenceServerException as exc:
