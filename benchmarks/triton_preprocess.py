@@ -240,6 +240,16 @@ parameters [ {{ key: "work_us" value: {{ string_value: "{work_us}" }} }},
 '''
 
 
+def write_null_model(target: Path, kind: str, instances: int = 1, delay_us: int = 500, out_type: str = "TYPE_FP32",
+                     work_us: float = 0.0, gpu_kernel: bool = False, fresh_outputs: bool = False) -> None:
+    """benchmarks/triton_null as the model `null_preprocess` in the folder `target`, with its config."""
+    (target / "1").mkdir(parents=True)
+    shutil.copyfile(ROOT / "benchmarks" / "triton_null" / "model.py", target / "1" / "model.py")
+    (target / "config.pbtxt").write_text(NULL_CONFIG.format(
+        delay=delay_us, count=instances, kind=kind, out_type=out_type, work_us=work_us, gpu_kernel=int(gpu_kernel),
+        fresh_outputs=int(fresh_outputs)))
+
+
 def write_headrace_model(target: Path, kind: str, instances: int | None, threads: int | None,
                          delay_us: int, hw_decoder_load: float | None, log_timing_every: int = 0,
                          dtype: str = "fp32") -> Path:
@@ -364,12 +374,8 @@ def main(argv: list[str] | None = None) -> None:
         pipeline_file = write_headrace_model(repo / "preprocess", args.kind, args.instances, args.threads,
                                              args.queue_delay_us, args.hw_decoder_load, args.log_timing_every,
                                              args.dtype)
-        (repo / "null_preprocess" / "1").mkdir(parents=True)
-        shutil.copyfile(ROOT / "benchmarks" / "triton_null" / "model.py", repo / "null_preprocess" / "1" / "model.py")
-        (repo / "null_preprocess" / "config.pbtxt").write_text(NULL_CONFIG.format(
-            delay=args.queue_delay_us, count=args.instances or 1, kind=args.kind, out_type=out_type,
-            work_us=args.null_work_us, gpu_kernel=int(args.null_gpu_kernel),
-            fresh_outputs=int(args.null_fresh_outputs)))
+        write_null_model(repo / "null_preprocess", args.kind, args.instances or 1, args.queue_delay_us, out_type,
+                         args.null_work_us, args.null_gpu_kernel, args.null_fresh_outputs)
         input_data = write_input_data(Path(tmp) / "input_data.json", images) if args.perf_analyzer else None
         pipe = Pipeline.load(pipeline_file, device_id=device_id)
         out = pipe.run(images=images[:1])[0]
@@ -384,7 +390,8 @@ def main(argv: list[str] | None = None) -> None:
             ragged="" if bytes_ok else "allow_ragged_batch: true"))
         trace_dir = Path(tmp) / "traces"
         traced = trace_options(trace_dir, args.trace) if args.trace else ()
-        trace_dir.mkdir()
+        if traced:
+            trace_dir.mkdir()
         # all servers up at once (an idle one costs no CPU), measured in alternation
         with start_server(repo, timeout=180, extra_args=(*shlex.split(args.server_args), *traced)) as ours, \
                 (start_server(base.parent, timeout=120, python=args.baseline_python) if not args.no_pil
@@ -418,7 +425,7 @@ def main(argv: list[str] | None = None) -> None:
             log = ours.log().splitlines()
             placement = [line for line in log if "is handed to Triton" in line]
             timing = [line for line in log if "headrace: execute over" in line]
-        traces = read_traces(trace_dir)  # complete once the server has stopped
+        traces = read_traces(trace_dir) if traced else []  # complete once the server has stopped
     stages = {name: {c: stage_medians(traces, model, spans) for c, spans in windows[name].items()}
               for name, model in (("headrace", "preprocess"), ("null model", "null_preprocess"))} if traces else {}
     results = {name: {c: (pooled if name in by_analyzer else summary)(r) for c, r in levels.items()}
@@ -476,9 +483,8 @@ def stop_if_exited(serving, level: str) -> None:
     """End the benchmark with the server's last log lines if it exited during `level` (the client would only show
     refused connections)."""
     if serving.process.poll() is not None:
-        tail = "\n".join(serving.log().splitlines()[-30:])
         raise SystemExit(f"tritonserver exited (code {serving.process.returncode}) during {level}; its log ends:\n"
-                         f"{tail}")
+                         f"{serving.log_tail(30)}")
 
 
 def print_stages(stages: dict[str, dict[int, dict]]) -> None:

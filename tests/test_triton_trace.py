@@ -3,7 +3,6 @@ window it started in, with stages that add up to what the server spent."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -15,28 +14,18 @@ from triton_helpers import NO_SERVER, have_server, jpegs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from triton_preprocess import make_input, write_null_model  # noqa: E402
 from triton_trace import STAGES, read_traces, stage_medians, trace_options  # noqa: E402
 
 from headrace.serving import start_server  # noqa: E402
 
 pytestmark = [pytest.mark.triton, pytest.mark.skipif(not have_server(), reason=NO_SERVER)]
 
-NULL_MODEL = '''name: "null_preprocess"
-backend: "python"
-max_batch_size: 8
-input [ { name: "images" data_type: TYPE_UINT8 dims: [ -1 ] allow_ragged_batch: true } ]
-output [ { name: "normalized" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
-'''
-
 
 def test_traces_fall_in_their_windows(tmp_path: Path) -> None:
     import tritonclient.grpc as grpc
 
-    model = tmp_path / "repo" / "null_preprocess"
-    (model / "1").mkdir(parents=True)
-    shutil.copyfile(ROOT / "benchmarks" / "triton_null" / "model.py", model / "1" / "model.py")
-    (model / "config.pbtxt").write_text(NULL_MODEL)
+    write_null_model(tmp_path / "repo" / "null_preprocess", "KIND_CPU")
     folder = tmp_path / "traces"
     folder.mkdir()
     image = jpegs(1)[0]
@@ -46,9 +35,8 @@ def test_traces_fall_in_their_windows(tmp_path: Path) -> None:
         for count in (3, 2):
             start = time.monotonic_ns()
             for _ in range(count):
-                tensor = grpc.InferInput("images", [1, len(image)], "UINT8")
-                tensor.set_data_from_numpy(image[None])
-                assert client.infer("null_preprocess", [tensor]).as_numpy("normalized").shape == (1, 3, 224, 224)
+                answer = client.infer("null_preprocess", [make_input([image], 0, as_bytes=False)])
+                assert answer.as_numpy("normalized").shape == (1, 3, 224, 224)
             windows.append((start, time.monotonic_ns()))
     traces = read_traces(folder)  # the last ones are written as the server stops
     assert sorted(name for name, _ in traces) == ["null_preprocess"] * 5

@@ -149,6 +149,10 @@ class TritonServer:
         except OSError:
             return ""
 
+    def log_tail(self, lines: int = 40) -> str:
+        """The log's error lines, then its last `lines` lines: what to show when the server stopped."""
+        return _tail(self.log(), lines)
+
     def is_ready(self) -> bool:
         try:
             with urllib.request.urlopen(f"http://{self.http_url}/v2/health/ready", timeout=1) as reply:
@@ -266,7 +270,7 @@ def _wait_ready(server: TritonServer, timeout: float) -> None:
         if server.is_ready():
             return
         time.sleep(0.1)
-    raise ServerError(f"tritonserver was not ready after {timeout:.0f} s (killed):\n{_tail(server.log())}")
+    raise ServerError(f"tritonserver was not ready after {timeout:.0f} s (killed):\n{server.log_tail()}")
 
 
 def _start_error(text: str) -> str:
