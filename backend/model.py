@@ -1,3 +1,1 @@
-"""headrace's generic Triton Python backend: serves the pipeline file in the model's version folder."""
-
-from headrace.serving.triton_backend import TritonPythonModel  # noqa: F401
+../packages/headrace/src/headrace/serving/model.py

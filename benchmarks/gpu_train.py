@@ -1,11 +1,12 @@
-"""GPU training input pipelines side by side, in one process, on the same generated JPEGs.
+"""GPU training input pipelines side by side, in one process, on the same generated JPEGs: is headrace's GPU path
+faster than torchvision's, and how close does it come to nvImageCodec's decode alone?
 
-headrace's ResNet-50 training pipeline on the GPU (mixed decode with random crop -> resize 224 -> mirror ->
-normalize to FP16 NCHW), torchvision's GPU path (decode_jpeg(device="cuda") + resized_crop + flip + normalize) and
-nvImageCodec's hardware decoder alone (full images and random-crop regions), with rates and ratios; also headrace's
-time to build + first batch, steady-state GPU memory, and host RSS after 1 and after 20 epochs.
+headrace's ResNet-50 training pipeline (mixed random-crop decode -> resize 224 -> mirror -> normalize, FP16 NCHW),
+torchvision's GPU path (decode_jpeg on cuda + resized_crop + flip + normalize), nvImageCodec's hardware decoder
+alone; also build + first batch, GPU memory, host RSS, and variants of the executor's options.
 
     python benchmarks/gpu_train.py [--images 2048] [--batch-size 256] [--epochs 5] [--threads 8]
+    python benchmarks/gpu_train.py --rate-only hw --epochs 10 --data /tmp/images   # one line: the rate
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from offline_timing import mixed_decoders
 from tqdm import tqdm
 
 from headrace import fn, pipeline_def, types
@@ -54,7 +55,9 @@ def device_used_mib() -> float:
 
 
 def time_headrace(make, data: str, images: int, batch: int, epochs: int, threads: int, report_memory: bool,
-                  profile_first: bool = False):
+                  profile_first: bool = False, options: dict | None = None):
+    """img/s over `epochs` epochs after a warm-up epoch, build + first batch seconds, and (report_memory) memory and
+    host times per batch after 20 epochs; `options` are the pipeline's executor_options."""
     profiler = None
     if profile_first:
         import cProfile
@@ -62,7 +65,7 @@ def time_headrace(make, data: str, images: int, batch: int, epochs: int, threads
         profiler = cProfile.Profile()
         profiler.enable()
     start = time.perf_counter()
-    pipe = make(data, batch, threads)
+    pipe = make(data, batch, threads, **({"executor_options": options} if options else {}))
     pipe.build()
     out, _ = pipe.run()
     out.synchronize()
@@ -78,9 +81,9 @@ def time_headrace(make, data: str, images: int, batch: int, epochs: int, threads
         out, _ = pipe.run()
     out.synchronize()
     pipe._executor.gpu.timings.clear()  # per-batch host times of the steady state only
-    for _, step in pipe._executor.gpu.steps:
-        if hasattr(step, "decoder"):
-            step.decoder.decode_seconds = 0.0
+    decoders = mixed_decoders(pipe)
+    for decoder in decoders:
+        decoder.decode_seconds = 0.0
     rss_1 = rss_mib()
     begin = time.perf_counter()
     count = 0
@@ -98,9 +101,9 @@ def time_headrace(make, data: str, images: int, batch: int, epochs: int, threads
         batches = 19 * per_epoch
         extra = {"timings": {k: v / batches * 1e3 for k, v in stage.timings.items()}, "rss_1": rss_1,
                  "rss_20": rss_mib(), "pool_mib": stage.ctx.held_bytes / 2**20, "device_mib": device_used_mib(),
-                 "fallbacks": sum(s.decoder.fallbacks for _, s in stage.steps if hasattr(s, "decoder"))}
+                 "fallbacks": sum(decoder.fallbacks for decoder in decoders)}
         extra["timings"]["inside nvImageCodec decode()"] = sum(
-            s.decoder.decode_seconds for _, s in stage.steps if hasattr(s, "decoder")) / batches * 1e3
+            decoder.decode_seconds for decoder in decoders) / batches * 1e3
     pipe.close()
     return rate, first, extra
 
@@ -268,32 +271,32 @@ def time_mixed_decoder(files: list[Path], batch: int, epochs: int, hw_load: floa
     return rate, host / batches * 1e3, decode / batches * 1e3
 
 
-def demo_pipeline(data_dir, batch_size: int, num_threads: int):
+def demo_pipeline(data_dir, batch_size: int, num_threads: int, **pipeline_kwargs):
     """The demo's training pipeline on GPU 0 (DALI's hw_decoder_load 0.65)."""
     return resnet50_train(data_dir=str(data_dir), device="gpu", batch_size=batch_size, num_threads=num_threads,
-                          device_id=0)
+                          device_id=0, **pipeline_kwargs)
 
 
-def hw_only(data_dir, batch_size: int, num_threads: int):
+def hw_only(data_dir, batch_size: int, num_threads: int, **pipeline_kwargs):
     """The same pipeline with every JPEG on the hardware decoder (train_hw_only)."""
-    return train_hw_only(data_dir=str(data_dir), batch_size=batch_size, num_threads=num_threads)
+    return train_hw_only(data_dir=str(data_dir), batch_size=batch_size, num_threads=num_threads, **pipeline_kwargs)
+
+
+PIPELINES = {"demo": (demo_pipeline, "demo pipeline, hw_decoder_load=0.65"), "hw": (hw_only, "hw_decoder_load=1.0")}
 
 
 def ab_rounds(data: Path, images: int, args) -> None:
     """Alternating rounds (machine noise spreads over both sides) of two configurations of the training pipeline:
-    `--ab interval`: hw_decoder_load=1 with headrace's old 100 us GIL switch interval and Python's 5 ms;
+    `--ab interval`: hw_decoder_load=1 with a 100 us GIL switch interval and the interpreter's (5 ms);
     `--ab load`: hw_decoder_load=1 (the hardware decoder alone) and DALI's 0.65 split (the demo pipeline)."""
-    sides = {"interval": [("switch interval 100 us", hw_only, {"HEADRACE_SWITCH_INTERVAL": "0.0001"}),
-                          ("switch interval 5 ms", hw_only, {"HEADRACE_SWITCH_INTERVAL": "0.005"})],
+    sides = {"interval": [("switch interval 100 us", hw_only, {"switch_interval": 0.0001}),
+                          ("switch interval 5 ms", hw_only, {})],
              "load": [("hw_decoder_load=1", hw_only, {}), ("hw_decoder_load=0.65", demo_pipeline, {})]}[args.ab]
     totals: dict[str, list[float]] = {label: [] for label, _, _ in sides}
     for round_ in range(args.ab_rounds):
-        for label, make, env in sides if round_ % 2 == 0 else sides[::-1]:
-            os.environ.update(env)
+        for label, make, options in sides if round_ % 2 == 0 else sides[::-1]:
             rate, _, _ = time_headrace(make, data, images, args.batch_size, args.epochs, args.threads,
-                                       report_memory=False)
-            for key in env:
-                os.environ.pop(key)
+                                       report_memory=False, options=options)
             totals[label].append(rate)
             print(f"round {round_}: {label}: {rate:,.0f} img/s")
     for label, rates in totals.items():
@@ -343,7 +346,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
-    parser.add_argument("--data", type=Path, help="reuse this folder instead of generating JPEGs")
+    parser.add_argument("--data", type=Path,
+                        help="image folder to use; generated there when it does not exist (default: a temporary one)")
+    parser.add_argument("--rate-only", choices=sorted(PIPELINES),
+                        help="only time this headrace pipeline and print one line, 'rate: N img/s'")
     parser.add_argument("--skip-torchvision", action="store_true")
     parser.add_argument("--ab-rounds", type=int, default=0,
                         help="only compare two configurations (--ab) in this many alternating rounds")
@@ -363,11 +369,19 @@ def main(argv: list[str] | None = None) -> None:
     if data is None:
         tmp = tempfile.TemporaryDirectory(prefix="headrace-gpu-bench-")
         data = Path(tmp.name) / "images"
+    if not data.is_dir():
         make_image_folder(data, num_images=args.images, num_classes=16, size=(375, 500), quality=90, seed=0)
     files = sorted(data.rglob("*.jpg"))
     size_kb = np.mean([f.stat().st_size for f in files]) / 1024
     print(f"{len(files)} JPEGs of ~500x375, q90, {size_kb:.0f} KB on average; batch {args.batch_size}")
 
+    if args.rate_only:
+        make, label = PIPELINES[args.rate_only]
+        rate, first, _ = time_headrace(make, data, len(files), args.batch_size, args.epochs, args.threads,
+                                       report_memory=False)
+        print(f"rate: {rate:,.0f} img/s (headrace GPU, {label}, {args.epochs} epochs; build + first batch "
+              f"{first:.2f} s)")
+        return
     if args.ab_rounds:
         ab_rounds(data, len(files), args)
         return
@@ -381,10 +395,8 @@ def main(argv: list[str] | None = None) -> None:
     hw, first_warm, _ = time_headrace(hw_only, data, len(files), args.batch_size, args.epochs, args.threads,
                                       report_memory=False)
     rows.append(("headrace GPU (hw_decoder_load=1.0)", hw))
-    os.environ["HEADRACE_NVIMGCODEC_CAPI"] = "0"  # the same pipeline decoding through nvImageCodec's Python binding
     binding, _, _ = time_headrace(demo_pipeline, data, len(files), args.batch_size, args.epochs, args.threads,
-                                  report_memory=False)
-    os.environ.pop("HEADRACE_NVIMGCODEC_CAPI")
+                                  report_memory=False, options={"nvimgcodec_capi": False})  # the Python binding
     rows.append(("headrace GPU (demo pipeline, Python binding decode)", binding))
     if not args.skip_torchvision:
         rows.append(("torchvision GPU (decode_jpeg cuda + resized_crop)", time_torchvision(files, args.batch_size,
@@ -401,31 +413,19 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("nvImageCodec hardware decode only, random-crop ROI", decode_roi))
     rows.append(("nvImageCodec C API hardware decode only, random-crop ROI", decode_capi))
 
-    variants = []  # where the time goes: threads, look-ahead, the GIL switch interval (None: Python's default)
-    configs = ((2, "1", None, False), (16, "1", None, False), (args.threads, "0", None, False),
-               (args.threads, "after", None, False), (args.threads, "1", 0.00005, False),
-               (args.threads, "1", 0.0002, False), (args.threads, "1", 0.005, False), (args.threads, "1", None, True))
-    for threads, lookahead, interval, parallel_reads in configs:
-        saved = sys.getswitchinterval()
-        os.environ["HEADRACE_GPU_LOOKAHEAD"] = lookahead
-        os.environ["HEADRACE_GPU_PARALLEL_READS"] = "1" if parallel_reads else "0"
-        if interval is not None:
-            os.environ["HEADRACE_SWITCH_INTERVAL"] = "0"  # leave the interval set here alone
-            sys.setswitchinterval(interval)
-        rate, _, _ = time_headrace(demo_pipeline, data, len(files), args.batch_size, 2, threads, report_memory=False)
-        os.environ.pop("HEADRACE_GPU_LOOKAHEAD")
-        os.environ.pop("HEADRACE_GPU_PARALLEL_READS")
-        os.environ.pop("HEADRACE_SWITCH_INTERVAL", None)
-        sys.setswitchinterval(saved)
-        when = {"after": "after the decode", "0": "off", "1": "before the decode"}[lookahead]
-        label = f"{threads} threads, look-ahead {when}, switch interval " + (
-            "headrace's 100 us" if interval is None else f"{interval * 1e6:.0f} us")
-        label += ", reads on the pool" if parallel_reads else ""
-        variants.append((label, rate))
+    variants = []  # where the time goes: threads and the executor's options
+    configs = ((2, {}), (16, {}), (args.threads, {"lookahead": "off"}), (args.threads, {"lookahead": "after"}),
+               (args.threads, {"switch_interval": 0.00005}), (args.threads, {"switch_interval": 0.0002}),
+               (args.threads, {"parallel_reads": True}))
+    for threads, options in configs:
+        rate, _, _ = time_headrace(demo_pipeline, data, len(files), args.batch_size, 2, threads, report_memory=False,
+                                   options=options)
+        described = ", ".join(f"{key}={value!r}" for key, value in options.items()) or "default options"
+        variants.append((f"{threads} threads, {described}", rate))
     best = max(demo, hw)
     print("variants:")
     for name, rate in variants:
-        print(f"  {name:86s} {rate:9,.0f} img/s")
+        print(f"  {name:58s} {rate:9,.0f} img/s")
     print()
     print(f"{'pipeline':58s} {'img/s':>9s} {'headrace best / this':>22s}")
     for name, rate in rows:

@@ -1,5 +1,5 @@
-"""One pipeline fed from memory in this process: its rate at its own batch size and its batch-1 latency, every run
-waited for until its outputs are complete (GPU outputs synchronized). Shared by the serving benchmarks."""
+"""Helpers shared by the benchmarks and probes: a pipeline fed from memory in this process (its rate at its own batch
+size and its batch-1 latency, every run waited for), and the nvImageCodec decoders inside a built GPU pipeline."""
 
 from __future__ import annotations
 
@@ -37,3 +37,13 @@ def time_pipeline(pipe, images: list[np.ndarray], seconds: float) -> dict:
         run([images[len(latencies) % len(images)]])
         latencies.append(time.perf_counter() - t)
     return {"done": done, "elapsed": elapsed, "latencies": latencies}
+
+
+def mixed_decoders(pipe) -> list:
+    """The mixed decoders (headrace_kernels.gpu.decode.MixedDecoder) of a built pipeline's GPU steps, for their
+    counters (`fallbacks`, `decode_seconds`) or to time the decoder alone; [] without a GPU stage."""
+    stage = pipe._executor.gpu
+    if stage is None:
+        return []
+    holders = [getattr(step, "kernel", step) for _, step in stage.steps]  # a kernel step, or an older step itself
+    return [holder.decoder for holder in holders if hasattr(holder, "decoder")]

@@ -1,18 +1,16 @@
-"""Online preprocessing in Triton: headrace's preprocess model (model_repository/preprocess, or its KIND_GPU form)
-against the usual PIL Python-backend model (benchmarks/triton_baseline) and a model that does no work with the
-same inputs and outputs (benchmarks/triton_null: Triton's own overhead), all on a real tritonserver on this
-machine, in alternation, plus the same pipeline file run offline on the same device. A bounded tritonclient gRPC
-load loop: C client threads spread over client processes (so the client's GIL is not the limit), each sending one
-image per request (or N with --images-per-request N), for a fixed time per concurrency level; throughput in images/s
-and p50/p99 latency per request. With --perf-analyzer DIR the load comes from NVIDIA's perf_analyzer instead (C++,
-scripts/get_perf_analyzer.sh DIR), the same requests.
+"""Online preprocessing in Triton: what headrace's preprocess model adds over Triton's own overhead, and how it
+compares with the usual PIL Python-backend model. On a real tritonserver on this machine, in alternation: headrace's
+model (model_repository/preprocess, or its KIND_GPU form), a null model with the same inputs and outputs that does no
+work (triton_null/), the PIL baseline (triton_baseline/), and the same pipeline file offline. The load: tritonclient
+gRPC threads over client processes (or NVIDIA's perf_analyzer, --perf-analyzer DIR), one image per request (or N),
+a fixed time per concurrency level; images/s and p50/p99 latency per request.
 
     python benchmarks/triton_preprocess.py [--kind KIND_GPU] [--images a.jpg b.jpg] [--seconds 8]
                                            [--baseline-python PY] [--no-pil] [--perf-analyzer DIR]
 
---baseline-python: the interpreter of an environment with numpy<2 and Pillow, to run the baseline exactly as it is
-usually written (BYTES input, pb_utils.Tensor outputs); without it the baseline runs in this environment with
-UINT8 input and DLPack outputs (numpy 2 leaves no other way). Client and server share this machine's cores."""
+--baseline-python: the interpreter of an environment with numpy<2 and Pillow, to run the baseline as it is usually
+written (BYTES input, pb_utils.Tensor outputs); without it the baseline runs here with UINT8 input and DLPack
+outputs (numpy 2 leaves no other way). Client and server share this machine's cores."""
 
 from __future__ import annotations
 
@@ -318,8 +316,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="trace every (N-th) request of headrace and the null model (Triton's TIMESTAMPS traces) "
                              "and print the median of each server stage per level: where what headrace adds is "
                              "spent. Tracing costs time of its own: read rates from a run without it. At high "
-                             "rates tracing every request can crash tritonserver 2.51 (server#7795; it did at "
-                             "concurrency 32 with 4 GPU instances): trace every 10th or so there")
+                             "rates tracing every request can crash tritonserver before 2.57 (server#7795): trace "
+                             "every 10th or so there")
     parser.add_argument("--log-timing-every", type=int, default=0,
                         help="have headrace's backend log where execute spends its time every N calls, and print it")
     args = parser.parse_args(argv)

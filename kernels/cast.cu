@@ -3,6 +3,8 @@
 // saturates, to bool is != 0 after rounding a float. One kernel with the types as run-time codes (headrace's
 // DALIDataType numbers), so NVRTC compiles one function instead of every pair.
 
+#include "common.cuh"
+
 #define T_U8 0
 #define T_U16 1
 #define T_U32 2
@@ -36,23 +38,7 @@ __device__ __forceinline__ float half_to_float(unsigned short h) {
 
 __device__ __forceinline__ unsigned short double_to_half(double d) {
   // Through float: exact for every value a float can hold; a float64 input may round twice (last half ulp).
-  float f = (float)d;
-  unsigned int x = __float_as_uint(f);
-  unsigned int sign = (x >> 16) & 0x8000u, absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u) return sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u);
-  if (absx >= 0x477ff000u) return sign | 0x7c00u;
-  if (absx < 0x38800000u) {
-    if (absx < 0x33000000u) return sign;
-    unsigned int mant = (absx & 0x7fffffu) | 0x800000u;
-    int shift = 126 - (int)(absx >> 23);
-    unsigned int q = mant >> shift, rem = mant & ((1u << shift) - 1u), hp = 1u << (shift - 1);
-    if (rem > hp || (rem == hp && (q & 1u))) q++;
-    return sign | q;
-  }
-  unsigned int q = absx - 0x38000000u, rem = q & 0x1fffu;
-  q >>= 13;
-  if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) q++;
-  return sign | q;
+  return float_to_half((float)d);
 }
 
 __device__ __forceinline__ bool is_float(int t) { return t == T_F16 || t == T_F32 || t == T_F64; }

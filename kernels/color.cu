@@ -2,6 +2,8 @@
 // map per sample in float32, written out term by term in the CPU kernel's order and, with --fmad=false, rounded
 // the same way; integer outputs round half away from zero in float32 and saturate, as the CPU's round_saturate.
 
+#include "common.cuh"
+
 #define MODE_MATRIX 0  // RGB: out[c] = in . m[c] + offset (hsv, color_twist)
 #define MODE_SCALE 1   // any channels: out = in * scale + offset (brightness_contrast)
 
@@ -12,22 +14,6 @@ struct ColorSample {
   float m[9];
   float scale, offset;
 };
-
-template <typename T> __device__ __forceinline__ T round_store(float v);
-template <> __device__ __forceinline__ float round_store<float>(float v) { return v; }
-#define ROUND_INT(T, LO, HI)                                                       \
-  template <> __device__ __forceinline__ T round_store<T>(float v) {               \
-    if (v != v) return (T)0;                                                       \
-    double r = (double)truncf(__fadd_rn(v, copysignf(0.5f, v)));                  \
-    if (r <= (double)(LO)) return (T)(LO);                                         \
-    if (r >= (double)(HI)) return (T)(HI);                                         \
-    return (T)r;                                                                   \
-  }
-ROUND_INT(unsigned char, 0, 255)
-ROUND_INT(signed char, -128, 127)
-ROUND_INT(unsigned short, 0, 65535)
-ROUND_INT(short, -32768, 32767)
-ROUND_INT(int, -2147483647 - 1, 2147483647)
 
 template <typename InT, typename OutT>
 __global__ void color_affine(const ColorSample* samples) {

@@ -8,6 +8,8 @@
 // non-zero taps multiplied and added one at a time. Compiled by NVRTC through CuPy with --fmad=false, so every
 // multiply and add rounds as the CPU's does and CPU and GPU agree bit for bit.
 
+#include "common.cuh"
+
 #define MAXC 4
 
 #define MODE_COPY 0  // the input pixel itself (crop, flip, crop_mirror_normalize)
@@ -35,32 +37,6 @@ struct Sample {
   float shift;
   int pad_;                    // 192 bytes in all, 8-byte aligned
 };
-
-typedef unsigned short half_bits;
-
-// float -> IEEE half, round to nearest even (as numpy's astype(float16)).
-__device__ __forceinline__ half_bits float_to_half(float f) {
-  unsigned int x = __float_as_uint(f);
-  unsigned int sign = (x >> 16) & 0x8000u;
-  unsigned int absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u) return sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u);
-  if (absx >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: infinity
-  if (absx < 0x38800000u) {                         // subnormal half (or zero)
-    if (absx < 0x33000000u) return sign;            // below half the smallest subnormal
-    unsigned int mant = (absx & 0x7fffffu) | 0x800000u;
-    int shift = 113 - (int)(absx >> 23) + 13;
-    unsigned int q = mant >> shift;
-    unsigned int rem = mant & ((1u << shift) - 1u);
-    unsigned int half_point = 1u << (shift - 1);
-    if (rem > half_point || (rem == half_point && (q & 1u))) q++;
-    return sign | q;
-  }
-  unsigned int q = absx - 0x38000000u;  // rebias 127 -> 15
-  unsigned int rem = q & 0x1fffu;
-  q >>= 13;
-  if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) q++;
-  return sign | q;
-}
 
 // Into the output type as DALI's ConvertSat (the CPU's saturate_cast): integers round half away from zero
 // (roundf) and saturate, NaN gives 0; float16 rounds to nearest even.

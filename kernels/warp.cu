@@ -3,6 +3,8 @@
 // warpAffine by the CPU kernel) in float32; nearest rounds half to even, linear and cubic (OpenCV's A = -0.75)
 // weigh the neighbours in float32. Outside the input: fill_value, or the border pixel repeated.
 
+#include "common.cuh"
+
 #define INTERP_NN 0
 #define INTERP_LINEAR 1
 #define INTERP_CUBIC 2
@@ -14,22 +16,6 @@ struct WarpSample {
   float fill;
   float m[6];
 };
-
-template <typename T> __device__ __forceinline__ T round_store(float v);
-template <> __device__ __forceinline__ float round_store<float>(float v) { return v; }
-#define ROUND_INT(T, LO, HI)                                                       \
-  template <> __device__ __forceinline__ T round_store<T>(float v) {               \
-    if (v != v) return (T)0;                                                       \
-    double r = (double)truncf(__fadd_rn(v, copysignf(0.5f, v)));                  \
-    if (r <= (double)(LO)) return (T)(LO);                                         \
-    if (r >= (double)(HI)) return (T)(HI);                                         \
-    return (T)r;                                                                   \
-  }
-ROUND_INT(unsigned char, 0, 255)
-ROUND_INT(signed char, -128, 127)
-ROUND_INT(unsigned short, 0, 65535)
-ROUND_INT(short, -32768, 32767)
-ROUND_INT(int, -2147483647 - 1, 2147483647)
 
 template <typename InT>
 __device__ __forceinline__ float tap(const WarpSample& s, const InT* in, int y, int x, int c) {

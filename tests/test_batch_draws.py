@@ -75,7 +75,7 @@ def test_coin_flip_batch_kernel_is_the_per_sample_kernel(shape, probability):
 
 def test_pipeline_coin_flips_match_the_per_sample_streams():
     """Through the executor (which draws the batch in one call): sample k of the run is sample_rng(node seed, k)."""
-    from headrace.executor import node_seed
+    from headrace.engine.context import node_seed
 
     @pipeline_def(batch_size=8, num_threads=3, device_id=None, seed=21)
     def flips():
@@ -84,7 +84,7 @@ def test_pipeline_coin_flips_match_the_per_sample_streams():
     pipe = flips()
     pipe.build()
     seed = node_seed(21, next(n for n in pipe._executor.nodes if n.name == "flip"))
-    assert pipe._executor.steps[0][1][0].batch_draw is not None
+    assert pipe._executor.cpu.steps[0][1][0].batch_draw is not None
     for iteration in range(2):
         (out,) = pipe.run()
         for i in range(8):

@@ -23,8 +23,8 @@ from triton_helpers import NO_SERVER, have_server
 from headrace import Pipeline, fn, pipeline_def, types
 from headrace.cli import main
 from headrace.cli.contact_sheet import sheet_layout
-from headrace.cli.edge_types import infer
 from headrace.cli.graph_picture import DPI, canvas_inches
+from headrace.cli.inspect_graph import edge_specs as infer
 from headrace.cli.loading import place_on_device
 from headrace.demo import resnet50_train, resnet50_val
 

@@ -222,9 +222,9 @@ def test_sample_error_names_the_external_source_sample():
 
 
 def test_batched_argument_values_equal_per_sample_ones():
-    """_arg_values (one conversion for a batch of numeric scalars) gives _arg_value's values, types included, and
+    """arg_values (one conversion for a batch of numeric scalars) gives arg_value's values, types included, and
     falls back to it (and its errors) for anything else."""
-    from headrace.executor import _arg_value, _arg_values
+    from headrace.engine.context import arg_value, arg_values
     from headrace.schema import Arg
 
     cases = [(Arg("mirror", "int"), [np.array([v], np.int32) for v in (0, 1, 1, 0)]),
@@ -234,8 +234,8 @@ def test_batched_argument_values_equal_per_sample_ones():
              (Arg("mirror", "int"), [np.array([1], np.int32), np.array([2], np.int64)]),  # mixed: per sample
              (Arg("anchor", "float", list_of=True), [np.array([1.0, 2.0], np.float32)] * 2)]
     for arg, samples in cases:
-        expected = [_arg_value(s, arg) for s in samples]
-        got = _arg_values(samples, arg, len(samples))
+        expected = [arg_value(s, arg) for s in samples]
+        got = arg_values(samples, arg, len(samples))
         assert got == expected and [type(v) for v in got] == [type(v) for v in expected]
     with pytest.raises(ValueError, match="one value per sample"):
-        _arg_values([np.array([1, 2], np.int32)] * 2, Arg("mirror", "int"), 2)
+        arg_values([np.array([1, 2], np.int32)] * 2, Arg("mirror", "int"), 2)

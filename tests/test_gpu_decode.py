@@ -171,11 +171,9 @@ def test_mixed_decoder_after_a_gpu_round_trip():
 
 
 def test_warm_up_makes_the_decoder_before_the_first_batch(image_folder):
-    from headrace.gpu_stage import _Decode
-
     warm = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=5)
     warm.warm_up()
-    decoders = [step.decoder for _, step in warm._executor.gpu.steps if isinstance(step, _Decode)]
+    decoders = [k.decoder for k in warm._executor.gpu.kernels() if hasattr(k, "decoder")]
     assert decoders and all(d._warmed and d._decoder is not None for d in decoders)
     cold = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=5)
     np.testing.assert_array_equal(warm.run()[0].as_cpu().as_array(), cold.run()[0].as_cpu().as_array())

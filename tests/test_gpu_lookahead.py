@@ -11,9 +11,9 @@ import pytest
 from headrace.demo import resnet50_train
 
 
-def _batches(root, device: str, threads: int, count: int = 3) -> list[np.ndarray]:
+def _batches(root, device: str, threads: int, count: int = 3, options: dict | None = None) -> list[np.ndarray]:
     pipe = resnet50_train(data_dir=str(root), device=device, batch_size=8, num_threads=threads,
-                          device_id=0 if device == "gpu" else None, seed=7)
+                          device_id=0 if device == "gpu" else None, seed=7, executor_options=options)
     pipe.build()
     out = []
     for _ in range(count):
@@ -26,12 +26,11 @@ def _batches(root, device: str, threads: int, count: int = 3) -> list[np.ndarray
 
 
 @pytest.mark.gpu
-def test_gpu_pipeline_bits_do_not_depend_on_the_look_ahead(image_folder, monkeypatch):
+def test_gpu_pipeline_bits_do_not_depend_on_the_look_ahead(image_folder):
     reference = None
-    for mode, threads, parallel_reads in (("1", 1, "0"), ("1", 4, "1"), ("after", 3, "0"), ("0", 2, "0")):
-        monkeypatch.setenv("HEADRACE_GPU_LOOKAHEAD", mode)
-        monkeypatch.setenv("HEADRACE_GPU_PARALLEL_READS", parallel_reads)
-        gpu = _batches(image_folder, "gpu", threads)
+    for mode, threads, parallel_reads in (("before", 1, False), ("before", 4, True), ("after", 3, False),
+                                          ("off", 2, False)):
+        gpu = _batches(image_folder, "gpu", threads, options={"lookahead": mode, "parallel_reads": parallel_reads})
         reference = reference or gpu
         for a, b in zip(reference, gpu, strict=True):
             assert a.dtype == b.dtype and a.shape == b.shape

@@ -124,10 +124,10 @@ def test_served_outputs_with_kept_plans_equal_outputs_without(monkeypatch):
     batches = [[images[0]], [images[1], images[0]], [images[2]] * 3, [images[3], images[1]], [images[0]]]
 
     def run(cache: str) -> tuple[list[np.ndarray], tuple | None]:
-        monkeypatch.setenv("HEADRACE_GPU_PLAN_CACHE", cache)  # read when the pipeline is built
-        pipe = served_preprocess(device="gpu", batch_size=8, device_id=0)  # decode, resize, crop, normalize
+        pipe = served_preprocess(device="gpu", batch_size=8, device_id=0,  # decode, resize, crop, normalize
+                                 executor_options={"plan_cache": cache == "1"})
         pipe.build()
-        step = next(s for kind, s in pipe._executor.gpu.steps if kind == "gpu" and hasattr(s, "cache"))
+        step = next(k for k in pipe._executor.gpu.kernels() if hasattr(k, "cache"))
         outputs = [pipe.run(images=batch)[0].as_cpu().as_array() for batch in batches]
         kept = None if step.cache is None else (len(step.cache), step.cache.hits)
         pipe.close()

@@ -51,8 +51,8 @@ def test_gpu_device_without_gpu_raises_device_error(device):
 
 def test_gpu_crop_windows_follow_the_cpu_rule():
     """The GPU records' crop windows (computed for a whole batch at once) equal the CPU kernel's per sample."""
-    from headrace_kernels.cpu.geometry_ops import _window
-    from headrace_kernels.gpu.image_ops import SAMPLE, Batch, SampleFailureError, _set_crops
+    from headrace_kernels.cpu.geometry_ops import crop_window
+    from headrace_kernels.gpu.image_ops import SAMPLE, Batch, SampleFailureError, set_crops
 
     rng = np.random.default_rng(2)
     for _ in range(40):
@@ -68,15 +68,15 @@ def test_gpu_crop_windows_follow_the_cpu_rule():
         for i in range(n):
             try:
                 image = np.arange(heights[i] * widths[i]).reshape(heights[i], widths[i], 1)  # pixel = its index
-                view, top, left, out_h, out_w = _window(image, args, "crop")
+                view, top, left, out_h, out_w = crop_window(image, args, "crop")
                 expected.append((out_h, out_w))
                 if view.size:  # where the window starts: its first pixel's index, less the padding before it
                     anchors.append((i, int(view[0, 0, 0]) // widths[i] - top, int(view[0, 0, 0]) % widths[i] - left))
             except ValueError:
                 error = i if error is None else error
         try:
-            _set_crops(batch, [args] * n, heights.astype(np.int64), widths.astype(np.int64), 0,
-                       np.dtype(np.uint8), np.dtype(np.uint8))
+            set_crops(batch, [args] * n, heights.astype(np.int64), widths.astype(np.int64), 0,
+                      np.dtype(np.uint8), np.dtype(np.uint8))
         except SampleFailureError as exc:
             assert exc.index == error
             continue
@@ -104,7 +104,7 @@ def test_gpu_resize_tables_are_the_cpu_kernels(interp, sizes):
     """The tap tables the GPU resamples with (made for a whole batch at once) are, sample by sample, the ones the
     CPU kernel uses: the ground of the GPU's bit-exactness (the GPU side is checked on a GPU machine)."""
     from headrace_kernels.cpu.geometry_ops import resample_taps
-    from headrace_kernels.gpu.image_ops import MODE_COPY, Batch, _set_resizes
+    from headrace_kernels.gpu.image_ops import MODE_COPY, Batch, set_resizes
     from headrace_kernels.windows import resize_plan
 
     rng = np.random.default_rng(interp)
@@ -113,7 +113,7 @@ def test_gpu_resize_tables_are_the_cpu_kernels(interp, sizes):
     args = {"interp_type": interp, "antialias": True, "subpixel_scale": True, "mode": "default", "max_size": None,
             "resize_shorter": 0.0, "resize_longer": 0.0, "size": None, "resize_x": 0.0, "resize_y": 0.0, **sizes}
     batch = Batch(images, 3, "uint8", np.dtype(np.uint8))
-    _set_resizes(batch, [args] * len(images), np.dtype(np.uint8))
+    set_resizes(batch, [args] * len(images), np.dtype(np.uint8))
     which, (row_idx, row_w, col_idx, col_w), (row_start, col_start) = batch.tables
     position = {int(i): k for k, i in enumerate(which)}
     for i, image in enumerate(images):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from headrace_torch import to_torch
-from headrace_torch.iterator import _tensor
+from headrace_torch.iterator import batch_tensor
 
 pytestmark = pytest.mark.gpu
 
@@ -26,7 +26,7 @@ def test_gpu_batch_stays_on_its_device():
     last = cupy.cuda.runtime.getDeviceCount() - 1
     with cupy.cuda.Device(last):
         batch = cupy.ones((2, 3), dtype=cupy.float32)
-    tensor = _tensor(batch, None)
+    tensor = batch_tensor(batch, None)
     assert tensor.device == torch.device("cuda", last) and tensor.data_ptr() == batch.data.ptr
 
 

@@ -3,7 +3,7 @@
 Why: the Python binding's `Decoder.decode` releases and re-takes the GIL twice per image before it decodes (image
 info, then output allocation). While another thread runs Python, every re-take waits out the interpreter's switch
 interval, so a 256-image batch that decodes in 8 ms took over a second beside the CPU stage
-(benchmarks/gil_decode_probe.py). Here every per-image loop (parse, cut regions, create output images, decode,
+(benchmarks/probes/gil_decode_probe.py). Here every per-image loop (parse, cut regions, create output images, decode,
 destroy) is one numba function that calls the C functions without the GIL: one release per loop, per batch.
 
 The structures are numpy dtypes with the offsets of nvimgcodec.h for the versions in `SUPPORTED` (checked against

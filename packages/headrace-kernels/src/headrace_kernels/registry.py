@@ -1,9 +1,15 @@
-"""Kernels register here against an op's schema name, per device; the executor looks them up."""
+"""Kernels register here against an op's schema name, per device; the executor looks them up.
+
+Kernel modules are found, not listed: every module of `headrace_kernels.cpu` and `headrace_kernels.gpu` is imported
+on the first lookup of its device, and its decorators fill the tables. Nothing here names an op."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from collections.abc import Callable
+import pkgutil
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -16,27 +22,109 @@ class SampleContext(Protocol):
     def rng(self) -> np.random.Generator: ...  # this sample's random stream, keyed by (seed, node, sample)
 
 
+class GpuBatch(Protocol):
+    """What a GPU kernel sees of the batch it runs on (the engine's view; see headrace.engine.gpu_batch)."""
+
+    size: int
+    args: dict[str, Any]
+    """The node's literal arguments, defaults filled in (for a fused kernel: its last op's)."""
+    per_sample_args: frozenset[str]
+    """Names of the arguments that come from a DataNode, one value per sample."""
+
+    def input(self, k: int = 0) -> Any: ...  # input k on the GPU: `.dense` (N, ...) array or None, `.samples()`
+    def samples(self, k: int = 0, raw: bool = False) -> list: ...  # input k's samples (raw: decoder records)
+    def value(self, k: int = 0) -> Any: ...  # input k as it is (a GPU batch or a list of host arrays)
+    def sample_args(self, part: int = -1) -> list[dict]: ...  # per-sample arguments of the chain's op `part`
+    def rng(self, index: int) -> np.random.Generator: ...  # sample `index`'s random stream
+    def prepared(self, k: int = 0) -> Any: ...  # the host half a preparing kernel made of input k, or None
+
+
+class SampleFailureError(Exception):
+    """A kernel could not handle sample `index`; the executor turns it into an error naming the file and the op."""
+
+    def __init__(self, index: int, message: str):
+        super().__init__(message)
+        self.index = index
+
+
 SampleKernel = Callable[[list[Any], dict[str, Any], SampleContext], Any]
+BatchDrawKernel = Callable[[dict[str, Any], int, int, int], list[Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSetup:
+    """What a GPU kernel object is made with, once per node: its arguments and where it runs."""
+
+    op: str
+    args: dict[str, Any]
+    device: str
+    """The node's device: 'gpu' or 'mixed', or 'cpu' for a `.cpu()` copy that reads GPU data."""
+    device_id: int
+    num_threads: int
+    batch_size: int
+    seed: int
+    options: Any
+    """The pipeline's executor options (headrace.ExecutorOptions): plan_cache, nvimgcodec_capi, ..."""
+    per_sample_args: frozenset[str] = frozenset()
+    parts: tuple[dict[str, Any], ...] = ()
+    """For a fused kernel: the literal arguments of each op it replaces, in order."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuKernelEntry:
+    """A registered GPU kernel: a function of the batch, or a class made per node (with optional hooks
+    `prepare(batch)` (host half, run ahead in the CPU stage), `plan(batch)` (launch plan on a decoder's prepared
+    records, ahead), `warm_up(stream)` and `release()`)."""
+
+    ops: tuple[str, ...]
+    """The op it runs, or for a fused kernel the chain of ops it replaces (each reads the one before it)."""
+    impl: Any
+
+    @property
+    def fused(self) -> bool:
+        return len(self.ops) > 1
+
+    def make(self, setup: KernelSetup) -> Any:
+        """The kernel object of one node (or fused chain)."""
+        if isinstance(self.impl, type):
+            return self.impl(setup)
+        return _FunctionKernel(self.impl)
+
+
+class _FunctionKernel:
+    """A stateless GPU kernel function as a kernel object."""
+
+    __slots__ = ("run",)
+
+    def __init__(self, fn: Callable[[GpuBatch], Any]):
+        self.run = fn
+
 
 _CPU: dict[str, SampleKernel] = {}
-_LOADED: list[bool] = []
-_CPU_MODULES = ("decode", "geometry_ops", "random_ops", "math_ops", "conditional_ops", "filter_ops",
-                "reduction_ops", "tensor_ops", "region_ops", "color_ops", "warp_ops")
+_CPU_BATCH: dict[str, BatchDrawKernel] = {}
+_GPU: dict[str, GpuKernelEntry] = {}
+_FUSED: dict[tuple[str, ...], GpuKernelEntry] = {}
+_READERS: dict[str, type] = {}
+_loaded: set[str] = set()
+_load_lock = threading.RLock()
 
 
-def cpu_kernel(op_name: str) -> Callable[[SampleKernel], SampleKernel]:
-    """Register the per-sample CPU implementation of `op_name` (for a schema with whole_batch=True, the kernel
+def _register(table: dict, names: Sequence[str], value: Any, what: str) -> None:
+    for name in names:
+        if name in table and table[name] is not value:
+            raise AssertionError(f"{what} of op {name} registered twice")
+        table[name] = value
+
+
+def cpu_kernel(*op_names: str) -> Callable[[SampleKernel], SampleKernel]:
+    """Register the per-sample CPU implementation of `op_names` (for a schema with whole_batch=True, the kernel
     takes lists of inputs, arguments and contexts for the whole batch and returns one result per sample)."""
 
     def decorate(fn: SampleKernel) -> SampleKernel:
-        _CPU[op_name] = fn
+        _register(_CPU, op_names, fn, "CPU kernel")
         return fn
 
     return decorate
-
-
-BatchDrawKernel = Callable[[dict[str, Any], int, int, int], list[Any]]
-_CPU_BATCH: dict[str, BatchDrawKernel] = {}
 
 
 def cpu_batch_draw_kernel(op_name: str) -> Callable[[BatchDrawKernel], BatchDrawKernel]:
@@ -45,21 +133,94 @@ def cpu_batch_draw_kernel(op_name: str) -> Callable[[BatchDrawKernel], BatchDraw
     use either, with any number of threads)."""
 
     def decorate(fn: BatchDrawKernel) -> BatchDrawKernel:
-        _CPU_BATCH[op_name] = fn
+        _register(_CPU_BATCH, (op_name,), fn, "batch draw kernel")
         return fn
 
     return decorate
 
 
-def get_cpu_batch_draw_kernel(op_name: str) -> BatchDrawKernel | None:
-    get_cpu_kernel(op_name)  # loads the kernel modules
-    return _CPU_BATCH.get(op_name)
+def gpu_kernel(*op_names: str, fuses: Sequence[str] | None = None) -> Callable[[Any], Any]:
+    """Register the GPU implementation of `op_names`: a function `fn(batch) -> result` or a class made per node
+    with a `KernelSetup` and a `run(batch)` method. The result is `(dense (N, ...) array or None, list of samples)`,
+    or a list of samples. With `fuses=(op_a, op_b, ...)` it replaces that chain of ops wherever each op's output is
+    read by the next one alone; the batch is then the first op's input, and `sample_args(part)` gives each op's."""
+    if fuses is not None and op_names:
+        raise AssertionError("gpu_kernel: give op names or fuses=, not both")
+
+    def decorate(impl: Any) -> Any:
+        if fuses is not None:
+            key = tuple(fuses)
+            if len(key) < 2:
+                raise AssertionError("gpu_kernel: a fused kernel replaces two ops or more")
+            _register(_FUSED, (key,), GpuKernelEntry(key, impl), "fused GPU kernel")
+        else:
+            for name in op_names:
+                _register(_GPU, (name,), GpuKernelEntry((name,), impl), "GPU kernel")
+        return impl
+
+    return decorate
+
+
+def reader(op_name: str) -> Callable[[type], type]:
+    """Register a batch op (a reader or external source): a class made per node with
+    (name, args, batch_size, seed, pool) and a `next_batch(iteration)` method."""
+
+    def decorate(cls: type) -> type:
+        _register(_READERS, (op_name,), cls, "reader")
+        return cls
+
+    return decorate
+
+
+def _load(device: str) -> None:
+    """Import every kernel module of `device` ('cpu' or 'gpu') once; their decorators fill the tables."""
+    if device in _loaded:
+        return
+    with _load_lock:
+        if device in _loaded:
+            return
+        package = importlib.import_module(f"headrace_kernels.{device}")
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"headrace_kernels.{device}.{module.name}")
+        _loaded.add(device)
 
 
 def get_cpu_kernel(op_name: str) -> SampleKernel | None:
     """The CPU kernel of `op_name`, importing the kernel modules on first use."""
-    if not _LOADED:  # not `if not _CPU`: importing one kernel module (as the GPU decoder does) fills _CPU partly
-        for module in _CPU_MODULES:
-            importlib.import_module(f"headrace_kernels.cpu.{module}")
-        _LOADED.append(True)
+    _load("cpu")
     return _CPU.get(op_name)
+
+
+def get_cpu_batch_draw_kernel(op_name: str) -> BatchDrawKernel | None:
+    _load("cpu")
+    return _CPU_BATCH.get(op_name)
+
+
+def get_gpu_kernel(op_name: str) -> GpuKernelEntry | None:
+    """The GPU kernel of `op_name` (importing the GPU kernel modules needs no GPU and no CuPy)."""
+    _load("cpu")
+    _load("gpu")
+    return _GPU.get(op_name)
+
+
+def fused_gpu_kernels() -> list[GpuKernelEntry]:
+    """Every registered fused kernel, longest chain first."""
+    _load("cpu")
+    _load("gpu")
+    return sorted(_FUSED.values(), key=lambda entry: -len(entry.ops))
+
+
+def get_reader(op_name: str) -> type | None:
+    """The batch op class of `op_name` (headrace's readers register themselves when headrace.readers imports)."""
+    return _READERS.get(op_name)
+
+
+def registered_ops() -> dict[str, set[str]]:
+    """Op name -> the devices it has kernels for ('cpu', 'gpu', 'reader'), after loading every kernel module."""
+    _load("cpu")
+    _load("gpu")
+    out: dict[str, set[str]] = {}
+    for device, table in (("cpu", _CPU), ("gpu", _GPU), ("reader", _READERS)):
+        for name in table:
+            out.setdefault(name, set()).add(device)
+    return out

@@ -149,7 +149,7 @@ class GenericIterator:
         return outputs
 
     def _to_torch(self, outputs: tuple) -> dict[str, torch.Tensor]:
-        return {name: _tensor(out, self._output_dtypes.get(name)) for name, out in
+        return {name: batch_tensor(out, self._output_dtypes.get(name)) for name, out in
                 zip(self.output_map, outputs, strict=True)}
 
     def _end_epoch(self):
@@ -233,7 +233,7 @@ class ClassificationIterator(GenericIterator):
                          output_dtypes={"label": label_dtype} if label_dtype is not None else None)
 
 
-def _tensor(batch, dtype: torch.dtype | None) -> torch.Tensor:
+def batch_tensor(batch, dtype: torch.dtype | None) -> torch.Tensor:
     """A batch as a tensor on the batch's own device (a GPU batch under its device, so DLPack syncs the right
     stream)."""
     batch = check_dense(batch)

@@ -109,6 +109,23 @@ class TensorListGPU(_TensorList):
         self.stream = stream
         self.device_id = device_id
 
+    @property
+    def dense(self):
+        """The batch as one (N, ...) CuPy array when it is stored that way, else None (no copy is made)."""
+        return self._dense
+
+    def samples(self, raw: bool = False) -> list:
+        """The samples as CuPy arrays; `raw` keeps a decoder's DeviceImage records as they are (the image kernels
+        read those directly)."""
+        if raw and self._samples is not None:
+            return list(self._samples)
+        return [self.at(i) for i in range(len(self))]
+
+    def with_metadata(self, layout: str, source_info: Sequence[str]) -> TensorListGPU:
+        """Set the layout and sample sources (a pipeline output), returning the batch."""
+        self._layout, self._source_info = layout, list(source_info)
+        return self
+
     def at(self, index: int):
         """Sample `index` as a CuPy array (a view of the batch)."""
         if self._dense is not None:

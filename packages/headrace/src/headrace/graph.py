@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from headrace import types
+from headrace import enums, layouts
 from headrace.errors import SchemaError
-from headrace.schema import OpSchema, get_schema
+from headrace.schema import OpSchema, OutputSpec, get_schema
 
 
 @dataclasses.dataclass(eq=False)
@@ -26,6 +26,15 @@ class OpNode:
     outputs: list[DataNode] = dataclasses.field(default_factory=list)
     guard: DataNode | None = None
     """Inside a conditional branch: the branch token; the node runs only for samples where it has a value."""
+    _output_specs: list[OutputSpec] | None = dataclasses.field(default=None, init=False, repr=False)
+
+    @property
+    def output_specs(self) -> list[OutputSpec]:
+        """What each output carries (dtype, layout, dims), from the schema's output spec and the inputs' specs;
+        computed on first use (add_op asks at once; a node loaded from a file when something reads it)."""
+        if self._output_specs is None:
+            self._output_specs = self.schema.output_specs(self.args, self.arg_inputs, [d.spec for d in self.inputs])
+        return self._output_specs
 
     def arg(self, name: str) -> Any:
         return self.schema.arg(self.args, name)
@@ -45,9 +54,18 @@ class DataNode:
 
     __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
 
-    def __init__(self, op: OpNode, index: int, device: str, layout: str | None = None):
+    def __init__(self, op: OpNode, index: int, device: str):
         self.op, self.index, self.device = op, index, device
-        self.layout = layout  # known while building (layouts.py); None when unknown
+
+    @property
+    def spec(self) -> OutputSpec:
+        """What this output carries per sample: element type, layout, dims (-1 where they vary); None if unknown."""
+        return self.op.output_specs[self.index]
+
+    @property
+    def layout(self) -> str | None:
+        """The layout of this output ("HWC", "CHW", ...), None when it cannot be known while building."""
+        return self.spec.layout
 
     @property
     def name(self) -> str:
@@ -58,15 +76,11 @@ class DataNode:
 
     def gpu(self) -> DataNode:
         """This data on the GPU (a copy node, run in the GPU stage)."""
-        from headrace import fn
-
-        return fn.copy(self, device="gpu") if self.device == "cpu" else self
+        return add_op("copy", (self,), {"device": "gpu"}) if self.device == "cpu" else self
 
     def cpu(self) -> DataNode:
         """This data on the host (a copy node)."""
-        from headrace import fn
-
-        return fn.copy(self, device="cpu") if self.device != "cpu" else self
+        return add_op("copy", (self,), {"device": "cpu"}) if self.device != "cpu" else self
 
     def __bool__(self) -> bool:
         raise SchemaError(
@@ -115,35 +129,31 @@ class DataNode:
 
 
 def _binary_node(left: Any, right: Any, op: str) -> DataNode:
-    from headrace import fn
-
     if isinstance(left, DataNode) and isinstance(right, DataNode):
-        return fn.math.binary(left, right, op=op, device=_common_device(left, right))
+        return add_op("math.binary", (left, right), {"op": op, "device": _common_device(left, right)})
     node, scalar, on_left = (right, left, True) if isinstance(right, DataNode) else (left, right, False)
     dtype = _scalar_dtype(scalar, op)
-    return fn.math.binary(node, op=op, scalar=float(scalar), scalar_dtype=dtype, scalar_on_left=on_left,
-                          device=node.device)
+    return add_op("math.binary", (node,), {"op": op, "scalar": float(scalar), "scalar_dtype": dtype,
+                                           "scalar_on_left": on_left, "device": node.device})
 
 
-def _scalar_dtype(scalar: Any, op: str) -> types.DALIDataType:
+def _scalar_dtype(scalar: Any, op: str) -> enums.DALIDataType:
     """DALI's type of a constant operand: Python int INT32 (INT64 beyond its range), Python float FLOAT, a numpy
     scalar its own type."""
     if isinstance(scalar, bool | np.bool_):
-        return types.DALIDataType.BOOL
+        return enums.DALIDataType.BOOL
     if isinstance(scalar, np.generic) or (hasattr(scalar, "dtype") and getattr(scalar, "ndim", 1) == 0):
-        return types.from_numpy_dtype(scalar.dtype)
+        return enums.from_numpy_dtype(scalar.dtype)
     if isinstance(scalar, int):
-        return types.DALIDataType.INT32 if -2**31 <= scalar < 2**31 else types.DALIDataType.INT64
+        return enums.DALIDataType.INT32 if -2**31 <= scalar < 2**31 else enums.DALIDataType.INT64
     if isinstance(scalar, float):
-        return types.DALIDataType.FLOAT
+        return enums.DALIDataType.FLOAT
     raise SchemaError(f"operator '{op}' between a DataNode and {type(scalar).__name__} is not supported; "
                       "use a number or types.Constant")
 
 
 def _unary_node(node: DataNode, op: str) -> DataNode:
-    from headrace import fn
-
-    return fn.math.unary(node, op=op, device=node.device)
+    return add_op("math.unary", (node,), {"op": op, "device": node.device})
 
 
 def _common_device(*nodes: DataNode) -> str:
@@ -223,20 +233,15 @@ def _constant_input(value: Any) -> Any:
     (Python ints give INT32, floats FLOAT)."""
     if isinstance(value, DataNode) or isinstance(value, str | bytes) or hasattr(value, "undefined_message"):
         return value
-    import numpy as np
-
     if isinstance(value, int | float | bool | np.number | np.ndarray | list | tuple):
         array = np.asarray(value)
         if array.dtype.kind in "biuf":
-            from headrace import types
-
-            return types.Constant(array) if isinstance(value, np.ndarray | np.number) else types.Constant(value)
+            return constant_node(array) if isinstance(value, np.ndarray | np.number) else constant_node(value)
     return value
 
 
 def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNode, ...]:
     """Validate an op call against its schema and add the node to the current graph."""
-    from headrace import layouts
     graph = current_graph()
     schema = get_schema(op_name)
     node_name = kwargs.get("name") or graph.unique_name(schema)
@@ -269,7 +274,7 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
     schema.check_rule(node_name, set(args) | set(arg_inputs))
     device = _device_of(schema, args.pop("device", None), list(inputs))
     args.pop("name", None)
-    layouts.resolve(schema.name, node_name, args, list(inputs), schema.all_args)
+    layouts.resolve(schema, node_name, args, list(inputs))
     if graph.guard is not None and schema.batch_op:
         raise SchemaError(f"{schema.name} (node '{node_name}'): readers and external sources cannot be inside an "
                           "`if` on data; create them before it")
@@ -277,9 +282,21 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
     check_branch_visibility(node)
     out_device = "gpu" if device == "mixed" else device
     node.outputs = [DataNode(node, i, out_device) for i in range(schema.outputs_for(args))]
-    node.outputs[0].layout = layouts.output_layout(schema.name, args, list(inputs))
+    node._output_specs = schema.output_specs(args, arg_inputs, [d.spec for d in inputs])
     graph.add(node)
     return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)
+
+
+def needed_nodes(nodes: list[OpNode], outputs: list[DataNode]) -> list[OpNode]:
+    """The nodes the outputs depend on (plus those marked `preserve`), in the order of `nodes` (topological)."""
+    keep: set[str] = set()
+    stack = [o.op for o in outputs] + [n for n in nodes if n.args.get("preserve")]
+    while stack:
+        node = stack.pop()
+        if node.name not in keep:
+            keep.add(node.name)
+            stack += [d.op for d in node.upstream]
+    return [n for n in nodes if n.name in keep]
 
 
 SPLIT_OP, MERGE_OP = "_conditional.split", "_conditional.merge"
@@ -310,3 +327,27 @@ def check_branch_visibility(node: OpNode) -> None:
             f"{node.schema.name} (node '{node.name}') reads '{source.name}' ({source.op.schema.name}), which is "
             "computed inside a branch of an `if` on data that this node is not in; assign the value in both "
             "branches (so it is merged after the `if`) or use it inside the branch")
+
+
+def _default_constant_type(value, array: np.ndarray) -> enums.DALIDataType:
+    """DALI's rule: a numpy value keeps its integer or bool type (float64 becomes FLOAT); Python ints are INT32,
+    floats FLOAT."""
+    if array.dtype == np.bool_:
+        return enums.DALIDataType.BOOL
+    from_numpy = isinstance(value, np.ndarray | np.generic)
+    if np.issubdtype(array.dtype, np.integer):
+        return enums.from_numpy_dtype(array.dtype) if from_numpy else enums.DALIDataType.INT32
+    if from_numpy and array.dtype == np.float16:
+        return enums.DALIDataType.FLOAT16
+    return enums.DALIDataType.FLOAT
+
+
+def constant_node(value, shape=None, dtype=None, device: str = "cpu", layout: str | None = None) -> DataNode:
+    """A constant tensor as a graph node, like `nvidia.dali.types.Constant` (Python ints default to INT32, floats to
+    FLOAT; a numpy value keeps its integer type)."""
+    array = np.asarray(value)
+    dtype = enums.DALIDataType(dtype) if dtype is not None else _default_constant_type(value, array)
+    shape = list(shape) if shape is not None else list(array.shape)
+    values = [float(v) for v in array.ravel().tolist()]
+    return add_op("constant", (), {"fdata": values, "shape": shape, "dtype": dtype, "layout": layout or "",
+                                   "device": device})

@@ -14,8 +14,9 @@ from typing import Any
 from headrace import checkpoint as checkpoints
 from headrace import pipeline_file
 from headrace.batch import TensorListCPU
+from headrace.engine.executor import Executor
+from headrace.engine.options import ExecutorOptions
 from headrace.errors import SchemaError
-from headrace.executor import Executor
 from headrace.graph import DataNode, Graph, building
 
 _DALI_ONLY = ("exec_async", "exec_pipelined", "exec_dynamic", "experimental_exec_dynamic", "set_affinity",
@@ -29,7 +30,7 @@ class Pipeline:
     def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = 0, seed: int = -1,
                  prefetch_queue_depth: int = 2, enable_checkpointing: bool = False,
                  enable_conditionals: bool = False, checkpoint: dict | str | os.PathLike | None = None,
-                 **dali_options: Any):
+                 executor_options: ExecutorOptions | dict | None = None, **dali_options: Any):
         unknown = set(dali_options) - set(_DALI_ONLY)
         if unknown:
             raise SchemaError(f"Pipeline: unknown arguments {sorted(unknown)}")
@@ -43,6 +44,7 @@ class Pipeline:
         self.prefetch_queue_depth = max(1, int(prefetch_queue_depth))
         self.enable_checkpointing = enable_checkpointing
         self.enable_conditionals = enable_conditionals
+        self.executor_options = ExecutorOptions.of(executor_options)  # how it runs, not what: not in the file
         self.graph = Graph()
         self.outputs: list[DataNode] = []
         self._executor: Executor | None = None
@@ -98,22 +100,25 @@ class Pipeline:
             if not self._seed_given:  # a pipeline left to pick its seed takes the checkpoint's
                 self.seed = pending["seed"]
         self._executor = Executor(self.graph.nodes, self.outputs, self.batch_size, self.num_threads, self.seed,
-                                  self.device_id, self.prefetch_queue_depth)
+                                  self.device_id, self.prefetch_queue_depth, self.executor_options)
         self._executor.record_states = self.enable_checkpointing
         self._consumed_states = self._executor.states()
         if pending is not None:
             self.restore(pending)
 
-    def warm_up(self, **inputs) -> None:
+    def warm_up(self, **inputs) -> list[str]:
         """Build, and do now what the first batch would otherwise wait for: the GPU decoders are created and decode a
-        warm-up batch; with `inputs` (for the external sources, as in `run`) one batch is run on them and forgotten,
-        which loads the kernels and compiled loops too. The next batch is still batch 0, with the same outputs as
-        without the warm-up. A served model calls this when it loads, so that its first request is not slow."""
+        warm-up batch, and one batch is run on `inputs` (for the external sources, as in `run`) and forgotten, which
+        loads the kernels and compiled loops too. Without `inputs`, fed sources that only decoders read get the
+        pipeline's own sample (a tiny JPEG each). The next batch is still batch 0, with the same outputs as without
+        the warm-up. A served model calls this when it loads, so that its first request is not slow. Returns the
+        names of the inputs it ran a batch on."""
         self.build()
         if self._executor.gpu is not None:
             self._executor.gpu.warm_up()
+        inputs = inputs or self._sample_inputs()
         if not inputs:
-            return
+            return []
         saved = self._iteration, self._consumed_states, self._ran
         try:
             for out in self.run(**inputs):
@@ -121,6 +126,19 @@ class Pipeline:
         finally:
             self.clear_fed_inputs()
             self._iteration, self._consumed_states, self._ran = saved
+        return sorted(inputs)
+
+    def _sample_inputs(self) -> dict[str, list]:
+        """One tiny JPEG for each fed source, where every fed source is read by decoders only; else nothing."""
+        fed = [name for name in self.fed_inputs if name in self._executor.batch_ops]
+        readers = {name: [n for n in self._executor.nodes if any(d.op.name == name for d in n.upstream)]
+                   for name in fed}
+        if not fed or not all(nodes and all(n.schema.family == "decoders" for n in nodes)
+                              for nodes in readers.values()):
+            return {}
+        from headrace_kernels.gpu.decode import tiny_jpeg
+
+        return {name: [tiny_jpeg()] for name in fed}
 
     @property
     def gpu_timings(self) -> dict[str, float]:
@@ -288,7 +306,8 @@ class Pipeline:
     @classmethod
     def load(cls, source: str | os.PathLike, **overrides: Any) -> Pipeline:
         """A pipeline from a pipeline file (a path, or the text itself). `overrides` replace pipeline parameters
-        (batch_size, num_threads, device_id, seed, prefetch_queue_depth) or add `checkpoint=` to continue from."""
+        (batch_size, num_threads, device_id, seed, prefetch_queue_depth) or add `checkpoint=` to continue from or
+        `executor_options=` (how it runs; not in the file)."""
         text = str(source)
         if not text.lstrip().startswith("{"):
             text = Path(source).read_text()

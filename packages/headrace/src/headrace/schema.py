@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Callable, Collection, Sequence
+import functools
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from headrace import types
+import numpy as np
+
+from headrace import enums
 from headrace.errors import SchemaError
 
 REQUIRED = object()
 """Default of an argument the user must give."""
 
-_ENUMS = {"dtype": types.DALIDataType, "image_type": types.DALIImageType, "interp_type": types.DALIInterpType}
+_ENUMS = {"dtype": enums.DALIDataType, "image_type": enums.DALIImageType, "interp_type": enums.DALIInterpType}
 
 
 def _coerce_scalar(kind: str, value: Any) -> Any:
@@ -115,6 +118,60 @@ class Arg:
         return f"list of {base}" if self.list_of else base
 
 
+@dataclasses.dataclass(frozen=True)
+class OutputSpec:
+    """What one output of a node carries per sample, known while the graph is built: element type, layout and dims
+    (-1 where an extent varies from sample to sample); None where it cannot be known. `note` says what the data is
+    where type and layout do not ("encoded file", "RGB")."""
+
+    dtype: np.dtype | None = None
+    layout: str | None = None
+    dims: tuple[int, ...] | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        dtype = self.dtype
+        if dtype is not None:
+            dtype = enums.to_numpy_dtype(dtype) if isinstance(dtype, enums.DALIDataType) else np.dtype(dtype)
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "layout", self.layout or None)
+        object.__setattr__(self, "dims", None if self.dims is None else tuple(int(d) for d in self.dims))
+
+    @property
+    def ndim(self) -> int | None:
+        return None if self.dims is None else len(self.dims)
+
+    @property
+    def label(self) -> str:
+        """The short form `headrace inspect` puts on an edge: 'float16 CHW', 'uint8 HWC (RGB)', '?' if unknown."""
+        parts = [self.dtype.name if self.dtype is not None else "", self.layout or "",
+                 f"({self.note})" if self.note else ""]
+        return " ".join(p for p in parts if p) or "?"
+
+
+UNKNOWN_OUTPUT = OutputSpec()
+"""The spec of an output nothing is known about."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecArgs:
+    """What an op's output spec is computed from: every argument's value (given or default), the arguments that come
+    per sample from a DataNode (their literal is unknown), and the specs of the op's inputs."""
+
+    args: Mapping[str, Any]
+    per_sample: frozenset[str] = frozenset()
+    inputs: tuple[OutputSpec, ...] = ()
+
+    def literal(self, name: str) -> Any:
+        """The value of argument `name`, or None when it comes per sample."""
+        return None if name in self.per_sample else self.args[name]
+
+    @property
+    def first(self) -> OutputSpec:
+        """The spec of the first input (unknown when there is none)."""
+        return self.inputs[0] if self.inputs else UNKNOWN_OUTPUT
+
+
 CHECKPOINT_RULES = ("none", "rng", "reader", "source")
 
 COMMON_ARGS = (
@@ -148,6 +205,17 @@ class OpSchema:
     rule: Callable[[frozenset[str]], str | None] | None = None
     """A rule across arguments (e.g. mutually exclusive ones): given the names of the arguments given, literal or
     per-sample, it returns what is wrong, or None."""
+    output_spec: Callable[[SpecArgs], list[OutputSpec]] | None = None
+    """What each output carries (element type, layout, dims), from the node's arguments and its inputs' specs
+    (helpers in headrace.output_specs); its docstring says in words what the output is. Every op declares one:
+    tests/test_output_specs.py fails for an op that does not."""
+    input_layouts: tuple[str, ...] | None = None
+    """The layouts the op reads (an image op: ("HW", "HWC")); an input of another known layout is refused."""
+    default_axis_names: str | None = None
+    """The `axis_names` meant when neither `axes` nor `axis_names` is given, resolved once the input's layout is
+    known (erase: "HW")."""
+    family: str = ""
+    """The op's family: the module that declares it (headrace.ops.<family>), filled by `register`."""
 
     def __post_init__(self) -> None:
         if self.state not in (None, *CHECKPOINT_RULES):
@@ -162,6 +230,18 @@ class OpSchema:
 
     def outputs_for(self, args: dict) -> int:
         return self.num_outputs(args) if callable(self.num_outputs) else self.num_outputs
+
+    def output_specs(self, args: dict, per_sample: Collection[str] = (),
+                     inputs: Sequence[OutputSpec] = ()) -> list[OutputSpec]:
+        """The spec of each output of a node with literal `args`, per-sample arguments `per_sample` and inputs of
+        specs `inputs`; all unknown when the op declares no output spec."""
+        count = self.outputs_for(args)
+        if self.output_spec is None:
+            return [UNKNOWN_OUTPUT] * count
+        specs = list(self.output_spec(SpecArgs(self.resolve(args), frozenset(per_sample), tuple(inputs))))
+        if len(specs) != count:
+            raise AssertionError(f"{self.name}: its output spec gives {len(specs)} outputs, the op has {count}")
+        return specs
 
     def validate_args(self, node: str, kwargs: dict, per_sample: Collection[str] = ()) -> dict:
         """Canonical values of `kwargs`, or a SchemaError that names the node, the op and the argument.
@@ -220,12 +300,20 @@ class OpSchema:
 SCHEMAS: dict[str, OpSchema] = {}
 
 
-def register(schema: OpSchema) -> OpSchema:
-    """Add a schema to the registry; names are unique."""
+def register(schema: OpSchema, module: str = "") -> OpSchema:
+    """Add a schema to the registry (names are unique), its family taken from `module`, the declaring module's
+    `__name__` (headrace.ops.color -> "color"); returns the registered schema."""
     if schema.name in SCHEMAS:
         raise AssertionError(f"op {schema.name} declared twice")
+    if module:
+        schema = dataclasses.replace(schema, family=module.rsplit(".", 1)[-1])
     SCHEMAS[schema.name] = schema
     return schema
+
+
+def registrar(module: str) -> Callable[[OpSchema], OpSchema]:
+    """The `register` of one ops module: `register = registrar(__name__)` files its schemas under its family."""
+    return functools.partial(register, module=module)
 
 
 def get_schema(name: str, node: str | None = None) -> OpSchema:

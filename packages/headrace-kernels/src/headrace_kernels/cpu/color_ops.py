@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype
+from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import cpu_kernel
 
 RGB_TO_YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -0.523, 0.311]])
@@ -42,7 +42,7 @@ def _rgb(inputs, op: str) -> np.ndarray:
 
 
 def _apply(image: np.ndarray, matrix: np.ndarray, offset: float, args) -> np.ndarray:
-    dtype = _numpy_dtype(args["dtype"]) if args.get("dtype") is not None else image.dtype
+    dtype = numpy_dtype(args["dtype"]) if args.get("dtype") is not None else image.dtype
     pixels = image.astype(np.float32)
     weights = matrix.astype(np.float32)
     out = np.empty(pixels.shape, np.float32)
@@ -70,7 +70,7 @@ def color_twist(inputs, args, ctx):
 @cpu_kernel("brightness_contrast")
 def brightness_contrast(inputs, args, ctx):
     image = np.asarray(inputs[0])
-    dtype = _numpy_dtype(args["dtype"]) if args.get("dtype") is not None else image.dtype
+    dtype = numpy_dtype(args["dtype"]) if args.get("dtype") is not None else image.dtype
     top = type_range(image.dtype)
     center = args["contrast_center"]
     if center is None:

@@ -5,14 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-_NUMPY = {0: np.uint8, 1: np.uint16, 2: np.uint32, 3: np.uint64, 4: np.int8, 5: np.int16, 6: np.int32, 7: np.int64,
-          8: np.float16, 9: np.float32, 10: np.float64, 11: np.bool_}
-
-
-def numpy_dtype(dtype: int) -> np.dtype:
-    """The numpy dtype of a DALI data type number."""
-    return np.dtype(_NUMPY[int(dtype)])
-
 
 def round_half_away(values: np.ndarray) -> np.ndarray:
     """Round to nearest, ties away from zero (C's round), in float64."""

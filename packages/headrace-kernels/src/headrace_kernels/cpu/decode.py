@@ -20,7 +20,7 @@ _load_lock = threading.Lock()
 _nvimgcodec = None
 
 
-def _codec():
+def nvimgcodec_module():
     """The nvimgcodec module, imported once with its loading chatter about absent GPU libraries silenced."""
     global _nvimgcodec
     if _nvimgcodec is None:
@@ -41,7 +41,7 @@ def _decoder():
     """This thread's CPU decoder: nvimgcodec decoders are not safe to share between threads."""
     decoder = getattr(_local, "decoder", None)
     if decoder is None:
-        nv = _codec()
+        nv = nvimgcodec_module()
         decoder = nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, backends=[nv.Backend(nv.BackendKind.CPU_ONLY)],
                              max_num_cpu_threads=1)
         _local.decoder = decoder
@@ -59,7 +59,7 @@ def _as_bytes(data) -> np.ndarray:
 
 def code_stream(data):
     """Parse the header of an encoded image; raises ValueError when it is no image nvImageCodec knows."""
-    nv = _codec()
+    nv = nvimgcodec_module()
     try:
         stream = nv.CodeStream(_as_bytes(data).tobytes())
         _ = stream.width  # parses the header
@@ -84,7 +84,7 @@ def decode_image(data, output_type: int = RGB, adjust_orientation: bool = True,
 
 def _decode_stream(stream, output_type: int, adjust_orientation: bool,
                    window: tuple[int, int, int, int] | None) -> np.ndarray:
-    nv = _codec()
+    nv = nvimgcodec_module()
     if window is not None:
         y, x, h, w = window
         stream = stream.get_sub_code_stream(region=nv.Region(start=(y, x), end=(y + h, x + w)))

@@ -7,7 +7,8 @@ import math
 import cv2
 import numpy as np
 
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype, _saturate
+from headrace_kernels.cpu.convert import saturate_cast
+from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import cpu_kernel
 
 
@@ -53,5 +54,5 @@ def gaussian_blur(inputs, args, ctx):
     blurred = [cv2.sepFilter2D(p, cv2.CV_32F, kx, ky, borderType=cv2.BORDER_REFLECT_101) for p in planes]
     out = blurred[0] if len(blurred) == 1 else np.stack(blurred, axis=-1)
     out = out.reshape(image.shape)
-    dtype = _numpy_dtype(args["dtype"]) if args.get("dtype") is not None else image.dtype
-    return _saturate(out, dtype)
+    dtype = numpy_dtype(args["dtype"]) if args.get("dtype") is not None else image.dtype
+    return saturate_cast(out, dtype)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from headrace_kernels.cpu.convert import numpy_dtype, saturate_cast
+from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.cpu.scratch import scratch
+from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import cpu_kernel
 from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_plan
 
@@ -113,11 +114,7 @@ def resample(image: np.ndarray, out_h: int, out_w: int, interp: int, antialias: 
 
     if image.dtype in (np.uint8, np.float32):
         return resample_with_taps(image, *taps)
-    return _saturate(resample_with_taps(np.ascontiguousarray(image, dtype=np.float32), *taps), image.dtype)
-
-
-def _saturate(values: np.ndarray, dtype) -> np.ndarray:
-    return saturate_cast(values, dtype)
+    return saturate_cast(resample_with_taps(np.ascontiguousarray(image, dtype=np.float32), *taps), image.dtype)
 
 
 @cpu_kernel("resize")
@@ -131,7 +128,7 @@ def resize(inputs, args, ctx):
     return out if out.dtype == dtype else saturate_cast(out, dtype)
 
 
-def _window(image: np.ndarray, args, op: str) -> tuple[np.ndarray, int, int, int, int]:
+def crop_window(image: np.ndarray, args, op: str) -> tuple[np.ndarray, int, int, int, int]:
     """The crop of `image` as a view plus the padding it needs: (view, pad_top, pad_left, out_h, out_w)."""
     height, width = image.shape[:2]
     crop_h, crop_w = crop_size(args, height, width)
@@ -179,14 +176,10 @@ def _place(view: np.ndarray, top: int, left: int, out_h: int, out_w: int, fill: 
 @cpu_kernel("crop")
 def crop(inputs, args, ctx):
     image = _hwc(np.asarray(inputs[0]), "crop")
-    view, top, left, out_h, out_w = _window(image, args, "crop")
+    view, top, left, out_h, out_w = crop_window(image, args, "crop")
     out = _place(view, top, left, out_h, out_w, _fill(args, image.shape[2]), image.dtype)
     dtype = args.get("dtype")
-    return np.array(out) if dtype is None else _saturate(out, _numpy_dtype(dtype))
-
-
-def _numpy_dtype(dtype: int) -> np.dtype:
-    return numpy_dtype(dtype)
+    return np.array(out) if dtype is None else saturate_cast(out, numpy_dtype(dtype))
 
 
 def normalize_coefficients(args, channels: int) -> tuple[np.ndarray, np.ndarray, np.float32]:
@@ -205,7 +198,7 @@ def _normalize_lut(mean: np.ndarray, multiplier: np.ndarray, shift: np.float32, 
     """(channels, 256) table of the normalized value of every uint8 level, already in the output type."""
     levels = np.arange(256, dtype=np.float32)[None, :]
     values = (levels - mean[:, None]) * multiplier[:, None] + shift
-    return _saturate(values, dtype)
+    return saturate_cast(values, dtype)
 
 
 # cv2.LUT copies table entries of these types bit for bit: a table of another type of that size is viewed as one
@@ -263,8 +256,8 @@ def _lookup(view: np.ndarray, table: np.ndarray, out: np.ndarray, rows: slice, c
 def crop_mirror_normalize(inputs, args, ctx):
     image = _hwc(np.asarray(inputs[0]), "crop_mirror_normalize")
     channels = image.shape[2]
-    dtype = _numpy_dtype(args["dtype"])
-    view, top, left, out_h, out_w = _window(image, args, "crop_mirror_normalize")
+    dtype = numpy_dtype(args["dtype"])
+    view, top, left, out_h, out_w = crop_window(image, args, "crop_mirror_normalize")
     mirror = bool(int(args["mirror"]))
     if mirror:
         left = out_w - left - view.shape[1]
@@ -273,7 +266,7 @@ def crop_mirror_normalize(inputs, args, ctx):
     out = np.empty((out_channels, out_h, out_w) if chw else (out_h, out_w, out_channels), dtype=dtype)
     padded = view.shape[:2] != (out_h, out_w)
     if padded or out_channels != channels:
-        fill = _saturate(_fill(args, channels, out_channels - channels), dtype)  # output values, as in DALI
+        fill = saturate_cast(_fill(args, channels, out_channels - channels), dtype)  # output values, as in DALI
         for c in range(out_channels):
             (out[c] if chw else out[..., c]).fill(fill[c])
     rows, cols = slice(top, top + view.shape[0]), slice(left, left + view.shape[1])
@@ -282,7 +275,7 @@ def crop_mirror_normalize(inputs, args, ctx):
     else:
         mean, multiplier, shift = normalize_coefficients(args, channels)
         view = view[:, ::-1] if mirror else view
-        values = _saturate((view.astype(np.float32) - mean) * multiplier + shift, dtype)
+        values = saturate_cast((view.astype(np.float32) - mean) * multiplier + shift, dtype)
         if chw:
             out[:channels, rows, cols] = values.transpose(2, 0, 1)
         else:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from headrace_kernels.cpu.convert import numpy_dtype, saturate_cast
+from headrace_kernels.cpu.convert import saturate_cast
+from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import cpu_kernel
 
 

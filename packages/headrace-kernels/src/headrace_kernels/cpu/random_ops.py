@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from headrace_kernels.cpu.convert import numpy_dtype as _numpy_dtype
-from headrace_kernels.cpu.convert import saturate_cast as _saturate
+from headrace_kernels.cpu.convert import saturate_cast
+from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import cpu_batch_draw_kernel, cpu_kernel
 
 
@@ -20,7 +20,7 @@ def _scalar(value) -> float:
 @cpu_kernel("random.coin_flip")
 def coin_flip(inputs, args, ctx):
     draws = ctx.rng.random(_shape(args)) < _scalar(args["probability"])
-    return np.asarray(draws).astype(_numpy_dtype(args["dtype"]))
+    return np.asarray(draws).astype(numpy_dtype(args["dtype"]))
 
 
 @cpu_batch_draw_kernel("random.coin_flip")
@@ -30,7 +30,7 @@ def coin_flip_batch(args, seed: int, first_sample: int, size: int) -> list[np.nd
 
     shape = _shape(args)
     draws = batch_doubles(seed, first_sample, size, int(np.prod(shape, dtype=np.int64)))
-    flips = (draws < _scalar(args["probability"])).astype(_numpy_dtype(args["dtype"])).reshape((size, *shape))
+    flips = (draws < _scalar(args["probability"])).astype(numpy_dtype(args["dtype"])).reshape((size, *shape))
     return [flips[i, ...] for i in range(size)]
 
 
@@ -39,12 +39,12 @@ def uniform(inputs, args, ctx):
     values = args.get("values")
     if values:
         picked = np.asarray(values, dtype=np.float64)[ctx.rng.integers(0, len(values), _shape(args))]
-        return _saturate(np.asarray(picked), _numpy_dtype(args["dtype"]))
+        return saturate_cast(np.asarray(picked), numpy_dtype(args["dtype"]))
     low, high = np.asarray(args["range"], dtype=np.float64).ravel()[:2]
-    return _saturate(np.asarray(ctx.rng.uniform(low, high, _shape(args))), _numpy_dtype(args["dtype"]))
+    return saturate_cast(np.asarray(ctx.rng.uniform(low, high, _shape(args))), numpy_dtype(args["dtype"]))
 
 
 @cpu_kernel("random.normal")
 def normal(inputs, args, ctx):
     draws = ctx.rng.normal(_scalar(args["mean"]), _scalar(args["stddev"]), _shape(args))
-    return _saturate(np.asarray(draws), _numpy_dtype(args["dtype"]))
+    return saturate_cast(np.asarray(draws), numpy_dtype(args["dtype"]))

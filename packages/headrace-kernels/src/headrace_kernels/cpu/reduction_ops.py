@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from headrace_kernels.cpu.axes import resolve_axes
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype
+from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import cpu_kernel
 
 
@@ -18,22 +18,23 @@ def _data_axes(inputs, args) -> tuple[np.ndarray, tuple[int, ...]]:
     return data, axes
 
 
-def _sum_type(dtype: np.dtype) -> np.dtype:
+def sum_type(dtype: np.dtype) -> np.dtype:
+    """The type sum gives for `dtype` (DALI's rule): float32 or float64 for floats, 64-bit integers otherwise."""
     if dtype.kind == "f":
         return np.dtype(np.float32) if dtype.itemsize <= 4 else dtype
     return np.dtype(np.uint64) if dtype.kind in "ub" else np.dtype(np.int64)
 
 
 def _out(value, args, default: np.dtype) -> np.ndarray:
-    dtype = _numpy_dtype(args["dtype"]) if args.get("dtype") is not None else default
+    dtype = numpy_dtype(args["dtype"]) if args.get("dtype") is not None else default
     return np.asarray(value).astype(dtype)
 
 
 @cpu_kernel("reductions.sum")
 def reduce_sum(inputs, args, ctx):
     data, axes = _data_axes(inputs, args)
-    accumulate = np.float64 if data.dtype.kind == "f" else _sum_type(data.dtype)
-    return _out(data.sum(axis=axes, keepdims=args["keep_dims"], dtype=accumulate), args, _sum_type(data.dtype))
+    accumulate = np.float64 if data.dtype.kind == "f" else sum_type(data.dtype)
+    return _out(data.sum(axis=axes, keepdims=args["keep_dims"], dtype=accumulate), args, sum_type(data.dtype))
 
 
 @cpu_kernel("reductions.mean")

@@ -7,11 +7,11 @@ import math
 import numpy as np
 
 from headrace_kernels.cpu.axes import default_layout, resolve_axes
-from headrace_kernels.cpu.geometry_ops import _saturate
+from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.registry import cpu_kernel
 
 
-def _channel_axis(shape: tuple[int, ...], axes: list[int], channels: int) -> int:
+def fill_channel_axis(shape: tuple[int, ...], axes: list[int], channels: int) -> int:
     """The axis a per-channel fill runs along: the assumed layout's C if it is free, else the one free axis whose
     extent is `channels`."""
     layout = default_layout(len(shape))
@@ -28,11 +28,11 @@ def _fill_array(fill_value, shape: tuple[int, ...], axes: list[int], dtype: np.d
     """The fill as an array that broadcasts over a region of a sample of `shape`."""
     fill = np.asarray(fill_value, dtype=np.float64).ravel()
     if fill.size == 1:
-        return _saturate(fill.reshape(()), dtype)
-    axis = _channel_axis(shape, axes, fill.size)
+        return saturate_cast(fill.reshape(()), dtype)
+    axis = fill_channel_axis(shape, axes, fill.size)
     view = [1] * len(shape)
     view[axis] = fill.size
-    return _saturate(fill.reshape(view), dtype)
+    return saturate_cast(fill.reshape(view), dtype)
 
 
 @cpu_kernel("erase")
@@ -98,6 +98,6 @@ def paste(inputs, args, ctx):
     out_h, out_w, top, left, fill = paste_canvas(image.shape, args)
     height, width, channels = image.shape
     out = np.empty((out_h, out_w, channels), dtype=image.dtype)
-    out[...] = _saturate(fill, image.dtype)
+    out[...] = saturate_cast(fill, image.dtype)
     out[top:top + height, left:left + width] = image
     return out

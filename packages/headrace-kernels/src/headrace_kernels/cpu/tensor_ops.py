@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from headrace_kernels.cpu.axes import resolve_axes
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype, _saturate
+from headrace_kernels.cpu.convert import saturate_cast
+from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import cpu_kernel
 
 
@@ -42,7 +43,8 @@ def cat(inputs, args, ctx):
     return np.concatenate(arrays, axis=axis)
 
 
-def _infer(shape: list[int], size: int, given: tuple[int, ...]) -> tuple[int, ...]:
+def infer_shape(shape: list[int], size: int, given: tuple[int, ...]) -> tuple[int, ...]:
+    """`shape` with its -1 extent (at most one) inferred for `size` elements; ValueError naming `given` if none fits."""
     unknown = [i for i, n in enumerate(shape) if n == -1]
     if len(unknown) > 1 or any(n < -1 for n in shape):
         raise ValueError(f"shape {shape}: at most one extent may be -1 and none may be negative")
@@ -77,10 +79,10 @@ def reshape(inputs, args, ctx):
         if len(rel) != data.ndim:
             raise ValueError(f"rel_shape {rel} needs one value per input axis ({data.ndim})")
         shape = [-1 if r == -1 else int(round(r * n)) for r, n in zip(rel, data.shape, strict=True)]
-        return data.reshape(_infer(shape, data.size, data.shape))
+        return data.reshape(infer_shape(shape, data.size, data.shape))
     if args["shape"] is None:
         raise ValueError("give shape, rel_shape or src_dims")
-    return data.reshape(_infer(list(args["shape"]), data.size, data.shape))
+    return data.reshape(infer_shape(list(args["shape"]), data.size, data.shape))
 
 
 @cpu_kernel("transpose")
@@ -110,7 +112,7 @@ def one_hot(inputs, args, ctx):
         raise ValueError(f"axis {axis} is out of range for a {ndim}-dimensional output")
     hot = labels[..., None] == np.arange(classes)
     values = np.where(hot, args["on_value"], args["off_value"])
-    return _saturate(np.moveaxis(values, -1, axis % ndim), _numpy_dtype(args["dtype"]))
+    return saturate_cast(np.moveaxis(values, -1, axis % ndim), numpy_dtype(args["dtype"]))
 
 
 def pad_extents(shapes: list[tuple[int, ...]], batch_args: list[dict]) -> list[tuple[int, ...]]:
@@ -152,7 +154,7 @@ def pad(batch_inputs, batch_args, contexts):
         return []
     outputs = []
     for sample, extents in zip(samples, pad_extents([s.shape for s in samples], batch_args), strict=True):
-        out = _saturate(np.full(extents, batch_args[0]["fill_value"], dtype=np.float64), sample.dtype)
+        out = saturate_cast(np.full(extents, batch_args[0]["fill_value"], dtype=np.float64), sample.dtype)
         out[tuple(slice(0, n) for n in sample.shape)] = sample
         outputs.append(out)
     return outputs

@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 
 from headrace_kernels.cpu.color_ops import round_saturate
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype
+from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import cpu_kernel
 
 _INTERP = {0: cv2.INTER_NEAREST, 1: cv2.INTER_LINEAR, 2: cv2.INTER_CUBIC}
@@ -38,7 +38,7 @@ def warp(image: np.ndarray, out_to_in: np.ndarray, out_h: int, out_w: int, args)
                              borderValue=(float(fill or 0),) * 4) for p in planes]
     out = warped[0] if len(warped) == 1 else np.stack(warped, axis=-1)
     out = out.reshape((out_h, out_w) + image.shape[2:])
-    dtype = _numpy_dtype(args["dtype"]) if args.get("dtype") is not None else image.dtype
+    dtype = numpy_dtype(args["dtype"]) if args.get("dtype") is not None else image.dtype
     return round_saturate(out, dtype)
 
 

@@ -7,10 +7,12 @@ import math
 
 import numpy as np
 
-from headrace_kernels.cpu.color_ops import hsv_matrix, type_range
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype
+from headrace_kernels.cpu.color_ops import (
+    hsv_matrix,
+    type_range,
+)
+from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.packing import (
-    CTYPES,
     Outputs,
     blocks,
     contiguous_samples,
@@ -20,6 +22,7 @@ from headrace_kernels.gpu.packing import (
     upload,
 )
 from headrace_kernels.gpu.runtime import module
+from headrace_kernels.registry import gpu_kernel
 
 MODE_MATRIX, MODE_SCALE = 0, 1
 RECORD = np.dtype([("in", "<u8"), ("out", "<u8"), ("pixels", "<i8"), ("mode", "<i4"), ("m", "<f4", (9,)),
@@ -42,7 +45,7 @@ def _coefficients(op: str, args: dict, in_dtype: np.dtype) -> tuple[int, np.ndar
         scale = args["brightness"] * args["contrast"]
         offset = args["brightness"] * (1 - args["contrast"]) * half
         return MODE_MATRIX, scale * hsv_matrix(args["hue"], args["saturation"], 1.0), 1.0, offset
-    dtype = _numpy_dtype(args["dtype"]) if args.get("dtype") is not None else in_dtype
+    dtype = numpy_dtype(args["dtype"]) if args.get("dtype") is not None else in_dtype
     center = half if args["contrast_center"] is None else args["contrast_center"]
     brightness, contrast = np.float32(args["brightness"]), np.float32(args["contrast"])
     offset = np.float32(args["brightness_shift"] * type_range(dtype) + brightness * center * (1 - contrast))
@@ -62,7 +65,7 @@ def color(op: str, samples: list, args_list: list[dict]):
         rec["scale"][i], rec["offset"][i] = np.float32(scale), np.float32(offset)
         rec["pixels"][i] = image.size // 3 if mode == MODE_MATRIX else image.size
     dtype = args_list[0].get("dtype") if args_list else None
-    write, final = output_type(in_dtype if dtype is None else _numpy_dtype(dtype), op)
+    write, final = output_type(in_dtype if dtype is None else numpy_dtype(dtype), op)
     outputs = Outputs([image.shape for image in images], write)
     rec["in"] = [image.data.ptr for image in images]
     rec["out"] = outputs.pointers
@@ -71,3 +74,14 @@ def color(op: str, samples: list, args_list: list[dict]):
             f"color_affine<{CTYPES[images[0].dtype.name]}, {CTYPES[write.name]}>")
         kernel((min(blocks(rec["pixels"].max(), 256), 4096), n), (256,), (upload(rec),))
     return outputs.result(final)
+
+
+@gpu_kernel("hsv", "brightness_contrast", "color_twist")
+class ColorKernel:
+    """hsv, brightness_contrast and color_twist: one linear map per sample, one launch."""
+
+    def __init__(self, setup):
+        self.op = setup.op
+
+    def run(self, batch):
+        return color(self.op, batch.samples(), batch.sample_args())

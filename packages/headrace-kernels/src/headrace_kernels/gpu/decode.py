@@ -5,13 +5,13 @@ per-sample random stream as the CPU kernel, so CPU and GPU crop the same window.
 
 The batch goes through nvImageCodec's C API (`headrace_kernels.nvimgcodec_capi`) where its version is supported:
 one allocation for the whole batch's outputs, and the GIL released once per batch instead of re-taken per image.
-Otherwise (or with HEADRACE_NVIMGCODEC_CAPI=0) through the Python binding, with the same backends and options."""
+Otherwise (or with the executor option nvimgcodec_capi=False) through the Python binding, with the same backends
+and options."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import threading
 import time
 
@@ -20,10 +20,10 @@ import numpy as np
 from headrace_kernels import exif
 from headrace_kernels import nvimgcodec_capi as capi
 from headrace_kernels.cpu import decode as cpu_decode
-from headrace_kernels.gpu.image_ops import SampleFailureError
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.philox import batch_crop_windows
+from headrace_kernels.registry import SampleFailureError, gpu_kernel
 
 RGB, BGR, GRAY, YCBCR = cpu_decode.RGB, cpu_decode.BGR, cpu_decode.GRAY, cpu_decode.YCBCR
 _UINT8 = np.dtype(np.uint8)
@@ -95,7 +95,7 @@ def _parse(data):
     if isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1 and data.size and \
             data.flags.c_contiguous:
         try:
-            stream = cpu_decode._codec().CodeStream(data)
+            stream = cpu_decode.nvimgcodec_module().CodeStream(data)
             _ = stream.width  # parses the header
         except Exception as exc:  # noqa: BLE001 - nvimgcodec raises RuntimeError with its own text
             raise ValueError(f"not a decodable image ({exc})") from None
@@ -131,7 +131,8 @@ def _displayed(turned: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> t
 class MixedDecoder:
     """One decoders.image / decoders.image_random_crop node on the GPU."""
 
-    def __init__(self, args: dict, device_id: int, num_threads: int, random_crop: bool, capacity: int = 0):
+    def __init__(self, args: dict, device_id: int, num_threads: int, random_crop: bool, capacity: int = 0,
+                 c_api: bool = True):
         self.args, self.device_id, self.num_threads, self.random_crop = args, device_id, num_threads, random_crop
         self.capacity = capacity  # the largest batch it will see (the pipeline's batch_size): see _warm_up
         self._warmed = False
@@ -144,8 +145,7 @@ class MixedDecoder:
         self._backend_confirmed = False  # it has decoded an image on this GPU
         self.fallbacks = 0
         self.decode_seconds = 0.0  # inside nvImageCodec's decode call
-        self.c_api = self.output_type != YCBCR and capi.available() and \
-            os.environ.get("HEADRACE_NVIMGCODEC_CAPI", "1") != "0"
+        self.c_api = c_api and self.output_type != YCBCR and capi.available()
 
     def _backend_attempts(self) -> list[tuple[list[tuple[int, float]], str]]:
         """Backend lists (kind, load hint) to try in turn, most capable first: a GPU without a hardware decoder
@@ -181,13 +181,13 @@ class MixedDecoder:
                                 stream.ptr, self.output_type == GRAY, False)
             prepared.streams.close()
         else:
-            nv = cpu_decode._codec()
+            nv = cpu_decode.nvimgcodec_module()
             self.decoder.decode([nv.CodeStream(tiny.tobytes()) for _ in range(self.capacity)],
                                 cuda_stream=stream.ptr)
         stream.synchronize()
 
     def _make_decoder(self, first: int = 0):
-        nv = None if self.c_api else cpu_decode._codec()
+        nv = None if self.c_api else cpu_decode.nvimgcodec_module()
         errors = []
         attempts = self._backend_attempts()
         for index in range(first, len(attempts)):
@@ -239,7 +239,7 @@ class MixedDecoder:
         keyed by (seed, first_sample + i), as the CPU kernel draws it) and cut the sub code streams (host work)."""
         if self.c_api:
             return self._prepare_c(encoded, seed, first_sample)
-        nv = cpu_decode._codec()
+        nv = cpu_decode.nvimgcodec_module()
         streams = []
         for i, data in enumerate(encoded):
             try:
@@ -364,7 +364,7 @@ class MixedDecoder:
         if meanwhile is not None:
             meanwhile()
         cp = cupy()
-        nv = cpu_decode._codec()
+        nv = cpu_decode.nvimgcodec_module()
         gray = self.output_type == GRAY
         if self.output_type == YCBCR:
             return [self._cpu_decode(prepared, i) for i in range(len(prepared.streams))]
@@ -415,3 +415,37 @@ class MixedDecoder:
         except ValueError as exc:
             raise SampleFailureError(i, str(exc)) from None
         return cupy().asarray(image)
+
+
+@gpu_kernel("decoders.image", "decoders.image_random_crop")
+class MixedDecodeKernel:
+    """The mixed decoders as a GPU step: the host half (`prepare`: headers, crop windows, the outputs' memory) runs
+    ahead in the CPU stage; `run` decodes on the pipeline's stream."""
+
+    def __init__(self, setup):
+        self.seed = setup.seed
+        self.decoder = MixedDecoder(setup.args, setup.device_id, setup.num_threads,
+                                    random_crop=setup.op == "decoders.image_random_crop",
+                                    capacity=setup.batch_size, c_api=setup.options.nvimgcodec_capi)
+
+    def prepare(self, batch):
+        encoded = batch.value(0)
+        if hasattr(encoded, "as_cpu"):  # it came out of the GPU stage
+            encoded = encoded.as_cpu()
+        prepared = self.decoder.prepare(list(encoded), self.seed, batch.first_sample)
+        with batch.active():  # the outputs' memory and records now: the next steps can plan on them
+            self.decoder.allocate(prepared, batch.stream)
+        return prepared
+
+    def run(self, batch):
+        prepared = batch.ahead
+        if prepared is None:  # its input came out of the GPU stage itself (e.g. after a .cpu()), or a branch
+            prepared = self.prepare(batch)
+        return self.decoder.run(prepared, batch.stream, batch.meanwhile)
+
+    def warm_up(self, stream) -> None:
+        self.decoder.warm_up(stream)
+
+    def release(self) -> None:
+        self.decoder.release()
+

@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from headrace_kernels.cpu.filter_ops import blur_parameters, gaussian_window
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype
+from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.packing import (
-    CTYPES,
     KERNEL_INPUTS,
     KERNEL_OUTPUTS,
     Outputs,
@@ -19,6 +18,7 @@ from headrace_kernels.gpu.packing import (
     upload,
 )
 from headrace_kernels.gpu.runtime import cupy, module
+from headrace_kernels.registry import gpu_kernel
 
 RECORD = np.dtype([("in", "<u8"), ("out", "<u8"), ("tmp", "<u8"), ("h", "<i4"), ("w", "<i4"), ("channels", "<i4"),
                    ("window_y", "<i4"), ("window_x", "<i4"), ("weights_y", "<i4"), ("weights_x", "<i4")],
@@ -49,7 +49,7 @@ def gaussian_blur(samples: list, args_list: list[dict]):
         rec["h"][i], rec["w"][i] = image.shape[0], image.shape[1]
         rec["channels"][i] = image.shape[2] if image.ndim == 3 else 1
     dtype = args_list[0].get("dtype") if args_list else None
-    write, final = output_type(in_dtype if dtype is None else _numpy_dtype(dtype), "gaussian_blur")
+    write, final = output_type(in_dtype if dtype is None else numpy_dtype(dtype), "gaussian_blur")
     outputs = Outputs([image.shape for image in images], write)
     tmp = cp.empty(sum(image.size for image in images), dtype=cp.float32)
     sizes = np.array([image.size for image in images], dtype=np.int64)
@@ -66,3 +66,8 @@ def gaussian_blur(samples: list, args_list: list[dict]):
         kernels.get_function(f"blur_rows<{CTYPES[source]}>")(grid, (64, 4, 1), (records, weights))
         kernels.get_function(f"blur_columns<{CTYPES[write.name]}>")(grid, (64, 4, 1), (records, weights))
     return outputs.result(final)
+
+
+@gpu_kernel("gaussian_blur")
+def gaussian_blur_kernel(batch):
+    return gaussian_blur(batch.samples(), batch.sample_args())

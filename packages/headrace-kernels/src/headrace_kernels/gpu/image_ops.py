@@ -16,12 +16,13 @@ from headrace_kernels.cpu.geometry_ops import (
     INTERP_GAUSSIAN,
     INTERP_LINEAR,
     INTERP_TRIANGULAR,
-    _numpy_dtype,
     normalize_coefficients,
     resample_taps,
 )
+from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.memory import batch_allocation
-from headrace_kernels.gpu.runtime import CTYPES, cupy, function
+from headrace_kernels.gpu.runtime import cupy, function
+from headrace_kernels.registry import SampleFailureError, gpu_kernel
 from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, resize_plan, round_half_up
 
 MODE_COPY, MODE_TAPS = 0, 1
@@ -42,14 +43,6 @@ _OUT_TYPES = ("uint8", "int8", "int16", "int32", "float32", "float16")
 _OUT_CTYPES = {np.dtype(name): CTYPES[name] for name in _OUT_TYPES}  # by dtype: `.name` is a slow Python property
 _EXPRESSIONS = tuple(f"image_store<{CTYPES[i]}, {CTYPES[o]}>" for i in _IN_TYPES for o in _OUT_TYPES) + tuple(
     f"resample_vertical<{CTYPES[i]}>" for i in _IN_TYPES)
-
-
-class SampleFailureError(Exception):
-    """An op could not handle sample `index`; the GPU stage turns it into a SampleError naming file and op."""
-
-    def __init__(self, index: int, message: str):
-        super().__init__(message)
-        self.index = index
 
 
 def _kernel(name: str):
@@ -83,7 +76,7 @@ class Batch:
     def __init__(self, inputs: list, channels: int, in_dtype: str, dtype: np.dtype, packed: tuple | None = None,
                  rec: np.ndarray | None = None):
         self.inputs, self.channels, self.in_dtype, self.dtype = inputs, channels, in_dtype, dtype
-        self.tables: tuple | None = None  # resampled samples' taps: see _set_resizes
+        self.tables: tuple | None = None  # resampled samples' taps: see set_resizes
         self.placed: tuple | None = None  # outputs, rows, device records and kernel launches (`place`)
         self.records_sent = False
         self.table_memory = None  # tables kept elsewhere on the device that the records point at (plan_cache)
@@ -237,9 +230,9 @@ def _anchor(pos: np.ndarray, extent: np.ndarray, crop: np.ndarray) -> np.ndarray
     return np.where(offset >= 0, np.floor(offset + 0.5), -np.floor(-offset + 0.5)).astype(np.int64)
 
 
-def _set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths: np.ndarray, extra: int,
-               in_dtype: np.dtype | None, out_dtype: np.dtype) -> None:
-    """The crop windows of every sample in images of (heights, widths): the CPU kernels' `_window` rule
+def set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths: np.ndarray, extra: int,
+              in_dtype: np.dtype | None, out_dtype: np.dtype) -> None:
+    """The crop windows of every sample in images of (heights, widths): the CPU kernels' `crop_window` rule
     (crop_size, crop_anchor, out_of_bounds_policy), computed for the whole batch at once, and the fill values."""
     rec, n = batch.rec, len(args_list)
     uniform = all(a is args_list[0] or all(a[k] == args_list[0][k] for k in _CROP_KEYS) for a in args_list)
@@ -281,8 +274,8 @@ def _set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths:
             rec["fill"][i, :channels + extra] = _crop_fill(args, channels, extra, in_dtype, out_dtype)
 
 
-def _set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, windows: np.ndarray | None = None,
-                 out_sizes: np.ndarray | None = None) -> None:
+def set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, windows: np.ndarray | None = None,
+                out_sizes: np.ndarray | None = None) -> None:
     """Resize every sample: by `resize_plan` of its arguments (output size and sub-pixel source region), or the
     integer `windows` (n, 4) of (y, x, h, w) onto `out_sizes` (n, 2), as the CPU resamples a crop of its own.
     The tap tables are the CPU's (`resample_taps`) for an image of `work_dtype`, the type the CPU kernel resamples
@@ -382,7 +375,7 @@ def _full_window(batch: Batch) -> None:
 
 def _resize_types(batch: Batch, args: dict) -> tuple[np.dtype, np.dtype]:
     """(the type the CPU resize kernel resamples in, its output type) for the batch's element type."""
-    dtype = batch.dtype if args.get("dtype") is None else _numpy_dtype(args["dtype"])
+    dtype = batch.dtype if args.get("dtype") is None else numpy_dtype(args["dtype"])
     work = np.dtype(np.float32) if dtype.kind == "f" and batch.dtype.kind != "f" else batch.dtype
     return work, dtype
 
@@ -395,7 +388,7 @@ def _round_u8(batch: Batch, work: np.dtype) -> None:
 def resize(images, args_list: list[dict]):
     batch = gather(images, "resize")
     work, out_dtype = _resize_types(batch, args_list[0])
-    _set_resizes(batch, args_list, work)
+    set_resizes(batch, args_list, work)
     _round_u8(batch, work)
     batch.rec["out_h"], batch.rec["out_w"] = batch.rec["rs_h"], batch.rec["rs_w"]
     return launch(batch, out_dtype, batch.channels, False, False)
@@ -435,7 +428,7 @@ def plan_crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: b
     batch = gather(images, "crop_mirror_normalize", packed)
     rec = batch.rec
     args = args_list[0]
-    out_dtype = _numpy_dtype(args["dtype"])
+    out_dtype = numpy_dtype(args["dtype"])
     extra = 1 if args["pad_output"] else 0
     if resize_args is None:
         _full_window(batch)
@@ -443,9 +436,9 @@ def plan_crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: b
         work, resized = _resize_types(batch, resize_args[0])
         if resized != work and resized != batch.dtype:
             raise SampleFailureError(0, f"a resize to {resized} fused into crop_mirror_normalize is not supported")
-        _set_resizes(batch, resize_args, work)
+        set_resizes(batch, resize_args, work)
         _round_u8(batch, work)
-    _set_crops(batch, args_list, rec["rs_h"].astype(np.int64), rec["rs_w"].astype(np.int64), extra, None, out_dtype)
+    set_crops(batch, args_list, rec["rs_h"].astype(np.int64), rec["rs_w"].astype(np.int64), extra, None, out_dtype)
     rec["mirror_x"] = [1 if int(a["mirror"]) else 0 for a in args_list]
     _set_normalize(batch, args_list, per_sample_norm)
     return batch, out_dtype, batch.channels + extra, args["output_layout"] == "CHW", True
@@ -455,8 +448,8 @@ def crop(images, args_list: list[dict]):
     batch = gather(images, "crop")
     _full_window(batch)
     dtype = args_list[0].get("dtype")
-    out_dtype = batch.dtype if dtype is None else _numpy_dtype(dtype)
-    _set_crops(batch, args_list, batch.rec["in_h"].astype(np.int64), batch.rec["in_w"].astype(np.int64), 0,
+    out_dtype = batch.dtype if dtype is None else numpy_dtype(dtype)
+    set_crops(batch, args_list, batch.rec["in_h"].astype(np.int64), batch.rec["in_w"].astype(np.int64), 0,
                batch.dtype, out_dtype)
     return launch(batch, out_dtype, batch.channels, False, False)
 
@@ -480,7 +473,7 @@ def random_resized_crop(images, args_list: list[dict], rngs):
         windows[i] = random_crop_window(h, w, args["random_area"], args["random_aspect_ratio"], args["num_attempts"],
                                         rngs(i))
         sizes[i] = [int(round(v)) for v in args["size"]]
-    _set_resizes(batch, args_list, batch.dtype, windows, sizes)
+    set_resizes(batch, args_list, batch.dtype, windows, sizes)
     _round_u8(batch, batch.dtype)
     batch.rec["out_h"], batch.rec["out_w"] = batch.rec["rs_h"], batch.rec["rs_w"]
     return launch(batch, batch.dtype, batch.channels, False, False)
@@ -488,3 +481,34 @@ def random_resized_crop(images, args_list: list[dict], rngs):
 
 def describe(value: Any) -> str:
     return f"{type(value).__name__} {getattr(value, 'shape', '')}"
+
+
+# The registered kernels: each op's batch in, its batch out.
+def normalizes_per_sample(batch) -> bool:
+    """Whether crop_mirror_normalize's mean or std come per sample (argument inputs)."""
+    return bool({"mean", "std"} & batch.per_sample_args)
+
+
+@gpu_kernel("resize")
+def resize_kernel(batch):
+    return resize(batch.samples(raw=True), batch.sample_args())
+
+
+@gpu_kernel("crop")
+def crop_kernel(batch):
+    return crop(batch.samples(raw=True), batch.sample_args())
+
+
+@gpu_kernel("flip")
+def flip_kernel(batch):
+    return flip(batch.samples(raw=True), batch.sample_args())
+
+
+@gpu_kernel("random_resized_crop")
+def random_resized_crop_kernel(batch):
+    return random_resized_crop(batch.samples(raw=True), batch.sample_args(), batch.rng)
+
+
+@gpu_kernel("crop_mirror_normalize")
+def crop_mirror_normalize_kernel(batch):
+    return crop_mirror_normalize(batch.samples(raw=True), batch.sample_args(), normalizes_per_sample(batch))

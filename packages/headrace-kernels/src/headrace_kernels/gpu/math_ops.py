@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from headrace_kernels.cpu.convert import numpy_dtype, saturate_cast
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype
+from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.cpu.math_ops import result_type
+from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.gpu.runtime import cupy, module
+from headrace_kernels.registry import gpu_kernel
 
 _TYPE_CODE = {np.dtype(t): c for c, t in enumerate((np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16,
                                                      np.int32, np.int64, np.float16, np.float32, np.float64,
@@ -36,7 +37,7 @@ def cast_array(array, dtype: np.dtype):
 
 
 def cast(batch: list | object, dense: bool, dtype_code: int):
-    dtype = _numpy_dtype(dtype_code)
+    dtype = numpy_dtype(dtype_code)
     if dense:
         return cast_array(batch, dtype)
     return [cast_array(sample, dtype) for sample in batch]
@@ -72,3 +73,32 @@ def unary(value, args: dict):
     if args["op"] == "invert" and value.dtype.kind == "f":
         raise ValueError(f"'~' needs an integer or boolean tensor, got {value.dtype}")
     return getattr(cp, _UNARY[args["op"]])(value)
+
+
+# The registered kernels: one launch over a dense batch, else one per sample.
+@gpu_kernel("cast")
+def cast_kernel(batch):
+    first = batch.input(0)
+    if first.dense is not None:
+        return cast(first.dense, True, batch.args["dtype"]), None
+    return cast(first.samples(), False, batch.args["dtype"])
+
+
+@gpu_kernel("math.unary")
+def unary_kernel(batch):
+    first = batch.input(0)
+    if first.dense is not None:
+        return unary(first.dense, batch.args), None
+    return [unary(s, batch.args) for s in first.samples()]
+
+
+@gpu_kernel("math.binary")
+def binary_kernel(batch):
+    first = batch.input(0)
+    second = batch.input(1) if batch.num_inputs() > 1 else None
+    if first.dense is not None and (second is None or (second.dense is not None and
+                                                       second.dense.shape == first.dense.shape)):
+        return binary(first.dense, None if second is None else second.dense, batch.args), None
+    left = first.samples()
+    right = second.samples() if second is not None else [None] * len(left)
+    return [binary(a, b, batch.args) for a, b in zip(left, right, strict=True)]

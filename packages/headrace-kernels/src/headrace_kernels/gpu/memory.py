@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from headrace_kernels.gpu.runtime import cupy
+from headrace_kernels.gpu.cupy_module import cupy
 
 SMALL_BYTES = 1 << 20
 BATCH_STEP = 8 << 20

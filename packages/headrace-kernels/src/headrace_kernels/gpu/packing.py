@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from headrace_kernels.gpu.image_ops import SampleFailureError
+from headrace_kernels.dtypes import CTYPES
 from headrace_kernels.gpu.runtime import cupy
+from headrace_kernels.registry import SampleFailureError
 
 # Element types the arithmetic kernels read directly; other inputs are converted to float32 on the GPU first, as
 # the CPU kernels convert them (exactly for 8/16-bit integers and float16).
@@ -15,7 +16,6 @@ KERNEL_INPUTS = ("uint8", "float32")
 # Element types the arithmetic kernels write directly; other float outputs are written as float32 and converted.
 KERNEL_OUTPUTS = {"uint8": "unsigned char", "int8": "signed char", "uint16": "unsigned short", "int16": "short",
                   "int32": "int", "float32": "float"}
-CTYPES = {"uint8": "unsigned char", "float32": "float", **KERNEL_OUTPUTS}
 # For the copying kernels: an unsigned type of each element size.
 BITS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 

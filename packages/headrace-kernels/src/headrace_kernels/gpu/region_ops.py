@@ -8,11 +8,11 @@ import math
 import numpy as np
 
 from headrace_kernels.cpu.axes import resolve_axes
-from headrace_kernels.cpu.geometry_ops import _saturate
-from headrace_kernels.cpu.region_ops import _channel_axis, paste_canvas
-from headrace_kernels.gpu.image_ops import SampleFailureError
+from headrace_kernels.cpu.convert import saturate_cast
+from headrace_kernels.cpu.region_ops import fill_channel_axis, paste_canvas
 from headrace_kernels.gpu.packing import BITS, Outputs, blocks, contiguous_samples, per_sample, upload
 from headrace_kernels.gpu.runtime import cupy, module
+from headrace_kernels.registry import SampleFailureError, gpu_kernel
 
 MAXD = 8
 ERASE = np.dtype([("in", "<u8"), ("out", "<u8"), ("size", "<i8"), ("ndim", "<i4"), ("shape", "<i4", (MAXD,)),
@@ -63,7 +63,7 @@ def _erase_plan(shape: tuple[int, ...], args: dict) -> tuple[list[list[int]], np
             box[2 * axis + 1] = min(max(end, 0), size_of_axis)
         boxes.append(box)
     fill = np.asarray(args["fill_value"], dtype=np.float64).ravel()
-    channel_axis = 0 if fill.size == 1 else _channel_axis(shape, axes, fill.size)
+    channel_axis = 0 if fill.size == 1 else fill_channel_axis(shape, axes, fill.size)
     return boxes, fill, channel_axis
 
 
@@ -81,7 +81,7 @@ def erase(samples: list, args_list: list[dict]):
             raise SampleFailureError(i, f"erase on the GPU takes samples of 1 to {MAXD} dimensions, got shape "
                                         f"{tuple(sample.shape)}")
         sample_boxes, fill, axis = per_sample(i, _erase_plan, tuple(sample.shape), args)
-        fill = per_sample(i, _saturate, fill, dtype)
+        fill = per_sample(i, saturate_cast, fill, dtype)
         rec["ndim"][i], rec["size"][i] = sample.ndim, sample.size
         rec["shape"][i, :sample.ndim] = sample.shape
         rec["box_first"][i], rec["box_count"][i] = box_count, len(sample_boxes)
@@ -115,7 +115,7 @@ def paste(samples: list, args_list: list[dict]):
         channels = image.shape[2]
         rec[i] = (0, 0, image.shape[0], image.shape[1], channels, out_h, out_w, top, left, fill_count)
         fill_count += channels
-        fills.append(_saturate(fill, dtype))
+        fills.append(saturate_cast(fill, dtype))
         shapes.append((out_h, out_w, channels))
     outputs = Outputs(shapes, dtype)
     rec["in"] = [image.data.ptr for image in data]
@@ -126,3 +126,13 @@ def paste(samples: list, args_list: list[dict]):
         kernel = module("region.cu", _EXPRESSIONS).get_function(f"paste_canvas<{BITS[dtype.itemsize]}>")
         kernel((blocks(row.max(), 64), blocks(rec["out_h"].max(), 4), n), (64, 4, 1), (upload(rec), fill_array))
     return outputs.result()
+
+
+@gpu_kernel("erase")
+def erase_kernel(batch):
+    return erase(batch.samples(), batch.sample_args())
+
+
+@gpu_kernel("paste")
+def paste_kernel(batch):
+    return paste(batch.samples(), batch.sample_args())

@@ -5,25 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import threading
 from importlib import resources
 from pathlib import Path
+
+from headrace_kernels.gpu.cupy_module import cupy
 
 _module_lock = threading.Lock()
 _modules: dict[tuple[str, int], object] = {}
 _functions: dict[tuple[str, str, int], object] = {}
 _active = threading.local()  # the GpuContext active in this thread (GpuContext.active)
-
-# The C++ element types of the image kernels, by numpy dtype name.
-CTYPES = {"uint8": "unsigned char", "int8": "signed char", "int16": "short", "int32": "int", "float32": "float",
-          "float16": "half_bits"}
-
-
-def cupy():
-    """The cupy module (imported on first use only, so that headrace imports without CUDA)."""
-    import cupy as cp
-
-    return cp
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[ \t]*$', re.MULTILINE)  # #include "common.cuh"
 
 
 @functools.lru_cache(maxsize=8)
@@ -53,6 +46,26 @@ def gpu_available(device_id: int | None = 0) -> bool:
 
 
 def kernel_source(name: str) -> str:
+    """The text of `kernels/<name>` as NVRTC compiles it: each `#include "<file>"` of kernels/ replaced by that file's
+    text (once per file; #line keeps error positions), so NVRTC needs no include path and CuPy's cache key, the
+    source text, changes when a header does."""
+    return _expanded(name, set())
+
+
+def _expanded(name: str, included: set[str]) -> str:
+    text = _kernel_file(name)
+
+    def expand(match: re.Match) -> str:
+        header, after = match.group(1), text.count("\n", 0, match.start()) + 2
+        if header in included:
+            return f"// {header}: included above"
+        included.add(header)
+        return f'#line 1 "{header}"\n{_expanded(header, included)}\n#line {after} "{name}"'
+
+    return _INCLUDE.sub(expand, text)
+
+
+def _kernel_file(name: str) -> str:
     """The text of `kernels/<name>`: the copy shipped inside the package, else the repository's (editable installs
     whose package data is not linked)."""
     try:

@@ -10,25 +10,22 @@ import threading
 import numpy as np
 
 from headrace_kernels.cpu.axes import resolve_axes
-from headrace_kernels.cpu.convert import numpy_dtype, saturate_cast
-from headrace_kernels.cpu.reduction_ops import _sum_type
-from headrace_kernels.cpu.tensor_ops import _infer, pad_extents
-from headrace_kernels.gpu.image_ops import SampleFailureError
+from headrace_kernels.cpu.convert import saturate_cast
+from headrace_kernels.cpu.reduction_ops import sum_type
+from headrace_kernels.cpu.tensor_ops import infer_shape, pad_extents
+from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.runtime import cupy, kernel_source
+from headrace_kernels.registry import SampleFailureError, get_cpu_kernel, gpu_kernel
 
 MAX_DIMS = 6
 CHUNK = 2048  # reduced elements per warp work item (kernels/reduce.cu)
 SHORT = 64  # at most this many reduced elements per output: one thread per output instead of one warp
 
-_CTYPE = {"uint8": "unsigned char", "int8": "signed char", "uint16": "unsigned short", "int16": "short",
-          "uint32": "unsigned int", "int32": "int", "uint64": "unsigned long long", "int64": "long long",
-          "float32": "float", "float64": "double"}
 # min / max accumulate in a type __shfl_down_sync moves (32 or 64 bits) that holds the data's values exactly
 _MINMAX_ACC = {"uint8": "unsigned int", "uint16": "unsigned int", "uint32": "unsigned int", "int8": "int",
                "int16": "int", "int32": "int", "uint64": "unsigned long long", "int64": "long long",
                "float32": "float", "float64": "double"}
-_NP_OF_C = {"unsigned int": np.uint32, "int": np.int32, "unsigned long long": np.uint64, "long long": np.int64,
-            "float": np.float32, "double": np.float64}
+_NP_OF_C = {c: np.dtype(name) for name, c in CTYPES.items()}  # C type name -> numpy dtype
 
 # reduction -> (kernel op, final step); ops of kernels/reduce.cu: 0 sum, 1 sum of squares, 2 min, 3 max, 4 squared
 # deviations from the mean; final steps: 0 none, 1 divide by the count (less ddof), 2 root of that
@@ -81,7 +78,7 @@ def _output_dtype(name: str, source: np.dtype, args: dict) -> np.dtype:
         return source
     if args.get("dtype") is not None:
         return numpy_dtype(args["dtype"])
-    return _sum_type(source) if name == "reductions.sum" else np.dtype(np.float32)
+    return sum_type(source) if name == "reductions.sum" else np.dtype(np.float32)
 
 
 def _describe(name: str, sample, args: dict, mean) -> tuple[list[int], tuple, object]:
@@ -161,7 +158,7 @@ def reduce(name: str, samples: list, args: dict, means: list | None = None):
 
     if op in (2, 3):
         acc = _MINMAX_ACC[work]
-        out_c = _CTYPE[work]
+        out_c = CTYPES[work]
     else:
         acc = "double" if np.dtype(work).kind == "f" or op != 0 else (
             "unsigned long long" if np.dtype(work).kind == "u" else "long long")
@@ -169,7 +166,7 @@ def reduce(name: str, samples: list, args: dict, means: list | None = None):
     out_np = np.dtype(work) if op in (2, 3) else np.dtype(_NP_OF_C[out_c])
     result = cp.empty(total, dtype=out_np)
     if total:
-        warp_kernel, thread_kernel, finish_kernel = _kernels(_CTYPE[work], acc, out_c, op, finish)
+        warp_kernel, thread_kernel, finish_kernel = _kernels(CTYPES[work], acc, out_c, op, finish)
         table = cp.asarray(records)
         partials = cp.empty(items, dtype=_NP_OF_C[acc])
         n = np.int32(len(data))
@@ -272,10 +269,10 @@ def reshape_shape(shape: tuple, args: dict) -> tuple[int, ...]:
         if len(rel) != len(shape):
             raise ValueError(f"rel_shape {rel} needs one value per input axis ({len(shape)})")
         wanted = [-1 if r == -1 else int(round(r * n)) for r, n in zip(rel, shape, strict=True)]
-        return _infer(wanted, size, shape)
+        return infer_shape(wanted, size, shape)
     if args["shape"] is None:
         raise ValueError("give shape, rel_shape or src_dims")
-    return _infer(list(args["shape"]), size, shape)
+    return infer_shape(list(args["shape"]), size, shape)
 
 
 def transpose_perm(ndim: int, perm: list[int], shape: tuple) -> list[int]:
@@ -340,3 +337,97 @@ def pad(samples: list, batch_args: list[dict]):
         out[tuple(slice(0, n) for n in sample.shape)] = sample
         outs.append(out)
     return None, outs
+
+
+# The registered kernels: one launch when every input is a dense batch, else per sample.
+def each(items, func) -> list:
+    """func(*item) for every sample; a ValueError names the sample (SampleFailureError)."""
+    out = []
+    for index, item in enumerate(items):
+        try:
+            out.append(func(*item))
+        except ValueError as exc:
+            raise SampleFailureError(index, str(exc)) from None
+    return out
+
+
+@gpu_kernel(*(f"reductions.{name}" for name in ("sum", "mean", "mean_square", "rms", "min", "max", "std_dev",
+                                                  "variance")))
+class ReduceKernel:
+    """reductions.*: one segmented reduction over the batch (variance / std_dev also read the mean)."""
+
+    def __init__(self, setup):
+        self.op = setup.op
+
+    def run(self, batch):
+        means = batch.samples(1) if batch.num_inputs() > 1 else None
+        return reduce(self.op, batch.samples(0), batch.args, means)
+
+
+@gpu_kernel("stack", "cat")
+class JoinKernel:
+    """stack and cat."""
+
+    def __init__(self, setup):
+        self.stack = setup.op == "stack"
+
+    def run(self, batch):
+        inputs = [batch.input(k) for k in range(batch.num_inputs())]
+        axis = batch.args["axis"]
+        dense = [b.dense for b in inputs]
+        if all(d is not None for d in dense) and len({tuple(d.shape) for d in dense}) == 1:
+            return (stack_dense if self.stack else cat_dense)(dense, axis), None
+        join = stack if self.stack else cat
+        columns = [b.samples() for b in inputs]
+        return each(zip(*columns, strict=True), lambda *parts: join(list(parts), axis))
+
+
+@gpu_kernel("reshape")
+def reshape_kernel(batch):
+    first = batch.input(0)
+    if first.dense is not None and not batch.per_sample_args:
+        shape = reshape_shape(tuple(first.dense.shape[1:]), batch.args)
+        return first.dense.reshape(len(first.dense), *shape), None
+    return each(zip(first.samples(), batch.sample_args(), strict=True),
+                lambda s, a: s.reshape(reshape_shape(tuple(s.shape), a)))
+
+
+@gpu_kernel("transpose")
+def transpose_kernel(batch):
+    first = batch.input(0)
+    perm = batch.args["perm"]
+    if first.dense is not None:
+        return transpose(first.dense, perm, True), None
+    return each(((s,) for s in first.samples()), lambda s: transpose(s, perm, False))
+
+
+@gpu_kernel("one_hot")
+def one_hot_kernel(batch):
+    first = batch.input(0)
+    if first.dense is not None:
+        return one_hot(first.dense, batch.args, True), None
+    return each(((s,) for s in first.samples()), lambda s: one_hot(s, batch.args, False))
+
+
+@gpu_kernel("pad")
+def pad_kernel(batch):
+    return pad(batch.samples(0), batch.sample_args())
+
+
+@gpu_kernel("constant")
+class ConstantKernel:
+    """The CPU kernel's value, broadcast over the batch on the device once per batch size."""
+
+    def __init__(self, setup):
+        self.args = setup.args
+        self._cache: dict[int, object] = {}
+
+    def run(self, batch):
+        cp = cupy()
+        dense = self._cache.get(batch.size)
+        if dense is None:
+            value = np.asarray(get_cpu_kernel("constant")([], self.args, None))
+            dense = cp.ascontiguousarray(cp.broadcast_to(cp.asarray(value), (batch.size, *value.shape)))
+            self._cache = {batch.size: dense}
+        return dense.copy(), None
+

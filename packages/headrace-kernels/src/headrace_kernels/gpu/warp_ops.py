@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from headrace_kernels.cpu.geometry_ops import _numpy_dtype
 from headrace_kernels.cpu.warp_ops import affine_geometry, rotation_geometry
-from headrace_kernels.gpu.image_ops import SampleFailureError
+from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.packing import (
-    CTYPES,
     Outputs,
     blocks,
     contiguous_samples,
@@ -19,6 +17,7 @@ from headrace_kernels.gpu.packing import (
     upload,
 )
 from headrace_kernels.gpu.runtime import module
+from headrace_kernels.registry import SampleFailureError, gpu_kernel
 
 RECORD = np.dtype([("in", "<u8"), ("out", "<u8"), ("in_h", "<i4"), ("in_w", "<i4"), ("out_h", "<i4"),
                    ("out_w", "<i4"), ("channels", "<i4"), ("interp", "<i4"), ("use_fill", "<i4"), ("fill", "<f4"),
@@ -55,7 +54,7 @@ def warp(op: str, samples: list, args_list: list[dict], matrices: list | None = 
         rec["interp"][i] = int(args["interp_type"])
         shapes.append((out_h, out_w, *image.shape[2:]))
     dtype = args_list[0].get("dtype") if args_list else None
-    write, final = output_type(in_dtype if dtype is None else _numpy_dtype(dtype), op)
+    write, final = output_type(in_dtype if dtype is None else numpy_dtype(dtype), op)
     outputs = Outputs(shapes, write)
     rec["in"] = [image.data.ptr for image in images]
     rec["out"] = outputs.pointers
@@ -69,3 +68,18 @@ def warp(op: str, samples: list, args_list: list[dict], matrices: list | None = 
         grid = (blocks(rec["out_w"].max(), 32), blocks(rec["out_h"].max(), 8), n)
         kernel(grid, (32, 8, 1), (upload(rec),))
     return outputs.result(final)
+
+
+@gpu_kernel("rotate", "warp_affine")
+class WarpKernel:
+    """rotate and warp_affine; warp_affine's optional second input (the matrices) is read on the host."""
+
+    def __init__(self, setup):
+        self.op = setup.op
+
+    def run(self, batch):
+        matrices = None
+        if batch.num_inputs() > 1:
+            value = batch.value(1)
+            matrices = [np.asarray(m) for m in (value.as_cpu() if hasattr(value, "as_cpu") else value)]
+        return warp(self.op, batch.samples(), batch.sample_args(), matrices)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from headrace.cli.common import need
-from headrace.cli.edge_types import EdgeType
 from headrace.graph import DataNode, OpNode
 
 DEVICE_COLOURS = {"cpu": "#9ecae1", "mixed": "#d4b9f0", "gpu": "#a1d99b"}
@@ -36,16 +35,16 @@ def layered_graph(nodes: list[OpNode], outputs: list[DataNode]):
         graph.add_node(node.name, kind="op", op=node)
     for node in nodes:
         for data in node.inputs:
-            graph.add_edge(data.op.name, node.name, source=(data.op.name, data.index), arg=None)
+            graph.add_edge(data.op.name, node.name, spec=data.spec, arg=None)
         for arg, data in node.arg_inputs.items():
-            graph.add_edge(data.op.name, node.name, source=(data.op.name, data.index), arg=arg)
+            graph.add_edge(data.op.name, node.name, spec=data.spec, arg=arg)
     generations = list(nx.topological_generations(graph))
     for layer, names in enumerate(generations):
         for name in names:
             graph.nodes[name]["layer"] = layer
     for index, out in enumerate(outputs):
         graph.add_node(output_key(index), kind="output", layer=len(generations))
-        graph.add_edge(out.op.name, output_key(index), source=(out.op.name, out.index), arg=None)
+        graph.add_edge(out.op.name, output_key(index), spec=out.spec, arg=None)
     return graph
 
 
@@ -77,8 +76,7 @@ def _node_label(node: OpNode) -> str:
     return "\n".join(lines)
 
 
-def draw(nodes: list[OpNode], outputs: list[DataNode], edges: dict[tuple[str, int], EdgeType],
-         path: Path) -> tuple[int, int]:
+def draw(nodes: list[OpNode], outputs: list[DataNode], path: Path) -> tuple[int, int]:
     """Draw the graph to `path` (.svg or .png); returns the picture's size (pixels for PNG, points for SVG)."""
     need("matplotlib", "drawing the graph")
     from matplotlib.figure import Figure
@@ -116,7 +114,7 @@ def draw(nodes: list[OpNode], outputs: list[DataNode], edges: dict[tuple[str, in
             "arrowstyle": "-|>", "color": "#303030", "lw": 1.0, "shrinkA": 1, "shrinkB": 1,
             "linestyle": "--" if data["arg"] else "-", "connectionstyle": f"arc3,rad={rad}",
             "patchA": boxes[source].get_bbox_patch(), "patchB": boxes[target].get_bbox_patch()})
-        label = edges.get(data["source"], EdgeType()).label
+        label = data["spec"].label
         if data["arg"]:
             label = f"{data['arg']}: {label}"
         mid_x, mid_y = (x1 + x2) / 2 + rad * (y2 - y1) / 2, (y1 + y2) / 2 - rad * (x2 - x1) / 2

@@ -8,10 +8,9 @@ import enum
 from pathlib import Path
 
 from headrace.cli.common import CliError, add_command, say
-from headrace.cli.edge_types import EdgeType, infer
 from headrace.cli.loading import add_loading_options, load_pipeline
-from headrace.executor import _needed
-from headrace.graph import OpNode
+from headrace.graph import OpNode, needed_nodes
+from headrace.schema import OutputSpec
 
 PICTURE_FORMATS = (".svg", ".png")
 
@@ -38,6 +37,11 @@ def _ref(node: OpNode, index: int) -> str:
     return f"{node.name}:{index}" if len(node.outputs) > 1 else node.name
 
 
+def edge_specs(nodes: list[OpNode]) -> dict[tuple[str, int], OutputSpec]:
+    """What flows along each edge: the output spec of every node output, by (node name, output index)."""
+    return {(node.name, index): spec for node in nodes for index, spec in enumerate(node.output_specs)}
+
+
 def node_traits(node: OpNode) -> list[str]:
     """'random' / 'stateful' and what a checkpoint keeps of the node."""
     traits = []
@@ -48,8 +52,10 @@ def node_traits(node: OpNode) -> list[str]:
     return traits
 
 
-def describe(nodes: list[OpNode], outputs, params: dict, edges: dict, all_args: bool = False) -> list[str]:
-    """The text form of a graph: one block per node in execution order, then outputs, random and stateful ops."""
+def describe(nodes: list[OpNode], outputs, params: dict, all_args: bool = False) -> list[str]:
+    """The text form of a graph: one block per node in execution order, then outputs, random and stateful ops;
+    edges are labelled with their output specs."""
+    edges = edge_specs(nodes)
     readers_of: dict[tuple[str, int], list[str]] = {}
     for node in nodes:
         for data in node.inputs:
@@ -58,7 +64,7 @@ def describe(nodes: list[OpNode], outputs, params: dict, edges: dict, all_args: 
             readers_of.setdefault((data.op.name, data.index), []).append(f"{node.name} (argument {arg})")
     for position, out in enumerate(outputs):
         readers_of.setdefault((out.op.name, out.index), []).append(f"pipeline output {position}")
-    needed = {n.name for n in _needed(nodes, outputs)}
+    needed = {n.name for n in needed_nodes(nodes, outputs)}
 
     lines = ["parameters: " + "  ".join(f"{k}={v}" for k, v in params.items()),
              f"{len(nodes)} nodes, in execution order:"]
@@ -96,13 +102,12 @@ def main(args: argparse.Namespace) -> int:
         raise CliError(f"--out {args.out}: the picture must be a {' or '.join(PICTURE_FORMATS)} file")
     loaded = load_pipeline(args, for_running=False)
     pipe = loaded.pipe
-    edges: dict[tuple[str, int], EdgeType] = infer(pipe.graph.nodes)
     say(f"pipeline file: {loaded.path}" + (f" ({'; '.join(loaded.changes)})" if loaded.changes else ""))
-    for line in describe(pipe.graph.nodes, pipe.outputs, pipe.params, edges, args.all_args):
+    for line in describe(pipe.graph.nodes, pipe.outputs, pipe.params, args.all_args):
         say(line)
     if args.out is not None:
         from headrace.cli.graph_picture import draw
 
-        width, height = draw(pipe.graph.nodes, pipe.outputs, edges, args.out)
+        width, height = draw(pipe.graph.nodes, pipe.outputs, args.out)
         say(f"graph picture written to {args.out} ({width} x {height} px)")
     return 0

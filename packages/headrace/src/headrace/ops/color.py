@@ -1,8 +1,11 @@
 """Schemas of the colour adjustments: hsv, brightness_contrast and color_twist (HWC images, 3 channels for hue and
 saturation)."""
 
-from headrace.schema import Arg, OpSchema, register
-from headrace.types import DALIDataType
+from headrace.enums import DALIDataType
+from headrace.output_specs import keeps_layout_with_dtype_arg
+from headrace.schema import Arg, OpSchema, registrar
+
+register = registrar(__name__)
 
 _DTYPE = Arg("dtype", "dtype", None, "Output element type; default the input's.")
 
@@ -15,7 +18,7 @@ register(OpSchema(
           Arg("dtype", "dtype", DALIDataType.UINT8, "Output element type (uint8 by default, as in DALI, even for "
               "float input).")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=keeps_layout_with_dtype_arg, input_layouts=("HWC",),
 ))
 
 register(OpSchema(
@@ -29,7 +32,7 @@ register(OpSchema(
           Arg("contrast_center", "float", None, "Value kept by contrast; default half the type's range (0.5 for "
               "floats).", tensor_input=True), _DTYPE),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=keeps_layout_with_dtype_arg,
 ))
 
 register(OpSchema(
@@ -41,5 +44,5 @@ register(OpSchema(
           Arg("hue", "float", 0.0, "Hue rotation in degrees.", tensor_input=True),
           Arg("saturation", "float", 1.0, "Saturation multiplier.", tensor_input=True), _DTYPE),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=keeps_layout_with_dtype_arg, input_layouts=("HWC",),
 ))

@@ -1,7 +1,13 @@
 """Schemas of the image decoders."""
 
-from headrace.schema import Arg, OpSchema, register
-from headrace.types import DALIDataType, DALIImageType
+import numpy as np
+
+from headrace.enums import DALIDataType, DALIImageType
+from headrace.schema import Arg, OpSchema, OutputSpec, SpecArgs, registrar
+
+register = registrar(__name__)
+CHANNELS = {DALIImageType.RGB: 3, DALIImageType.BGR: 3, DALIImageType.YCbCr: 3, DALIImageType.GRAY: 1}
+"""Channels of a decoded image, by `output_type` (ANY_DATA: the file's)."""
 
 _DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
 
@@ -31,13 +37,19 @@ RANDOM_CROP_ARGS = (
     Arg("num_attempts", "int", 10, "Tries at a window that fits before falling back to a centre crop."),
 )
 
+def decoded(a: SpecArgs) -> list[OutputSpec]:
+    """Decoded images: uint8 HWC in the colour space `output_type` (height and width vary)."""
+    output_type = a.args["output_type"]
+    return [OutputSpec(np.uint8, "HWC", (-1, -1, CHANNELS.get(output_type, -1)), output_type.name)]
+
+
 register(OpSchema(
     name="decoders.image",
     doc="Decodes encoded images (JPEG, PNG, TIFF, JPEG 2000, BMP, WebP, ...) into HWC uint8.",
     args=DECODER_ARGS,
     min_inputs=1, max_inputs=1,
     devices=("cpu", "mixed"),
-    state="none",
+    state="none", output_spec=decoded,
 ))
 
 register(OpSchema(
@@ -48,5 +60,5 @@ register(OpSchema(
     min_inputs=1, max_inputs=1,
     devices=("cpu", "mixed"),
     random=True,
-    state="rng",
+    state="rng", output_spec=decoded,
 ))

@@ -1,6 +1,9 @@
 """Schema of gaussian_blur."""
 
-from headrace.schema import Arg, OpSchema, register
+from headrace.output_specs import keeps_layout_with_dtype_arg
+from headrace.schema import Arg, OpSchema, registrar
+
+register = registrar(__name__)
 
 register(OpSchema(
     name="gaussian_blur",
@@ -16,5 +19,5 @@ register(OpSchema(
         Arg("dtype", "dtype", None, "Output element type; default the input's."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=keeps_layout_with_dtype_arg, input_layouts=("HW", "HWC"),
 ))

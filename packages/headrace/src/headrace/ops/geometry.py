@@ -1,7 +1,10 @@
 """Schemas of resize, crop, flip and the fused crop-mirror-normalize."""
 
-from headrace.schema import REQUIRED, Arg, OpSchema, register
-from headrace.types import DALIDataType, DALIInterpType
+from headrace.enums import DALIDataType, DALIInterpType
+from headrace.output_specs import hwc_dims, numpy_dtype, round_half_up, same_as_input
+from headrace.schema import REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
+
+register = registrar(__name__)
 
 _DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
 
@@ -21,6 +24,55 @@ CROP_WINDOW_ARGS = (
         "(with fill_values) or 'trim_to_shape'.", choices=("error", "pad", "trim_to_shape")),
     Arg("fill_values", "float", [0.0], "Padding values, one or one per channel.", list_of=True),
 )
+
+def _resized(a: SpecArgs) -> list[OutputSpec]:
+    """Resized images: the input's type (or `dtype`), layout and channels, at the size asked where it is fixed."""
+    x, y, size = a.literal("resize_x"), a.literal("resize_y"), a.literal("size")
+    if size:
+        y, x = size
+    fixed = x and y and a.args["mode"] in ("default", "stretch") and not a.args["max_size"]
+    height, width = (int(round(y)), int(round(x))) if fixed else (-1, -1)
+    first = a.first
+    return [OutputSpec(numpy_dtype(a.args["dtype"]) or first.dtype, first.layout, (height, width, hwc_dims(first)[2]))]
+
+
+def _crop_window(a: SpecArgs) -> tuple[int, int]:
+    """(height, width) of a crop window, -1 where it varies; a missing extent is the input's."""
+    if a.args["out_of_bounds_policy"] == "trim_to_shape" or "crop" in a.per_sample:
+        return -1, -1
+    if a.args["crop"]:
+        height, width = a.args["crop"]
+        return round_half_up(height), round_half_up(width)
+    whole = hwc_dims(a.first)
+    extents = [a.literal("crop_h"), a.literal("crop_w")]
+    return tuple(-1 if value is None else round_half_up(value) if value else whole[axis]
+                 for axis, value in enumerate(extents))
+
+
+def _cropped(a: SpecArgs) -> list[OutputSpec]:
+    """Windows of the images: the input's type (or `dtype`), layout and channels, at the crop size where fixed."""
+    first = a.first
+    return [OutputSpec(numpy_dtype(a.args["dtype"]) or first.dtype, first.layout,
+                       (*_crop_window(a), hwc_dims(first)[2]))]
+
+
+def _normalized(a: SpecArgs) -> list[OutputSpec]:
+    """Normalized windows of the images, of `dtype` in `output_layout` (one more channel with pad_output)."""
+    height, width = _crop_window(a)
+    channels = hwc_dims(a.first)[2]
+    if a.args["pad_output"] and channels != -1:
+        channels += 1
+    layout = a.args["output_layout"]
+    dims = (channels, height, width) if layout == "CHW" else (height, width, channels)
+    return [OutputSpec(numpy_dtype(a.args["dtype"]), layout, dims)]
+
+
+def _random_resized(a: SpecArgs) -> list[OutputSpec]:
+    """Random windows of the images resized to `size`: the input's type, layout and channels."""
+    height, width = a.args["size"]
+    first = a.first
+    return [OutputSpec(first.dtype, first.layout, (int(round(height)), int(round(width)), hwc_dims(first)[2]))]
+
 
 def _resize_rule(given: frozenset[str]) -> str | None:
     """DALI's: exactly one way of giving the size; resize_shorter, resize_longer and mode exclude each other."""
@@ -68,7 +120,7 @@ register(OpSchema(
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
     rule=_resize_rule,
-    state="none",
+    state="none", output_spec=_resized,
 ))
 
 register(OpSchema(
@@ -76,7 +128,7 @@ register(OpSchema(
     doc="Cuts a window out of each HWC image.",
     args=(*CROP_WINDOW_ARGS, Arg("dtype", "dtype", None, "Output element type; default the input's.")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=_cropped,
 ))
 
 register(OpSchema(
@@ -97,7 +149,7 @@ register(OpSchema(
         Arg("pad_output", "bool", False, "Append a fourth channel of zeros (fill value) to an RGB output."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=_normalized,
 ))
 
 register(OpSchema(
@@ -112,7 +164,7 @@ register(OpSchema(
         Arg("num_attempts", "int", 10, "Tries before falling back to a centre crop."),
         *INTERP_ARGS,
     ),
-    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), random=True, state="rng",
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), random=True, state="rng", output_spec=_random_resized,
 ))
 
 register(OpSchema(
@@ -121,5 +173,5 @@ register(OpSchema(
     args=(Arg("horizontal", "int", 1, "1 flips left-right.", tensor_input=True),
           Arg("vertical", "int", 0, "1 flips top-bottom.", tensor_input=True)),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=same_as_input,
 ))

@@ -1,11 +1,21 @@
 """Schemas of the readers: the stateful batch ops at the root of a pipeline."""
 
-from headrace.schema import REQUIRED, Arg, OpSchema, register
-from headrace.types import DALIDataType
+import numpy as np
+
+from headrace.enums import DALIDataType
+from headrace.output_specs import declared
+from headrace.schema import REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
+
+register = registrar(__name__)
 
 IMAGE_EXTENSIONS = ("*.jpg", "*.jpeg", "*.png", "*.bmp", "*.tif", "*.tiff", "*.pnm", "*.ppm", "*.pgm", "*.pbm",
                     "*.jp2", "*.webp")
 _DALI_HINT = "Accepted for DALI compatibility; headrace reads files directly and ignores it."
+
+def _file_and_label(a: SpecArgs) -> list[OutputSpec]:
+    """Each file's bytes (uint8, its length varies) and its label (int32, one value)."""
+    return [OutputSpec(np.uint8, None, (-1,), "encoded file"), OutputSpec(np.int32, None, (1,), "label")]
+
 
 register(OpSchema(
     name="readers.file",
@@ -37,7 +47,7 @@ register(OpSchema(
     num_outputs=2,
     stateful=True,
     batch_op=True,
-    state="reader",
+    state="reader", output_spec=_file_and_label,
 ))
 
 register(OpSchema(
@@ -64,7 +74,7 @@ register(OpSchema(
     devices=("cpu", "gpu"),
     stateful=True,
     batch_op=True,
-    state="source",
+    state="source", output_spec=declared,
 ))
 
 register(OpSchema(
@@ -77,5 +87,5 @@ register(OpSchema(
         Arg("layout", "str", "", "Layout name of the tensor."),
     ),
     devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=declared,
 ))

@@ -1,6 +1,15 @@
 """Schemas of erase (fill regions) and paste (place an image on a larger canvas)."""
 
-from headrace.schema import REQUIRED, Arg, OpSchema, register
+from headrace.output_specs import same_as_input
+from headrace.schema import REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
+
+register = registrar(__name__)
+
+
+def _pasted(a: SpecArgs) -> list[OutputSpec]:
+    """Images on larger canvases: the input's type and layout, `n_channels` channels, height and width varying."""
+    return [OutputSpec(a.first.dtype, a.first.layout, (-1, -1, a.args["n_channels"]))]
+
 
 register(OpSchema(
     name="erase",
@@ -20,7 +29,7 @@ register(OpSchema(
         Arg("normalized_shape", "bool", False, "The shape is a fraction of the extents."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=same_as_input, default_axis_names="HW",
 ))
 
 register(OpSchema(
@@ -36,5 +45,5 @@ register(OpSchema(
         Arg("n_channels", "int", 3, "Number of channels of the images (checked)."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=_pasted, input_layouts=("HWC",),
 ))

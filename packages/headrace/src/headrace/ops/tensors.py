@@ -1,19 +1,81 @@
 """Schemas of the shape and layout ops: stack, cat, reshape, transpose, pad, one_hot."""
 
-from headrace.schema import REQUIRED, Arg, OpSchema, register
-from headrace.types import DALIDataType
+from headrace.enums import DALIDataType
+from headrace.output_specs import insert_axis, numpy_dtype, permuted, selected_axes
+from headrace.schema import REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
+
+register = registrar(__name__)
 
 MAX_JOINED = 64
 """The most inputs stack and cat take."""
+
+def _stacked(a: SpecArgs) -> list[OutputSpec]:
+    """The inputs along a new axis `axis` (named `axis_name` in the layout), of their type."""
+    layout, dims = insert_axis(a.first.layout, a.first.dims, a.args["axis"], a.args["axis_name"], len(a.inputs))
+    return [OutputSpec(a.first.dtype, layout, dims)]
+
+
+def _concatenated(a: SpecArgs) -> list[OutputSpec]:
+    """The inputs joined along `axis`: their type, the first input's layout, the extents along `axis` added."""
+    shapes = [i.dims for i in a.inputs]
+    dims = None
+    if all(s is not None for s in shapes) and len({len(s) for s in shapes}) == 1 and len(shapes[0]):
+        ndim, axis = len(shapes[0]), a.args["axis"]
+        if -ndim <= axis < ndim:
+            along = [s[axis] for s in shapes]
+            dims = tuple((-1 if -1 in along else sum(along)) if i == axis % ndim else
+                         (n if all(s[i] == n for s in shapes) else -1) for i, n in enumerate(shapes[0]))
+    return [OutputSpec(a.first.dtype, a.first.layout, dims)]
+
+
+def _reshaped(a: SpecArgs) -> list[OutputSpec]:
+    """The input's data in a new shape (`shape` where it is given), of its type, in the layout named by `layout`."""
+    first, dims = a.first, None
+    if a.per_sample & {"shape", "rel_shape"}:
+        dims = None
+    elif a.args["shape"] is not None:
+        dims = tuple(a.args["shape"])
+    elif a.args["rel_shape"] is not None:
+        dims = (-1,) * len(a.args["rel_shape"])
+    elif a.args["src_dims"] is not None:
+        known = first.dims or ()
+        dims = tuple(1 if d == -1 else known[d] if 0 <= d < len(known) else -1 for d in a.args["src_dims"])
+    return [OutputSpec(first.dtype, a.args["layout"], dims)]
+
+
+def _transposed(a: SpecArgs) -> list[OutputSpec]:
+    """The input's axes in the order `perm`, its layout permuted too (or named by `output_layout`)."""
+    layout, dims = permuted(a.first, a.args["perm"], a.args["transpose_layout"])
+    return [OutputSpec(a.first.dtype, a.args["output_layout"] or layout, dims)]
+
+
+def _padded(a: SpecArgs) -> list[OutputSpec]:
+    """The input padded along `axes`: its type and layout, the padded extents varying."""
+    first, dims = a.first, None
+    if first.dims is not None:
+        over = selected_axes(a, first.ndim)
+        dims = tuple(-1 if over is None or i in over else n for i, n in enumerate(first.dims))
+    return [OutputSpec(first.dtype, first.layout, dims)]
+
+
+def _one_hot(a: SpecArgs) -> list[OutputSpec]:
+    """One-hot vectors of `num_classes` values of `dtype`, along a new axis `axis` of the labels."""
+    dims = a.first.dims
+    if dims == (1,):  # a one-element label is a scalar
+        dims = ()
+    elif dims == (-1,):  # maybe one element, maybe not
+        dims = None
+    _, dims = insert_axis(None, dims, a.args["axis"], None, a.args["num_classes"])
+    return [OutputSpec(numpy_dtype(a.args["dtype"]), None, dims)]
+
 
 register(OpSchema(
     name="stack",
     doc="Stacks the inputs (same shape and type) along a new axis.",
     args=(Arg("axis", "int", 0, "Position of the new axis in the output; negative counts from the end."),
-          Arg("axis_name", "str", None, "Layout letter of the new axis (layouts are not tracked; accepted for "
-              "DALI compatibility).")),
+          Arg("axis_name", "str", None, "Layout letter of the new axis, inserted into the inputs' layout.")),
     min_inputs=1, max_inputs=MAX_JOINED, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=_stacked,
 ))
 
 register(OpSchema(
@@ -22,7 +84,7 @@ register(OpSchema(
     args=(Arg("axis", "int", 0, "The axis to join along; negative counts from the end."),
           Arg("axis_name", "str", None, "Layout letter of the axis (accepted for DALI compatibility).")),
     min_inputs=1, max_inputs=MAX_JOINED, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=_concatenated,
 ))
 
 register(OpSchema(
@@ -35,7 +97,7 @@ register(OpSchema(
           Arg("src_dims", "int", None, "Input axes to keep, in order; -1 adds an axis of extent 1.", list_of=True),
           Arg("layout", "str", None, "Layout name of the output (accepted for DALI compatibility).")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=_reshaped,
 ))
 
 register(OpSchema(
@@ -45,7 +107,7 @@ register(OpSchema(
           Arg("transpose_layout", "bool", True, "Permute the layout name too (accepted for DALI compatibility)."),
           Arg("output_layout", "str", None, "Layout name of the output (accepted for DALI compatibility).")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=_transposed,
 ))
 
 register(OpSchema(
@@ -60,7 +122,7 @@ register(OpSchema(
           Arg("align", "int", None, "Pad each extent up to a multiple of this (one value, or one per axis).",
               list_of=True)),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), whole_batch=True,
-    state="none",
+    state="none", output_spec=_padded,
 ))
 
 register(OpSchema(
@@ -73,5 +135,5 @@ register(OpSchema(
           Arg("on_value", "float", 1.0, "Value at the label."),
           Arg("off_value", "float", 0.0, "Value elsewhere.")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=_one_hot,
 ))

@@ -1,7 +1,10 @@
 """Schemas of the affine warps: rotate and warp_affine (HW / HWC images)."""
 
-from headrace.schema import REQUIRED, Arg, OpSchema, register
-from headrace.types import DALIInterpType
+from headrace.enums import DALIInterpType
+from headrace.output_specs import numpy_dtype
+from headrace.schema import REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
+
+register = registrar(__name__)
 
 _WARP = (
     Arg("interp_type", "interp_type", DALIInterpType.INTERP_LINEAR, "Resampling: INTERP_NN or INTERP_LINEAR "
@@ -11,6 +14,39 @@ _WARP = (
         "border pixels are repeated."),
     Arg("dtype", "dtype", None, "Output element type; default the input's."),
 )
+
+def _warped(a: SpecArgs, height: int, width: int) -> OutputSpec:
+    """The spec of a warp's output of (height, width) (-1 where it varies): the input's other axes and layout."""
+    first = a.first
+    dims = None if first.dims is None or len(first.dims) < 2 else (height, width, *first.dims[2:])
+    return OutputSpec(numpy_dtype(a.args["dtype"]) or first.dtype, first.layout, dims)
+
+
+def _output_size(a: SpecArgs) -> tuple[int, int] | None:
+    """The literal `size` rounded as the kernels round it; None when not given, (-1, -1) when given per sample."""
+    if "size" in a.per_sample:
+        return -1, -1
+    size = a.args["size"]
+    return None if size is None else (int(round(size[0])), int(round(size[1])))
+
+
+def _rotated(a: SpecArgs) -> list[OutputSpec]:
+    """Rotated images: the input's type (or `dtype`) and layout, of `size`, the input's size with keep_size."""
+    size = _output_size(a)
+    if size is None:
+        dims = a.first.dims
+        size = (dims[0], dims[1]) if a.args["keep_size"] and dims is not None and len(dims) >= 2 else (-1, -1)
+    return [_warped(a, *size)]
+
+
+def _affine(a: SpecArgs) -> list[OutputSpec]:
+    """Warped images: the input's type (or `dtype`) and layout, of `size` (default the input's size)."""
+    size = _output_size(a)
+    if size is None:
+        dims = a.first.dims
+        size = (dims[0], dims[1]) if dims is not None and len(dims) >= 2 else (-1, -1)
+    return [_warped(a, *size)]
+
 
 register(OpSchema(
     name="rotate",
@@ -22,7 +58,7 @@ register(OpSchema(
               tensor_input=True),
           *_WARP),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=_rotated, input_layouts=("HW", "HWC"),
 ))
 
 register(OpSchema(
@@ -37,5 +73,5 @@ register(OpSchema(
           Arg("inverse_map", "bool", True, "The matrix maps output to input coordinates."),
           *_WARP),
     min_inputs=1, max_inputs=2, devices=("cpu", "gpu"),
-    state="none",
+    state="none", output_spec=_affine, input_layouts=("HW", "HWC"),
 ))

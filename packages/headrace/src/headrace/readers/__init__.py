@@ -1,8 +1,8 @@
-"""Readers: the stateful batch ops at the root of a pipeline (files, external sources)."""
+"""Readers: the stateful batch ops at the root of a pipeline (files, external sources). Every module of this package
+is imported here, and each registers its reader class against its op (`headrace_kernels.registry.reader`)."""
 
-from headrace.readers.external import ExternalSource
-from headrace.readers.file import FileReader
+import importlib
+import pkgutil
 
-BATCH_OPS = {"readers.file": FileReader, "external_source": ExternalSource}
-
-__all__ = ["BATCH_OPS", "ExternalSource", "FileReader"]
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

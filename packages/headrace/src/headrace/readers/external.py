@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from headrace.enums import to_numpy_dtype
 from headrace.errors import SchemaError
-from headrace.types import to_numpy_dtype
+from headrace_kernels.registry import reader
 
 
+@reader("external_source")
 class ExternalSource:
     """Gives the pipeline the data of a `source`, or what `run(name=...)` / `feed_input` handed it."""
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from headrace.errors import SchemaError
+from headrace_kernels.registry import reader
 
 
 @dataclasses.dataclass
@@ -75,6 +76,7 @@ def _read_file_list(path: Path, node: str) -> list[tuple[str, int]]:
     return samples
 
 
+@reader("readers.file")
 class FileReader:
     """Reads one shard of a file set; the order of every epoch is a pure function of (seed, epoch, shard)."""
 

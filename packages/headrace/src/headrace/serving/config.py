@@ -1,8 +1,9 @@
 """config.pbtxt for a pipeline file: inputs from its fed external sources, outputs from its outputs (dtype and dims
-inferred from the graph), batching and instance group. The generic backend reads the same names back."""
+from the nodes' output specs), batching and instance group. The generic backend reads the same names back."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from headrace.errors import SchemaError
-from headrace.serving.shapes import SampleSpec, output_specs
+from headrace.schema import OutputSpec
 
 if TYPE_CHECKING:
     from headrace.pipeline import Pipeline
@@ -53,7 +54,7 @@ def output_names(pipe: Pipeline) -> list[str]:
     return names
 
 
-def served_inputs(pipe: Pipeline) -> list[tuple[str, SampleSpec]]:
+def served_inputs(pipe: Pipeline) -> list[tuple[str, OutputSpec]]:
     """The fed external sources (the model's inputs) with their declared dtype and ndim; a pipeline that reads
     files or calls a Python source cannot be served, and an input without dtype/ndim cannot be declared."""
     inputs = []
@@ -65,8 +66,7 @@ def served_inputs(pipe: Pipeline) -> list[tuple[str, SampleSpec]]:
             raise SchemaError(f"{node.schema.name} (node '{node.name}') reads its own data; a served pipeline takes "
                               "its data from requests through external_source nodes")
     for name in pipe.fed_inputs:
-        node = pipe.graph[name]
-        spec = output_specs([node], [node.outputs[0]])[0]
+        spec = pipe.graph[name].outputs[0].spec
         if spec.dtype is None or spec.dims is None:
             raise SchemaError(f"external_source '{name}': give it dtype= and ndim= so that the Triton input can be "
                               "declared")
@@ -78,20 +78,19 @@ def served_inputs(pipe: Pipeline) -> list[tuple[str, SampleSpec]]:
 
 def served_outputs(pipe: Pipeline, names: Sequence[str] | None = None,
                    dims: Mapping[str, Sequence[int]] | None = None,
-                   dtypes: Mapping[str, object] | None = None) -> list[tuple[str, SampleSpec]]:
+                   dtypes: Mapping[str, object] | None = None) -> list[tuple[str, OutputSpec]]:
     """The model's outputs: names (default `output_names`), dtype and dims from the graph or the overrides."""
     names = list(names) if names is not None else output_names(pipe)
     if len(names) != len(pipe.outputs):
         raise SchemaError(f"{len(names)} output names for {len(pipe.outputs)} pipeline outputs")
-    specs = output_specs(pipe.graph.nodes, pipe.outputs)
     result = []
-    for name, spec in zip(names, specs, strict=True):
+    for name, spec in zip(names, [out.spec for out in pipe.outputs], strict=True):
         dtype = np.dtype(dtypes[name]) if dtypes and name in dtypes else spec.dtype
         shape = tuple(dims[name]) if dims and name in dims else spec.dims
         if dtype is None or shape is None:
             raise SchemaError(f"output '{name}': its dtype or dims cannot be inferred from the graph; pass "
                               f"output_dtypes={{'{name}': ...}} / output_dims={{'{name}': [...]}}")
-        result.append((name, SampleSpec(dtype, shape)))
+        result.append((name, dataclasses.replace(spec, dtype=dtype, dims=shape)))
     return result
 
 

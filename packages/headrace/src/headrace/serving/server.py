@@ -16,15 +16,13 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 BACKEND_NAME = "headrace"
-# What Triton runs for a model with `backend: "headrace"`: the generic backend in the library. backend/model.py in
-# the repository holds the same lines (the Docker image copies it into /opt/tritonserver/backends/headrace/).
-BACKEND_MODEL_PY = (
-    '"""headrace\'s generic Triton Python backend: serves the pipeline file in the model\'s version folder."""\n\n'
-    "from headrace.serving.triton_backend import TritonPythonModel  # noqa: F401\n"
-)
+# What Triton runs for a model with `backend: "headrace"`: the generic backend's model.py, one file in the package
+# (headrace/serving/model.py; backend/model.py in the repository links to it, and the Docker image copies it).
+BACKEND_MODEL_PY = resources.files("headrace.serving").joinpath("model.py").read_text()
 
 
 class ServerError(RuntimeError):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from headrace.engine.options import ExecutorOptions
 from headrace.serving.batching import BatchRunner, InputSpec, RequestError
 from headrace.serving.config import DEFAULT_PIPELINE_FILENAME, NUMPY_OF_TRITON, output_names
 
@@ -23,6 +24,13 @@ NUMPY_2 = int(np.__version__.split(".")[0]) >= 2
 
 def _parameters(config: dict) -> dict[str, str]:
     return {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
+
+
+def executor_options(parameters: dict[str, str]) -> ExecutorOptions:
+    """The executor options among a model's parameters: `executor.<option>` keys, e.g.
+    `parameters { key: "executor.lookahead" value: { string_value: "off" } }`."""
+    prefix = "executor."
+    return ExecutorOptions.from_strings({k[len(prefix):]: v for k, v in parameters.items() if k.startswith(prefix)})
 
 
 def _input_specs(config: dict) -> list[InputSpec]:
@@ -56,6 +64,7 @@ class TritonPythonModel:
                      "prefetch_queue_depth": 1}
         if "num_threads" in params:
             overrides["num_threads"] = int(params["num_threads"])
+        overrides["executor_options"] = executor_options(params)
         self.pipe = Pipeline.load(pipeline_path, **overrides)
         self.pipe.build()  # a pipeline that cannot be built fails the model's load, not its first request
         names = params["output_names"].split(",") if params.get("output_names") else output_names(self.pipe)
@@ -72,21 +81,17 @@ class TritonPythonModel:
                                     lambda: {**self.runner.seconds, **self.pipe.gpu_timings})
 
     def _warm_up(self, model_name: str) -> None:
-        """Make the first request as fast as the next: the decoders are warmed, and where every input is encoded
-        images (UINT8 [-1]) one batch of a tiny JPEG is run and forgotten (kernels, compiled loops). Best effort: a
-        failure is logged, and the model still loads."""
-        from headrace_kernels.gpu.decode import tiny_jpeg
-
-        encoded = all(spec.dtype == np.uint8 and spec.dims == (-1,) for spec in self.runner.inputs)
-        inputs = {spec.name: [tiny_jpeg()] for spec in self.runner.inputs} if encoded else {}
+        """Make the first request as fast as the next (Pipeline.warm_up: the decoders, and one batch of the
+        pipeline's own sample input where it has one). Best effort: a failure is logged, and the model still
+        loads."""
         start = time.perf_counter()
         try:
-            self.pipe.warm_up(**inputs)
+            fed = self.pipe.warm_up()
         except Exception as exc:  # noqa: BLE001 - the model serves without a warm-up
             self.pb.Logger.log_warn(f"headrace: model '{model_name}': warm-up failed, the first request will be "
                                     f"slower ({type(exc).__name__}: {exc})")
             return
-        what = "one batch of a tiny JPEG" if inputs else "the decoders only"
+        what = "one batch of a tiny JPEG" if fed else "the decoders only"
         self.pb.Logger.log_info(f"headrace: model '{model_name}' warmed up ({what}) in "
                                 f"{(time.perf_counter() - start) * 1e3:.0f} ms")
 

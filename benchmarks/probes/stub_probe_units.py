@@ -1,6 +1,5 @@
-"""Fixed units of work, timed alike inside a Triton Python-backend stub (benchmarks/triton_stub_probe/model.py) and
-in a plain process (benchmarks/triton_stub_probe.py): which kind of work runs slower in the stub, Python itself, calls
-into C extensions, GPU round trips, or the served pipeline as a whole."""
+"""Fixed units of work, timed alike inside a Triton Python-backend stub (triton_stub_probe/model.py) and in a plain
+process (triton_stub_probe.py): which kind of work runs slower in the stub."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
-"""Where a batch of the GPU training pipeline spends its time, and what holds nvImageCodec's decode back.
+"""Where a batch of the GPU training pipeline spends its host time, and what holds nvImageCodec's decode back.
 
-Part 1 times nvImageCodec's batched decode of 256 random-crop regions alone and beside a busy Python thread, for
-code streams made from bytes, numpy arrays and file paths, and with reused output images: which of them takes
-the GIL per image. Part 2 overlaps the host half of the next batch (parse, window, sub code stream) with a decode,
-as the GPU stage's look-ahead does. Part 3 runs the demo training pipeline and prints the host time of every part
-per batch (reader, CPU ops, decoder host half, decode, fused resize + normalize), look-ahead on and off.
+Part 1 times nvImageCodec's batched decode of 256 random-crop regions alone and beside a busy Python thread (code
+streams from bytes, numpy arrays and paths; reused outputs or not). Part 2 overlaps the next batch's host half with a
+decode, as the look-ahead does. Part 3 prints the demo training pipeline's host time per part and batch, with the
+look-ahead before the decode, after it, and off.
 
-    python benchmarks/gpu_stage_profile.py [--skip-probe] [--batches 40] [--cprofile]
+    python benchmarks/probes/gpu_stage_profile.py [--skip-probe] [--batches 40] [--threads 8] [--cprofile]
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
-import os
 import sys
 import tempfile
 import threading
@@ -23,7 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from headrace.data.synthetic import make_image_folder
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from offline_timing import mixed_decoders  # noqa: E402
+
+from headrace.data.synthetic import make_image_folder  # noqa: E402
 
 
 def _spinner():
@@ -161,37 +163,39 @@ class _Timer:
 
 def pipeline_profile(root: Path, batches: int, threads: int, profile: bool = False) -> None:
     from headrace.demo import resnet50_train
-    from headrace_kernels.gpu import image_ops
 
-    for lookahead in ("1", "after", "0"):
-        os.environ["HEADRACE_GPU_LOOKAHEAD"] = lookahead
-        pipe = resnet50_train(data_dir=str(root), device="gpu", batch_size=256, num_threads=threads, device_id=0)
+    for lookahead in ("before", "after", "off"):
+        pipe = resnet50_train(data_dir=str(root), device="gpu", batch_size=256, num_threads=threads, device_id=0,
+                              executor_options={"lookahead": lookahead})
         pipe.build()
         executor = pipe._executor
         timer = _Timer()
         for name, reader in executor.batch_ops.items():
             timer.wrap(reader, "next_batch", f"cpu: reader {name}")
-        timer.wrap(executor, "_run_samples", "cpu: per-sample CPU ops")
-        for _, step in executor.gpu.steps:
-            if hasattr(step, "decoder"):
-                timer.wrap(step.decoder, "prepare", "cpu: decoder host half (prepare)")
-                timer.wrap(step.decoder, "run", "gpu: decoder run (decode + records)")
-        original_cmn = image_ops.crop_mirror_normalize
-        timer.wrap(image_ops, "crop_mirror_normalize", "gpu: fused resize+cmn host side")
+        timer.wrap(executor.cpu, "run_ops", "cpu: per-sample CPU ops")
+        for kind, step in executor.gpu.steps:  # each GPU step's kernel: host half, planning ahead, run
+            if kind != "gpu":
+                continue
+            name = " + ".join(node.schema.name for node in step.chain)
+            for method, label in (("prepare", f"cpu: {name} host half"), ("plan", f"cpu: {name} plan ahead"),
+                                  ("run", f"gpu: {name} run")):
+                if hasattr(step.kernel, method):
+                    timer.wrap(step.kernel, method, label)
+        decoders = mixed_decoders(pipe)
         for _ in range(10):
             out, _ = pipe.run()
         out.synchronize()
         executor.gpu.timings.clear()
         timer.seconds.clear()
-        decode_before = sum(s.decoder.decode_seconds for _, s in executor.gpu.steps if hasattr(s, "decoder"))
+        decode_before = sum(decoder.decode_seconds for decoder in decoders)
         start = time.perf_counter()
         for _ in range(batches):
             out, _ = pipe.run()
         out.synchronize()
         wall = time.perf_counter() - start
-        decode = sum(s.decoder.decode_seconds for _, s in executor.gpu.steps if hasattr(s, "decoder")) - decode_before
+        decode = sum(decoder.decode_seconds for decoder in decoders) - decode_before
         stage_timings = dict(executor.gpu.timings)
-        if lookahead == "0" and profile:  # one thread: Python's profiler sees every host function of a batch
+        if lookahead == "off" and profile:  # one thread: Python's profiler sees every host function of a batch
             import cProfile
             import pstats
 
@@ -203,17 +207,14 @@ def pipeline_profile(root: Path, batches: int, threads: int, profile: bool = Fal
             profiler.disable()
             print(f"\nhost functions, look-ahead off, {batches} batches (cProfile, by own time):")
             pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
-        image_ops.crop_mirror_normalize = original_cmn
         pipe.close()
-        when = {"after": "after the decode", "0": "off", "1": "before the decode"}[lookahead]
-        print(f"\npipeline, look-ahead {when}, {threads} threads: "
+        print(f"\npipeline, look-ahead {lookahead}, {threads} threads: "
               f"{batches * 256 / wall:,.0f} img/s, {wall / batches * 1e3:.2f} ms per batch")
         parts = dict(timer.seconds)
         parts.update({f"stage: {k}": v for k, v in stage_timings.items()})
-        parts["gpu: inside nvImageCodec decode()"] = decode
+        parts["gpu: inside nvImageCodec's decode"] = decode
         for name, seconds in sorted(parts.items()):
-            print(f"  {name:50s} {seconds / batches * 1e3:8.2f} ms/batch")
-    os.environ.pop("HEADRACE_GPU_LOOKAHEAD")
+            print(f"  {name:60s} {seconds / batches * 1e3:8.2f} ms/batch")
 
 
 def main() -> None:

@@ -1,36 +1,31 @@
-"""The served GPU preprocessing pipeline (model_repository's `preprocess`: decode, shorter side 256, centre crop 224,
-normalize) run offline through each decoder path, in one process: img/s at batch 32 and batch-1 latency, with
-nvImageCodec's C API or its Python binding, the hardware decoder alone (hw_decoder_load=1) or DALI's split (0.65),
-and how many images the decoder handed to the CPU.
+"""The served GPU preprocess pipeline offline through each decoder path (nvImageCodec's C API or its Python binding;
+hw_decoder_load 1 or DALI's 0.65): img/s at batch 32, batch-1 latency, and how many images fell back to the CPU.
 
-    python benchmarks/gpu_preprocess_paths.py [--seconds 3]
+    python benchmarks/probes/gpu_preprocess_paths.py [--seconds 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from offline_timing import time_pipeline  # noqa: E402
+from offline_timing import mixed_decoders, time_pipeline  # noqa: E402
 from triton_helpers import jpegs, served_preprocess  # noqa: E402
 
 from headrace import Pipeline  # noqa: E402
 
 
 def measure(hw_load: float, c_api: bool, images: list[np.ndarray], seconds: float) -> tuple[float, float, int]:
-    os.environ["HEADRACE_NVIMGCODEC_CAPI"] = "1" if c_api else "0"
-    pipe = Pipeline.load(served_preprocess(device="gpu", hw_decoder_load=hw_load).serialize(), device_id=0)
-    os.environ.pop("HEADRACE_NVIMGCODEC_CAPI")
-
+    pipe = Pipeline.load(served_preprocess(device="gpu", hw_decoder_load=hw_load).serialize(), device_id=0,
+                         executor_options={"nvimgcodec_capi": c_api})
     timing = time_pipeline(pipe, images, seconds)
-    fallbacks = sum(s.decoder.fallbacks for _, s in pipe._executor.gpu.steps if hasattr(s, "decoder"))
+    fallbacks = sum(decoder.fallbacks for decoder in mixed_decoders(pipe))
     pipe.close()
     return timing["done"] / timing["elapsed"], float(np.median(timing["latencies"])) * 1e3, fallbacks
 

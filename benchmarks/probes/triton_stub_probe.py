@@ -1,10 +1,8 @@
-"""Where does a served batch of one lose time against the same batch run offline? The preprocess pipeline runs
-1.6-1.8x slower inside Triton's Python-backend stub than in a plain process. This runs fixed units of work
-(benchmarks/stub_probe_units.py: pure Python, small numpy calls, one GPU round trip, the served pipeline on one
-JPEG) inside a stub, one request at a time as a client at concurrency 1 sends them, and in this process, back to back
-and with the same idle time between runs as the stub saw; medians per unit and their ratios.
+"""Why is a served batch of one slower inside Triton's Python-backend stub than offline? Times fixed units of work
+(stub_probe_units.py: pure Python, small numpy calls, one GPU round trip, the served pipeline on one JPEG) inside a
+stub at concurrency 1, and in this process back to back and with the stub's idle time between runs.
 
-    python benchmarks/triton_stub_probe.py [--kind KIND_GPU] [--requests 400] [--order gpu,pipeline]
+    python benchmarks/probes/triton_stub_probe.py [--kind KIND_GPU] [--requests 400] [--order gpu,pipeline]
 
 --order: which units run, in which order (default all, python first): what runs first after the idle time pays
 for waking up."""
@@ -20,8 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from stub_probe_units import UNITS, Units  # noqa: E402
 from triton_helpers import jpegs, served_preprocess  # noqa: E402
@@ -83,13 +83,13 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--order: a comma-separated list of {', '.join(UNITS)}")
     gpu = args.kind == "KIND_GPU"
     jpeg = jpegs(5, seed=0)[4]  # 427x640
-    paths = os.pathsep.join([str(ROOT / "benchmarks"), *stub_paths()])
+    paths = os.pathsep.join([str(HERE), str(ROOT / "benchmarks"), *stub_paths()])
     with tempfile.TemporaryDirectory() as tmp:
         pipeline_file = Path(tmp) / "pipeline.json"
         served_preprocess(device="gpu" if gpu else "cpu").serialize(pipeline_file)
         model = Path(tmp) / "repo" / "stub_probe"
         (model / "1").mkdir(parents=True)
-        (model / "1" / "model.py").write_text((ROOT / "benchmarks" / "triton_stub_probe" / "model.py").read_text())
+        (model / "1" / "model.py").write_text((HERE / "triton_stub_probe" / "model.py").read_text())
         (model / "config.pbtxt").write_text(PROBE_CONFIG.format(units=len(UNITS), kind=args.kind, sys_path=paths,
                                                                 pipeline_file=pipeline_file, order=args.order))
         with start_server(model.parent, timeout=180) as server:

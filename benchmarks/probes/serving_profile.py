@@ -1,11 +1,9 @@
-"""Where a served batch spends its time, in this process, without Triton: the preprocess model's pipeline run
-through the backend's BatchRunner on batches of single-image requests, as the backend's `execute` does, next to
-`pipe.run` on the same batch (the pipeline alone); per-batch milliseconds at each batch size, the decoder alone
-(GPU), with `--phases` the wall time of the GPU stage's parts per batch (timers around its functions), and
-optionally a cProfile of one batch size.
+"""Where a served batch spends its time, in process and without Triton: the preprocess pipeline through the backend's
+BatchRunner (as `execute` runs it) next to `pipe.run` and the decoder alone, per batch size; `--phases` times the GPU
+stage's parts, `--cprofile B` profiles one batch size.
 
-    python benchmarks/serving_profile.py [--device gpu] [--sizes 1 8 32] [--batches 200] [--phases]
-                                         [--distinct-sizes N] [--cprofile 8]
+    python benchmarks/probes/serving_profile.py [--device gpu] [--sizes 1 8 32] [--batches 200] [--phases]
+                                                [--distinct-sizes N] [--gap-ms 0 1 3] [--cprofile 8]
 """
 
 from __future__ import annotations
@@ -19,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from offline_timing import run_waited  # noqa: E402
+from offline_timing import mixed_decoders, run_waited  # noqa: E402
 from triton_helpers import distinct_jpegs, jpegs, served_preprocess  # noqa: E402
 
 from headrace.serving.batching import BatchRunner, InputSpec  # noqa: E402
@@ -60,11 +59,11 @@ def decode_alone(decoder, ctx, encoded: list) -> None:
 
 
 # (module, object name, function name, label): the GPU stage's parts that --phases times, nested as they call
-PHASES = [("headrace.gpu_stage", "GpuStage", "_cpu_stage", "CPU stage (fed inputs, parse, allocate)"),
+PHASES = [("headrace.engine.gpu_stage", "GpuStage", "_cpu_stage", "CPU stage (fed inputs, parse, allocate)"),
           ("headrace_kernels.nvimgcodec_capi", None, "CodeStreams", "  parse (nvImageCodec C API)"),
           ("headrace_kernels.gpu.decode", "MixedDecoder", "run", "decode step"),
           ("headrace_kernels.nvimgcodec_capi", "Decoder", "start", "  start the decode"),
-          ("headrace.gpu_stage", "GpuStage", "plan_ahead", "  plan while it decodes"),
+          ("headrace.engine.gpu_stage", "GpuStage", "plan_ahead", "  plan while it decodes"),
           ("headrace_kernels.gpu.plan_cache", "FusedPlanCache", "plan", "    plans kept by size"),
           ("headrace_kernels.gpu.image_ops", None, "plan_crop_mirror_normalize", "    plan anew"),
           ("headrace_kernels.gpu.image_ops", None, "place", "    outputs, records, tables to the device"),
@@ -72,13 +71,20 @@ PHASES = [("headrace.gpu_stage", "GpuStage", "_cpu_stage", "CPU stage (fed input
           ("headrace_kernels.gpu.image_ops", None, "launch", "resize + normalize launch")]
 
 
-def timed_phases() -> dict[str, float]:
-    """Wrap the PHASES functions with timers; returns the dict they add their seconds to."""
-    seconds: dict[str, float] = dict.fromkeys((label for *_, label in PHASES), 0.0)
+def timed_phases() -> tuple[dict[str, float], list[str]]:
+    """Wrap the PHASES functions with timers (a module function also where headrace imported it by name): the dict
+    they add their seconds to, and the phases this version of headrace does not have."""
+    seconds: dict[str, float] = {}
+    missing = []
     for module_name, owner_name, name, label in PHASES:
-        owner = importlib.import_module(module_name)
-        owner = getattr(owner, owner_name) if owner_name else owner
-        function = getattr(owner, name)
+        try:
+            owner = importlib.import_module(module_name)
+            owner = getattr(owner, owner_name) if owner_name else owner
+            function = getattr(owner, name)
+        except (ImportError, AttributeError):
+            missing.append(".".join(filter(None, (module_name, owner_name, name))))
+            continue
+        seconds[label] = 0.0
 
         def wrapper(*args, _function=function, _label=label, **kwargs):
             start = time.perf_counter()
@@ -88,7 +94,11 @@ def timed_phases() -> dict[str, float]:
                 seconds[_label] += time.perf_counter() - start
 
         setattr(owner, name, wrapper)
-    return seconds
+        if owner_name is None:
+            for module_name_, module in list(sys.modules.items()):
+                if module_name_.startswith("headrace") and getattr(module, name, None) is function:
+                    setattr(module, name, wrapper)
+    return seconds, missing
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -129,13 +139,15 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{args.device}: {label:<12}{size:>6}{p50:>9.2f}{p90:>9.2f}{size / p50 * 1e3:>9.0f}{after}")
     stage = pipe._executor.gpu
     if stage is not None:
-        decoder = next(step.decoder for kind, step in stage.steps if kind == "gpu" and hasattr(step, "decoder"))
+        decoder = mixed_decoders(pipe)[0]
         for size in args.sizes:
             p50, p90 = per_batch_ms(lambda s=size: decode_alone(decoder, stage.ctx, batch(s)), args.batches)
             print(f"{args.device}: {'decode only':<12}{size:>6}{p50:>9.2f}{p90:>9.2f}{size / p50 * 1e3:>9.0f}")
     if args.phases and stage is not None:
         # timers go in only now: the rows above are timed without them
-        seconds = timed_phases()
+        seconds, missing = timed_phases()
+        if missing:
+            print("not in this version, not timed:", ", ".join(missing))
         print("GPU stage parts, ms per pipe.run batch (mean; nested parts indented):")
         for size in args.sizes:
             for _ in range(5):

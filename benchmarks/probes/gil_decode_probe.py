@@ -1,8 +1,7 @@
-"""Does Python running in another thread slow nvImageCodec's GPU decode? (It does in the pipeline: 49 ms per batch
-inside decode() there, 10-12 ms alone.) Times one batch decode of random-crop regions alone, beside a pure-Python
-spinner thread, and beside the spinner with a 10 us GIL switch interval.
+"""Does a busy Python thread slow nvImageCodec's batched GPU decode (its binding takes the GIL per image)? Times one
+decode of 256 random-crop regions alone, beside a pure-Python spinner, and beside it with a 10 us switch interval.
 
-    python benchmarks/gil_decode_probe.py
+    python benchmarks/probes/gil_decode_probe.py
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
-"""Ops whose kernel sees a whole batch at once (e.g. `pad` to the batch's largest sample): the executor's step for
-them. Such a kernel takes lists of inputs, of arguments and of contexts (the samples on the node's branch only) and
-returns one result per sample."""
+"""Ops whose kernel sees a whole batch at once (e.g. `pad` to the batch's largest sample). Such a kernel takes lists
+of inputs, of arguments and of contexts (the samples on the node's branch only) and returns one result per sample."""
 
 from __future__ import annotations
 
+from headrace.engine.context import SampleContext, SampleOp, arg_value
 from headrace.errors import SampleError
-from headrace.executor import SampleContext, _arg_value, _SampleOp
 
 
-def run_whole_batch(op: _SampleOp, values, collectors, first_sample: int, size: int, sources: list[str]) -> None:
+def run_whole_batch(op: SampleOp, values, collectors, first_sample: int, size: int, sources: list[str]) -> None:
     """Run an op whose kernel takes the whole batch (the samples on its branch): lists of inputs, of arguments
     and of contexts in, one result per sample out."""
     active = [i for i in range(size) if op.guard is None or values[op.guard][i] is not None]
@@ -20,7 +19,7 @@ def run_whole_batch(op: _SampleOp, values, collectors, first_sample: int, size: 
             args = dict(args)
             for arg, ref in op.arg_inputs:
                 try:
-                    args[arg.name] = _arg_value(values[ref][i], arg)
+                    args[arg.name] = arg_value(values[ref][i], arg)
                 except ValueError as exc:
                     source = sources[i] if i < len(sources) else f"sample {i}"
                     raise SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on sample {i} "

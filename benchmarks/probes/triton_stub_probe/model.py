@@ -1,7 +1,7 @@
-"""benchmarks/triton_stub_probe.py's model: for each request (one JPEG), time the units of
-benchmarks/stub_probe_units.py inside this Python-backend stub and answer with the seconds each took (FP64 [units]).
-Parameters: `sys_path` (folders to import headrace and the units from, os.pathsep-separated; the stub ignores
-PYTHONPATH), `pipeline_file` and `order` (the units to run, comma-separated, in order)."""
+"""benchmarks/probes/triton_stub_probe.py's model: for each request (one JPEG), time the units of
+stub_probe_units.py in this Python-backend stub and answer with the seconds each took (FP64 [units]). Parameters:
+`sys_path` (folders to import headrace and the units from, os.pathsep-separated; the stub ignores PYTHONPATH),
+`pipeline_file` and `order` (the units to run, comma-separated, in order)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,106 @@
+"""The executor: runs one batch of a graph through its CPU stage and, where the graph has GPU ops, its GPU stage."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from headrace.batch import BufferPool, TensorListCPU, TensorListGPU
+from headrace.engine.cpu_stage import CpuStage
+from headrace.engine.gpu_stage import GpuStage, gpu_stage_nodes
+from headrace.engine.options import ExecutorOptions
+from headrace.errors import SchemaError
+from headrace.graph import DataNode, OpNode, needed_nodes
+
+
+class Executor:
+    """Runs batches of a validated graph; `run(iteration)` must be called with consecutive iterations."""
+
+    def __init__(self, nodes: list[OpNode], outputs: list[DataNode], batch_size: int, num_threads: int, seed: int,
+                 device_id: int | None, prefetch_queue_depth: int, options: ExecutorOptions | None = None):
+        self.options = options or ExecutorOptions()
+        self.nodes = needed_nodes(nodes, outputs)
+        self.outputs = outputs
+        self.batch_size, self.seed = batch_size, seed
+        self.num_threads = max(1, num_threads)
+        self.pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="headrace-cpu")
+        self.buffers = BufferPool(per_key=prefetch_queue_depth + 2)
+        gpu_nodes = gpu_stage_nodes(self.nodes)
+        has_gpu = bool(gpu_nodes) or any(n.device != "cpu" for n in self.nodes)
+        # A GPU pipeline's readers read in the thread that runs its CPU stage: the stage overlaps the GPU work, and
+        # a pool's GIL hand-offs around every file's system calls cost more than reading cached files one by one.
+        reader_pool = self.pool if not has_gpu or self.options.parallel_reads else None
+        self.cpu = CpuStage([n for n in self.nodes if n.name not in gpu_nodes], outputs, batch_size,
+                            self.num_threads, seed, self.buffers, reader_pool, self.pool)
+        self.gpu: GpuStage | None = None  # GPU ops and whatever reads their outputs
+        if has_gpu:
+            self.gpu = GpuStage(self.cpu, self.nodes, gpu_nodes, outputs, device_id, self.options)
+
+    @property
+    def batch_ops(self) -> dict:
+        """The readers and external sources, by node name."""
+        return self.cpu.batch_ops
+
+    @property
+    def record_states(self) -> bool:
+        return self.cpu.record_states
+
+    @record_states.setter
+    def record_states(self, value: bool) -> None:
+        self.cpu.record_states = value
+
+    def run(self, iteration: int) -> tuple[list, list[str]]:
+        """Compute batch `iteration`: the outputs, and the source of every sample (for error messages)."""
+        if self.gpu is not None:
+            values, sources, collectors = self.gpu.run(iteration)
+        else:
+            values, sources, collectors, _ = self.cpu.run(iteration)
+        return self._gather(values, sources, collectors), sources
+
+    def _gather(self, values, sources, collectors) -> list:
+        batches = []
+        for out in self.outputs:
+            key = (out.op.name, out.index)
+            collector = collectors.get(key)
+            layout = out.op.arg("output_layout") or "" if "output_layout" in out.op.schema.all_args else ""
+            if isinstance(values.get(key), TensorListGPU):
+                batches.append(values[key].with_metadata(layout, sources))
+            elif collector is not None and not collector.ragged and collector.buffer is not None:
+                batches.append(TensorListCPU(collector.buffer, layout, sources))
+            else:
+                batches.append(TensorListCPU(values[key], layout, sources))
+        return batches
+
+    def states(self) -> dict[str, tuple[str, dict]]:
+        """The state of every stateful batch op: node name -> (op, state)."""
+        return {name: (self.cpu.batch_op_kinds[name], op.get_state()) for name, op in self.cpu.batch_ops.items()}
+
+    def take_states_after(self, iteration: int) -> dict[str, tuple[str, dict]]:
+        """The stateful ops' state right after they made batch `iteration` (recorded when record_states is on)."""
+        return self.cpu.states_after.pop(iteration, {})
+
+    def set_states(self, states: dict[str, dict]) -> None:
+        for name, op in self.cpu.batch_ops.items():
+            op.set_state(states[name])
+
+    def reader(self, name: str | None):
+        readers = {k: v for k, v in self.cpu.batch_ops.items() if hasattr(v, "meta")}
+        if name is None:
+            if len(readers) != 1:
+                raise SchemaError(f"name a reader: this pipeline has {len(readers)} ({', '.join(readers)})")
+            return next(iter(readers.values()))
+        if name not in readers:
+            raise SchemaError(f"no reader named '{name}' (readers: {', '.join(readers) or 'none'})")
+        return readers[name]
+
+    def release_memory(self) -> None:
+        """Drop pooled host buffers and free the GPU stage's unused device memory."""
+        self.buffers.release()
+        if self.gpu is not None:
+            self.gpu.release_memory()
+
+    def close(self) -> None:
+        if self.gpu is not None:
+            self.gpu.close()
+            self.gpu = None  # now, in this thread: the CUDA stream and memory pool go with it
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.buffers.release()

@@ -1,0 +1,96 @@
+"""The batch as a GPU kernel sees it (headrace_kernels.registry.GpuBatch): its inputs on the device, its literal and
+per-sample arguments, each sample's random stream, and what a preparing kernel made ahead of its input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from headrace.batch import TensorListGPU
+from headrace.engine.context import BatchInfo, arg_values
+
+PREPARED = "__prepared__"  # values[(PREPARED, node)]: the host half a preparing kernel made for its node
+PLANNED = "__planned__"  # values[(PLANNED, node)]: a launch plan made ahead
+
+
+def upload(value) -> TensorListGPU:
+    """A CPU batch (list of arrays) on the GPU, in one transfer when the samples share a shape."""
+    import cupy as cp
+
+    arrays = [np.asarray(v) for v in value]
+    if arrays and all(a.shape == arrays[0].shape and a.dtype == arrays[0].dtype for a in arrays):
+        return TensorListGPU(cp.asarray(np.stack(arrays)))
+    return TensorListGPU([cp.asarray(a) for a in arrays])
+
+
+class GpuBatchView:
+    """One step's view of one batch: a kernel reads it, never the executor's tables."""
+
+    def __init__(self, step, values: dict, info: BatchInfo, ctx, meanwhile=None):
+        self.step, self.values, self.info, self.ctx = step, values, info, ctx
+        self.size = info.size
+        self.args: dict[str, Any] = step.args
+        self.per_sample_args: frozenset[str] = step.per_sample_args
+        self.meanwhile = meanwhile
+        """Host work to do while a decode runs (planning the steps after it), or None."""
+        self.ahead: Any = None
+        """What this step's own `prepare` or `plan` hook made of this batch ahead, or None (then it does it now)."""
+        self._rngs = None
+
+    @property
+    def iteration(self) -> int:
+        return self.info.iteration
+
+    @property
+    def first_sample(self) -> int:
+        return self.info.first_sample
+
+    @property
+    def stream(self):
+        return self.ctx.stream
+
+    @property
+    def device_id(self) -> int:
+        return self.ctx.device_id
+
+    def active(self):
+        """A context in which CuPy allocates from the pipeline's memory, on its device and stream."""
+        return self.ctx.active()
+
+    def value(self, k: int = 0):
+        """Input k as it is: a TensorListGPU, or a list of host arrays."""
+        return self.values[self.step.inputs[k]]
+
+    def num_inputs(self) -> int:
+        return len(self.step.inputs)
+
+    def input(self, k: int = 0) -> TensorListGPU:
+        """Input k on the GPU (uploaded when it comes from the host)."""
+        value = self.value(k)
+        return value if isinstance(value, TensorListGPU) else upload(value)
+
+    def samples(self, k: int = 0, raw: bool = False) -> list:
+        return self.input(k).samples(raw)
+
+    def sample_args(self, part: int = -1) -> list[dict]:
+        """Each sample's arguments (literals and argument inputs) of op `part` of the step (-1: its last)."""
+        node, args, arg_inputs = self.step.parts[part]
+        if not arg_inputs:
+            return [args] * self.size
+        specs = node.schema.all_args
+        out = [dict(args) for _ in range(self.size)]
+        for name, ref in arg_inputs:
+            for sample, value in zip(out, arg_values(self.values[ref], specs[name], self.size), strict=True):
+                sample[name] = value
+        return out
+
+    def rng(self, index: int) -> np.random.Generator:
+        if self._rngs is None:
+            self._rngs = self.info.rngs(self.step.seed)
+        return self._rngs(index)
+
+    def prepared(self, k: int = 0) -> Any:
+        """What the preparing kernel producing input k (its first output) made of this batch ahead, or None."""
+        node, index = self.step.inputs[k]
+        return self.values.get((PREPARED, node)) if index == 0 else None

@@ -1,0 +1,388 @@
+"""The executor's GPU stage: every op with device 'gpu' or 'mixed' (and whatever reads their outputs, `.cpu()` copies
+and the CPU ops after them included) runs here, batch-wise, on the pipeline's own CUDA stream, through the kernels
+registered in headrace_kernels.registry (a chain of ops with a fused kernel runs as one step).
+
+While the GPU stage of batch i runs in the caller's thread, the CPU stage of batch i+1 (readers, CPU ops, and the
+host half of the preparing kernels: the decoders' header parsing and crop windows) runs on a second thread, and
+kernels that can plan on a decoder's prepared records plan there too."""
+
+from __future__ import annotations
+
+import collections
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from headrace.batch import TensorListGPU
+from headrace.engine.branches import run_step
+from headrace.engine.context import BatchInfo, node_seed, ref_of
+from headrace.engine.cpu_stage import CpuStage, sample_op
+from headrace.engine.gpu_batch import PLANNED, PREPARED, GpuBatchView, upload
+from headrace.engine.options import ExecutorOptions
+from headrace.errors import DeviceError, SampleError
+from headrace.graph import DataNode, OpNode
+from headrace_kernels.registry import (
+    GpuKernelEntry,
+    KernelSetup,
+    SampleFailureError,
+    fused_gpu_kernels,
+    get_gpu_kernel,
+)
+
+
+def gpu_stage_nodes(nodes: list[OpNode]) -> set[str]:
+    """Names of the nodes that run in the GPU stage: non-CPU ops, and every op downstream of GPU data."""
+    stage: set[str] = set()
+    gpu_sources: set[str] = set()
+    for node in nodes:
+        if node.schema.batch_op:
+            if node.device != "cpu":
+                gpu_sources.add(node.name)
+            continue
+        upstream = {d.op.name for d in node.upstream}
+        if node.device != "cpu" or upstream & (stage | gpu_sources):
+            stage.add(node.name)
+    return stage
+
+
+def check_device(device_id: int | None, nodes: list[OpNode]) -> None:
+    """A DeviceError naming the first GPU node when no GPU can run it (raised at build time)."""
+    from headrace_kernels.gpu.runtime import gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason(device_id)
+    if reason is not None:
+        node = next((n for n in nodes if n.device != "cpu"), nodes[0])
+        raise DeviceError(f"{node.schema.name} (node '{node.name}') runs on device '{node.device}', but {reason}. "
+                          "Use device='cpu' for this pipeline on this machine.")
+
+
+def fused_chains(nodes: list[OpNode], outputs: list[DataNode]) -> list[tuple[GpuKernelEntry, list[OpNode]]]:
+    """The chains of GPU nodes that a fused kernel replaces: each op of the chain is read by the next alone, as
+    that op's first input, and is not a pipeline output (the last op may be)."""
+    readers: dict[str, list[OpNode]] = {}
+    for node in nodes:
+        for d in node.upstream:
+            readers.setdefault(d.op.name, []).append(node)
+    output_ops = {o.op.name for o in outputs}
+    taken: set[str] = set()
+    chains = []
+    for entry in fused_gpu_kernels():
+        for node in nodes:
+            if node.schema.name != entry.ops[0] or node.device != "gpu" or node.name in taken:
+                continue
+            chain = [node]
+            for op in entry.ops[1:]:
+                last = chain[-1]
+                users = readers.get(last.name, [])
+                user = users[0] if len(users) == 1 else None
+                if last.name in output_ops or user is None or user.schema.name != op or user.device != "gpu" \
+                        or user.name in taken or not user.inputs or user.inputs[0].op is not last:
+                    break
+                chain.append(user)
+            if len(chain) == len(entry.ops):
+                chains.append((entry, chain))
+                taken.update(n.name for n in chain)
+    return chains
+
+
+class KernelStep:
+    """One GPU kernel of the graph (one node, or a fused chain ending in `node`): its kernel object, its literal
+    arguments and where its inputs and per-sample argument inputs come from."""
+
+    def __init__(self, stage: GpuStage, chain: list[OpNode], entry: GpuKernelEntry):
+        self.stage, self.chain, self.node = stage, chain, chain[-1]
+        self.parts = [(n, n.resolved_args(), [(name, ref_of(d)) for name, d in n.arg_inputs.items()])
+                      for n in chain]
+        self.args = self.parts[-1][1]
+        self.per_sample_args = frozenset(self.node.arg_inputs)
+        self.arg_refs = [ref for _, _, refs in self.parts for _, ref in refs]
+        self.inputs = [ref_of(i) for i in chain[0].inputs]
+        self.seed = node_seed(stage.seed, self.node)
+        self.kernel = entry.make(KernelSetup(
+            op=self.node.schema.name, args=self.args, device=self.node.device, device_id=stage.ctx.device_id,
+            num_threads=stage.num_threads, batch_size=stage.batch_size, seed=self.seed, options=stage.options,
+            per_sample_args=frozenset(name for n in chain for name in n.arg_inputs),
+            parts=tuple(args for _, args, _ in self.parts)))
+        self.prepares = hasattr(self.kernel, "prepare")  # a host half that the CPU stage runs, ahead
+        self.plans = hasattr(self.kernel, "plan")  # can plan its launch on a decoder's prepared records, ahead
+
+    def batch(self, values: dict, info: BatchInfo) -> GpuBatchView:
+        return GpuBatchView(self, values, info, self.stage.ctx)
+
+    def prepare(self, values: dict, info: BatchInfo) -> Any:
+        return self.kernel.prepare(self.batch(values, info))
+
+    def run(self, values: dict, info: BatchInfo) -> Any:
+        batch = self.batch(values, info)
+        if self.prepares:
+            batch.ahead = values.get((PREPARED, self.node.name))
+            if not self.stage.lookahead:  # fed inputs: the steps after it plan their launches while it decodes
+                batch.meanwhile = lambda: self.stage.plan_ahead(values, info)
+        elif self.plans:
+            batch.ahead = values.pop((PLANNED, self.node.name), None)
+        result = self.kernel.run(batch)
+        if self.node.device == "cpu":  # a `.cpu()` copy: host arrays
+            return result
+        dense, listed = result if isinstance(result, tuple) else (None, result)
+        return TensorListGPU(dense if dense is not None else listed, stream=self.stage.ctx.stream,
+                             device_id=self.stage.ctx.device_id)
+
+
+class _SwitchInterval:
+    """The interpreter's GIL switch interval while GPU stages that ask for one exist, restored after the last."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._saved: float | None = None
+
+    def hold(self, interval: float) -> None:
+        with self._lock:
+            self._holders += 1
+            if 0 < interval < sys.getswitchinterval():
+                if self._saved is None:
+                    self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(interval)
+
+    def release(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0 and self._saved is not None:
+                sys.setswitchinterval(self._saved)
+                self._saved = None
+
+
+_switch_interval = _SwitchInterval()
+
+
+class GpuStage:
+    """The GPU half of an executor: its steps, its device context, and the look-ahead that overlaps the CPU stage
+    of the next batch with this one's GPU work."""
+
+    def __init__(self, cpu: CpuStage, nodes: list[OpNode], stage: set[str], outputs: list, device_id: int | None,
+                 options: ExecutorOptions):
+        from headrace_kernels.gpu.runtime import GpuContext
+
+        check_device(device_id, nodes)
+        _switch_interval.hold(options.switch_interval)
+        self._holds_interval = True
+        self.cpu, self.options = cpu, options
+        self.seed, self.batch_size, self.num_threads = cpu.seed, cpu.batch_size, cpu.num_threads
+        self.ctx = GpuContext(device_id, limit_bytes=options.gpu_pool_limit)
+        self.gpu_sources = [n for n in nodes if n.schema.batch_op and n.device != "cpu"]
+        self.steps: list[tuple[str, Any]] = []
+        in_stage = [n for n in nodes if n.name in stage]
+        chains = {chain[-1].name: (entry, chain) for entry, chain in fused_chains(in_stage, outputs)}
+        inner = {n.name for _, chain in chains.values() for n in chain[:-1]}
+        for node in in_stage:
+            if node.name in inner:
+                continue
+            if node.device == "cpu" and node.schema.name != "copy":
+                self.steps.append(("samples", sample_op(node, self.seed)))
+                continue
+            entry, chain = chains.get(node.name, (get_gpu_kernel(node.schema.name), [node]))
+            if entry is None:
+                raise DeviceError(f"{node.schema.name} (node '{node.name}') has no GPU implementation")
+            self.steps.append(("gpu", KernelStep(self, chain, entry)))
+        self.fused = sorted(inner)
+        self.lookahead = options.lookahead != "off" and not any(
+            n.schema.name == "external_source" and n.arg("source") is None for n in nodes)
+        # When the next batch's CPU stage starts: by default before this batch's GPU steps, so it overlaps the
+        # decode ('after': once the last decoder has run; benchmarks/HISTORY.md has the measurements).
+        preparing = [step for kind, step in self.steps if kind == "gpu" and step.prepares]
+        self.lookahead_at = preparing[-1] if preparing and options.lookahead == "after" else None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
+        self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-readers")
+        self._reads: dict[int, Future] = {}  # the readers' phase of batches ahead (see _read_ahead)
+        self._pending: tuple[int, Future] | None = None
+        self._previous = None
+        self._lock = threading.Lock()
+        self.timings: collections.Counter = collections.Counter()  # seconds spent per part (host side)
+
+    def kernels(self) -> list[Any]:
+        """The kernel objects of the GPU steps, in order (decoders, fused kernels, ...)."""
+        return [step.kernel for kind, step in self.steps if kind == "gpu"]
+
+    # The CPU stage, in two phases on two threads, ahead of the GPU steps: the readers and CPU ops of batch i+2
+    # (file reads without the GIL) run beside the host half of the decoders of batch i+1 and the decode of batch i.
+    def _readers(self, iteration: int):
+        start = time.perf_counter()
+        result = self.cpu.run(iteration)
+        self.timings["cpu stage"] += time.perf_counter() - start
+        return result
+
+    def _read_ahead(self, iteration: int) -> Future:
+        """The readers' phase of batch `iteration`, on the readers' thread (one batch at a time, in order)."""
+        future = self._reads.get(iteration)
+        if future is None:
+            future = self._reads[iteration] = self._reader_thread.submit(self._readers, iteration)
+        return future
+
+    def _cpu_stage(self, iteration: int):
+        start = time.perf_counter()
+        if not self.lookahead and iteration not in self._reads:
+            # fed inputs: nothing is read ahead, and a hand-off to the readers' thread would only add latency
+            values, sources, collectors, size = self._readers(iteration)
+        else:
+            future = self._read_ahead(iteration)
+            try:
+                values, sources, collectors, size = future.result()
+            finally:
+                self._reads.pop(iteration, None)
+        info = BatchInfo(iteration, iteration * self.batch_size, size, sources)
+        for kind, step in self.steps:
+            if kind == "gpu" and step.prepares and step.node.guard is None \
+                    and all(ref in values for ref in step.inputs):  # inside a branch: prepared on its sub-batch
+                try:
+                    values[(PREPARED, step.node.name)] = step.prepare(values, info)
+                except Exception as exc:
+                    raise self._error(step.node, exc, info) from exc
+        if self.lookahead:  # on the look-ahead's thread; fed batches plan while they decode (KernelStep.run)
+            with self.ctx.active():
+                self.plan_ahead(values, info)
+        self.timings["cpu stage + host half of decoders"] += time.perf_counter() - start
+        return values, sources, collectors, info
+
+    def plan_ahead(self, values: dict, info: BatchInfo) -> None:
+        """Plan the launches of the steps that can plan on a decoder's prepared records (call with the context
+        active): in the look-ahead, or while the batch decodes."""
+        for kind, step in self.steps:
+            if kind != "gpu" or not step.plans or step.node.guard is not None:
+                continue
+            if (PLANNED, step.node.name) in values or (step.node.name, 0) in values:  # planned, or already ran
+                continue
+            if not all(ref in values for ref in step.arg_refs):
+                continue
+            try:
+                plan = step.kernel.plan(step.batch(values, info))
+            except Exception:  # noqa: BLE001 - planning ahead is an optimization: the step's run plans again
+                plan = None  # and reports the error there, with the decoded images at hand
+            if plan is not None:
+                values[(PLANNED, step.node.name)] = plan
+
+    def _next_cpu_stage(self, iteration: int):
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            if pending[0] == iteration:
+                return pending[1].result()
+            try:
+                pending[1].result()
+            except BaseException:  # noqa: BLE001 - a look-ahead nobody asked for
+                pass
+        for ahead, future in list(self._reads.items()):
+            if ahead != iteration:  # batches read ahead for another sequence of iterations
+                try:
+                    future.result()
+                except BaseException:  # noqa: BLE001 - nobody asked for them
+                    pass
+                self._reads.pop(ahead, None)
+        return self._cpu_stage(iteration)
+
+    def run(self, iteration: int):
+        """Batch `iteration`: its CPU stage (computed ahead when possible), then the GPU steps on the stream."""
+        with self._lock, self.ctx.active():  # active for a CPU stage run here too (fed inputs: its allocations)
+            wait = time.perf_counter()
+            values, sources, collectors, info = self._next_cpu_stage(iteration)
+            self.timings["gpu stage waiting for cpu stage"] += time.perf_counter() - wait
+            if self.lookahead and self.lookahead_at is None:
+                self._look_ahead(iteration)
+            if self._previous is not None:  # what the last batch's kernels read may be freed now
+                self._previous[0].synchronize()
+                self._previous = None
+            for source in self.gpu_sources:
+                for index in range(len(source.outputs)):
+                    values[(source.name, index)] = upload(values[(source.name, index)])
+            for kind, step in self.steps:
+                if kind == "samples":
+                    self.cpu.run_ops([step], values, collectors, info.iteration, info.size, info.sources)
+                    continue
+                try:
+                    start = time.perf_counter()
+                    result = run_step(step, values, info)
+                    self.timings[f"gpu step {step.node.schema.name}"] += time.perf_counter() - start
+                except SampleError:
+                    raise
+                except Exception as exc:
+                    raise self._error(step.node, exc, info) from exc
+                values[(step.node.name, 0)] = result
+                if step is self.lookahead_at and self.lookahead:
+                    self._look_ahead(iteration)
+            self._previous = (self.ctx.stream.record(), values)
+            return values, sources, collectors
+
+    def _look_ahead(self, iteration: int) -> None:
+        self._read_ahead(iteration + 1)
+        self._read_ahead(iteration + 2)
+        self._pending = (iteration + 1, self._thread.submit(self._cpu_stage, iteration + 1))
+
+    def _error(self, node: OpNode, exc: Exception, info: BatchInfo) -> SampleError:
+        op = node.schema.name
+        if isinstance(exc, SampleFailureError):
+            i = exc.index
+            source = info.source(i)
+            return SampleError(f"{op} (node '{node.name}', GPU) failed on sample {i} of batch {info.iteration} "
+                               f"[{source}]: {exc}", node=node.name, op=op, sample=i, source=source)
+        return SampleError(f"{op} (node '{node.name}', GPU) failed on batch {info.iteration}: "
+                           f"{type(exc).__name__}: {exc}", node=node.name, op=op)
+
+    def warm_up(self) -> None:
+        """Do what the kernels would do at their first batch (the decoders: create, decode a warm-up batch)."""
+        with self._lock, self.ctx.active():
+            for kernel in self.kernels():
+                if hasattr(kernel, "warm_up"):
+                    kernel.warm_up(self.ctx.stream)
+            self.ctx.stream.synchronize()
+
+    # Memory
+    def release_memory(self) -> None:
+        """Free every pooled device block nothing refers to, and the kernels' own buffers and kept plans."""
+        pending = self._pending
+        if pending is not None:  # the look-ahead allocates too: let it finish (its batch keeps its memory)
+            try:
+                pending[1].result()
+            except BaseException:  # noqa: BLE001 - reported when that batch is asked for
+                pass
+        with self._lock:
+            if self._previous is not None:
+                self._previous[0].synchronize()
+                self._previous = None
+            self._release_kernels()
+            self.ctx.release()
+
+    def _release_kernels(self) -> None:
+        for kernel in self.kernels():
+            if hasattr(kernel, "release"):
+                kernel.release()
+
+    def __del__(self) -> None:
+        # A stage dropped without close() (a pipeline nobody closed, collected in a reference cycle) must still
+        # tear down in order: left to the collector, the stream could go before the images decoded on it.
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown, or close() already done
+            pass
+
+    def close(self) -> None:
+        if getattr(self, "_holds_interval", False):
+            self._holds_interval = False
+            _switch_interval.release()
+        if not hasattr(self, "_thread"):
+            return  # __init__ failed (no GPU): nothing was made
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            try:
+                pending[1].result()
+            except BaseException:  # noqa: BLE001 - closing
+                pass
+        self._thread.shutdown(wait=False, cancel_futures=True)
+        self._reader_thread.shutdown(wait=True, cancel_futures=True)  # a read in progress finishes first
+        self._reads.clear()
+        # Tear down in order, not at the garbage collector's whim: nvImageCodec's images and decoders were made on
+        # this stream and use it when they go, so they go first, while it still exists.
+        with self._lock:
+            self.ctx.stream.synchronize()
+            self._previous = None
+            self._release_kernels()
+            self.steps = []

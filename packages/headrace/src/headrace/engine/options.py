@@ -1,0 +1,85 @@
+"""Executor options: how a pipeline runs, never what it computes (outputs are the same bits with any of them), so
+they are not part of the pipeline file. Set them per pipeline (`executor_options=`) or as Triton model parameters
+(`executor.<name>`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from headrace.errors import SchemaError
+
+LOOKAHEAD_MODES = ("before", "after", "off")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutorOptions:
+    """Switches of the executor's GPU stage, with the measured defaults (benchmarks/HISTORY.md has the runs)."""
+
+    lookahead: str = "before"
+    """When a GPU pipeline computes the next batch's CPU stage: 'before' this batch's GPU steps (overlapping the
+    decode), 'after' its last decoder, or 'off' (no overlap). Fed pipelines (external_source without `source`)
+    never look ahead."""
+    parallel_reads: bool = False
+    """Give a GPU pipeline's readers the thread pool (slow storage); by default they read in the CPU stage's thread,
+    which beats the pool's GIL hand-offs on cached files."""
+    switch_interval: float = 0.0
+    """The interpreter's GIL switch interval (seconds) while a GPU stage exists; 0 keeps the interpreter's."""
+    gpu_pool_limit: int = 0
+    """A byte limit of the pipeline's device memory pool; 0 for none."""
+    plan_cache: bool = True
+    """Keep the fused resize + normalize launch records per image size on the device (where every sample has the
+    same arguments), so a batch of sizes seen before only copies its records."""
+    nvimgcodec_capi: bool = True
+    """Decode through nvImageCodec's C API (returns before the decode is done); False uses its Python binding."""
+
+    def __post_init__(self) -> None:
+        if self.lookahead not in LOOKAHEAD_MODES:
+            raise SchemaError(f"executor option 'lookahead': expected one of {list(LOOKAHEAD_MODES)}, "
+                              f"got {self.lookahead!r}")
+        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi"):
+            if not isinstance(getattr(self, name), bool):
+                raise SchemaError(f"executor option '{name}': expected a bool, got {getattr(self, name)!r}")
+        if isinstance(self.switch_interval, bool) or not isinstance(self.switch_interval, int | float) \
+                or self.switch_interval < 0:
+            raise SchemaError(f"executor option 'switch_interval': expected seconds >= 0, got {self.switch_interval!r}")
+        if isinstance(self.gpu_pool_limit, bool) or not isinstance(self.gpu_pool_limit, int) or self.gpu_pool_limit < 0:
+            raise SchemaError(f"executor option 'gpu_pool_limit': expected bytes >= 0, got {self.gpu_pool_limit!r}")
+
+    @classmethod
+    def of(cls, value: ExecutorOptions | Mapping[str, Any] | None) -> ExecutorOptions:
+        """Options from an ExecutorOptions, a dict of some of its fields, or None (the defaults)."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, Mapping):
+            raise SchemaError(f"executor_options: expected a dict or headrace.ExecutorOptions, got "
+                              f"{type(value).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise SchemaError(f"executor_options: unknown option(s) {unknown}; known: {sorted(known)}")
+        return cls(**value)
+
+    @classmethod
+    def from_strings(cls, values: Mapping[str, str]) -> ExecutorOptions:
+        """Options from text values (Triton model parameters, command lines): 'true'/'false', numbers, words."""
+        fields = {f.name: f.type for f in dataclasses.fields(cls)}
+        parsed: dict[str, Any] = {}
+        for name, text in values.items():
+            kind = fields.get(name)
+            text = str(text).strip()
+            if kind == "bool":
+                if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise SchemaError(f"executor option '{name}': expected true or false, got {text!r}")
+                parsed[name] = text.lower() in ("true", "1", "yes")
+            elif kind in ("int", "float"):
+                try:
+                    parsed[name] = int(text) if kind == "int" else float(text)
+                except ValueError:
+                    raise SchemaError(f"executor option '{name}': expected a number, got {text!r}") from None
+            else:
+                parsed[name] = text
+        return cls.of(parsed)

@@ -1,0 +1,75 @@
+"""Per-sample CPU ops of one batch on the thread pool: every op of a step runs on a sample before the next sample,
+and the results go into the batch's values (and collectors, for pipeline outputs)."""
+
+from __future__ import annotations
+
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
+from headrace.engine.context import SampleContext, SampleOp, arg_value
+from headrace.engine.whole_batch import run_whole_batch
+from headrace.errors import SampleError
+
+
+def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_sample: int, size: int,
+                sources: list[str], pool: ThreadPoolExecutor, num_threads: int) -> None:
+    """Run `ops` (one step) on samples 0..size-1 of batch `iteration`."""
+    if ops[0].node.schema.whole_batch:
+        return run_whole_batch(ops[0], values, collectors, first_sample, size, sources)
+    if any(op.batch_draw is not None for op in ops):
+        for op in ops:  # they take no inputs: drawn first, ahead of the ops of this step that may read them
+            if op.batch_draw is not None:
+                _run_batch_draw(op, values, collectors, iteration, first_sample, size)
+        ops = [op for op in ops if op.batch_draw is None]
+        if not ops:
+            return
+
+    def work(indices) -> None:
+        for i in indices:
+            for op in ops:
+                if op.guard is not None and values[op.guard][i] is None:
+                    continue  # inside a conditional branch this sample does not take
+                inputs = [values[ref][i] for ref in op.inputs]
+                args = op.static_args
+                try:
+                    if op.arg_inputs:
+                        args = dict(args)
+                        for arg, ref in op.arg_inputs:
+                            args[arg.name] = arg_value(values[ref][i], arg)
+                    result = op.kernel(inputs, args, SampleContext(op.seed, first_sample + i))
+                except Exception as exc:
+                    source = sources[i] if i < len(sources) else f"sample {i}"
+                    raise SampleError(
+                        f"{op.node.schema.name} (node '{op.node.name}') failed on sample {i} of batch {iteration}"
+                        f" [{source}]: {exc}", node=op.node.name, op=op.node.schema.name, sample=i,
+                        source=source) from exc
+                results = result if op.num_outputs > 1 else (result,)
+                for index, value in enumerate(results):
+                    values[(op.node.name, index)][i] = value
+                    collector = collectors.get((op.node.name, index))
+                    if collector is not None and value is not None:
+                        collector.put(i, value)
+
+    if num_threads == 1 or size == 1:
+        work(range(size))
+        return
+    # Each worker takes the next sample as it becomes free (a C iterator over itertools.count: atomic under the
+    # GIL), so no thread idles at the end of a batch while another finishes a chunk; results do not depend on
+    # which thread takes which sample.
+    samples = iter(itertools.count().__next__, size)
+    for future in [pool.submit(work, samples) for _ in range(min(num_threads, size))]:
+        future.result()
+
+
+def _run_batch_draw(op: SampleOp, values, collectors, iteration: int, first_sample: int, size: int) -> None:
+    try:
+        results = op.batch_draw(op.static_args, op.seed, first_sample, size)
+    except Exception as exc:
+        raise SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on batch {iteration}: {exc}",
+                          node=op.node.name, op=op.node.schema.name) from exc
+    out = values[(op.node.name, 0)]
+    collector = collectors.get((op.node.name, 0))
+    for i, value in enumerate(results):
+        out[i] = value
+        if collector is not None:
+            collector.put(i, value)

@@ -1,0 +1,59 @@
+"""Executor options (headrace.ExecutorOptions): validated, taken per pipeline and from Triton model parameters, and
+never part of the pipeline file, since they change how a pipeline runs, not what it computes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headrace import ExecutorOptions, Pipeline, SchemaError, fn, pipeline_def, types
+from headrace.serving.triton_backend import executor_options
+
+
+def test_defaults_and_dict_form():
+    assert ExecutorOptions.of(None) == ExecutorOptions()
+    options = ExecutorOptions.of({"lookahead": "after", "plan_cache": False})
+    assert options.lookahead == "after" and options.plan_cache is False and options.parallel_reads is False
+    assert ExecutorOptions.of(options) is options
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ({"look_ahead": "off"}, "unknown option.*look_ahead"),
+    ({"lookahead": "sometimes"}, "'lookahead'.*before"),
+    ({"plan_cache": "no"}, "'plan_cache': expected a bool"),
+    ({"switch_interval": -1.0}, "'switch_interval'"),
+    ({"gpu_pool_limit": 1.5}, "'gpu_pool_limit'"),
+    ("fast", "expected a dict"),
+])
+def test_bad_options_name_the_option(value, message):
+    with pytest.raises(SchemaError, match=message):
+        ExecutorOptions.of(value)
+
+
+def test_triton_parameters_become_options():
+    params = {"executor.lookahead": "off", "executor.plan_cache": "false", "executor.switch_interval": "0.0001",
+              "executor.gpu_pool_limit": "1048576", "num_threads": "2"}
+    assert executor_options(params) == ExecutorOptions(lookahead="off", plan_cache=False, switch_interval=0.0001,
+                                                       gpu_pool_limit=1 << 20)
+    assert executor_options({}) == ExecutorOptions()
+    with pytest.raises(SchemaError, match="'parallel_reads': expected true or false"):
+        executor_options({"executor.parallel_reads": "maybe"})
+
+
+@pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=3)
+def _noisy():
+    values = fn.random.uniform(range=[0.0, 1.0], shape=[3])
+    return fn.cast(values * 10, dtype=types.INT32)
+
+
+def test_options_are_not_in_the_file_and_change_no_output():
+    plain = _noisy()
+    tuned = _noisy(executor_options={"lookahead": "off", "parallel_reads": True})
+    assert tuned.executor_options.lookahead == "off"
+    assert plain.serialize() == tuned.serialize()
+    loaded = Pipeline.load(tuned.serialize(), executor_options=ExecutorOptions(plan_cache=False))
+    assert loaded.executor_options.plan_cache is False
+    for _ in range(2):
+        a, b, c = plain.run()[0], tuned.run()[0], loaded.run()[0]
+        np.testing.assert_array_equal(a.as_array(), b.as_array())
+        np.testing.assert_array_equal(a.as_array(), c.as_array())
