@@ -8,6 +8,8 @@ import math
 import numpy as np
 
 from headrace_kernels.cpu.color_ops import (
+    check_color_space_input,
+    color_conversion,
     hsv_matrix,
     type_range,
 )
@@ -21,7 +23,7 @@ from headrace_kernels.gpu.packing import (
     per_sample,
     upload,
 )
-from headrace_kernels.gpu.runtime import module
+from headrace_kernels.gpu.runtime import function, module
 from headrace_kernels.registry import gpu_kernel
 
 MODE_MATRIX, MODE_SCALE = 0, 1
@@ -85,3 +87,38 @@ class ColorKernel:
 
     def run(self, batch):
         return color(self.op, batch.samples(), batch.sample_args())
+
+
+CSC_RECORD = np.dtype([("in", "<u8"), ("out", "<u8"), ("pixels", "<i8"), ("mode", "<i4"), ("in_channels", "<i4"),
+                       ("out_channels", "<i4"), ("src", "<i4", (3,)), ("dst", "<i4", (3,)), ("pre", "<f4", (3,)),
+                       ("m", "<f4", (9,)), ("bias", "<f4", (3,)), ("weights", "<i4", (3,))], align=True)
+assert CSC_RECORD.itemsize == 136, CSC_RECORD.itemsize  # kernels/color_space.cu's CscSample
+
+
+def _csc_record(rec, image, args: dict) -> tuple[int, ...]:
+    """Fill one sample's record from the CPU kernel's ColorConversion; returns the output shape."""
+    conversion = color_conversion(args["image_type"], args["output_type"])
+    check_color_space_input(image.shape, image.dtype, conversion, args["image_type"])
+    rec["pixels"] = image.size // conversion.in_channels
+    rec["mode"], rec["in_channels"], rec["out_channels"] = conversion.mode, conversion.in_channels, \
+        conversion.out_channels
+    rec["src"], rec["dst"], rec["weights"] = conversion.src, conversion.dst, conversion.weights
+    rec["pre"], rec["bias"] = np.float32(conversion.pre), np.float32(conversion.bias)
+    rec["m"] = np.asarray(conversion.m, np.float32).ravel()
+    return (*image.shape[:-1], conversion.out_channels)
+
+
+@gpu_kernel("color_space_conversion")
+def color_space_conversion(batch):
+    """Every sample's colour space conversion in one launch of kernels/color_space.cu, bit-exact with the CPU's."""
+    images, _ = contiguous_samples(batch.samples(), "color_space_conversion", convert=False)
+    rec = np.zeros(len(images), CSC_RECORD)
+    shapes = [per_sample(i, _csc_record, rec[i], image, args)
+              for i, (image, args) in enumerate(zip(images, batch.sample_args(), strict=True))]
+    outputs = Outputs(shapes, np.dtype(np.uint8))
+    rec["in"] = [image.data.ptr for image in images]
+    rec["out"] = outputs.pointers
+    if len(images) and rec["pixels"].max() > 0:
+        kernel = function("color_space.cu", "color_space_convert")
+        kernel((min(blocks(rec["pixels"].max(), 256), 4096), len(images)), (256,), (upload(rec),))
+    return outputs.result()

@@ -1,9 +1,9 @@
 """Schemas of the colour adjustments: hsv, brightness_contrast and color_twist (HWC images, 3 channels for hue and
-saturation)."""
+saturation), and color_space_conversion (RGB, BGR, GRAY, YCbCr)."""
 
-from headrace.enums import DALIDataType
+from headrace.enums import DALIDataType, DALIImageType
 from headrace.output_specs import keeps_layout_with_dtype_arg
-from headrace.schema import Arg, OpSchema, registrar
+from headrace.schema import REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
 
 register = registrar(__name__)
 
@@ -45,4 +45,26 @@ register(OpSchema(
           Arg("saturation", "float", 1.0, "Saturation multiplier.", tensor_input=True), _DTYPE),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
     state="none", output_spec=keeps_layout_with_dtype_arg, input_layouts=("HWC",),
+))
+
+_SPACES = (DALIImageType.RGB, DALIImageType.BGR, DALIImageType.GRAY, DALIImageType.YCbCr)
+
+
+def _converted(a: SpecArgs) -> list[OutputSpec]:
+    """uint8 images of the input's layout (HWC when unknown) and extents, with output_type's channels (GRAY: 1)."""
+    first, space = a.first, a.args.get("output_type")
+    channels = -1 if space is None else 1 if space == DALIImageType.GRAY else 3
+    dims = None if not first.dims else (*first.dims[:-1], channels)
+    layout = first.layout or ("HWC" if first.ndim in (None, 3) else None)
+    return [OutputSpec("uint8", layout, dims, space.name if space is not None else "")]
+
+
+register(OpSchema(
+    name="color_space_conversion",
+    doc="Converts uint8 images between RGB, BGR, GRAY and YCbCr (ITU-R BT.601, Y in 16..235), channels last, as "
+        "DALI's op: any two different spaces.",
+    args=(Arg("image_type", "image_type", REQUIRED, "Colour space of the input.", choices=_SPACES),
+          Arg("output_type", "image_type", REQUIRED, "Colour space of the output.", choices=_SPACES)),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none", output_spec=_converted, input_layouts=("HWC", "FHWC", "DHWC", "FDHWC"),
 ))
