@@ -2,6 +2,8 @@
 
     python checkpoint_worker.py resume JOBS.json     # each job: config, state file, batches to take, output file
     python checkpoint_worker.py train CONFIG.json    # checkpoint after every batch, print "ckpt N", until killed
+    python checkpoint_worker.py epochs RUNS.json     # the docs' epoch loop for several runs, one batch each from
+                                                     # their last checkpoint; print "saved", wait to be killed
 """
 
 from __future__ import annotations
@@ -83,5 +85,55 @@ def train(config_path: str) -> None:
             time.sleep(0.01)
 
 
+def training_loop(config: dict, run_dir: str | Path):
+    """The loop of docs/torch.md, resumed from `run_dir`'s checkpoint when there is one: every batch is appended to
+    `stream.bin` (a record of its epoch and bytes), then a checkpoint is saved atomically; yields after each save."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint, stream_path = run_dir / "ckpt.json", run_dir / "stream.bin"
+    loader = make_iterator(config)
+    start_epoch, step, written = 0, 0, 0
+    if checkpoint.exists():
+        saved = json.loads(checkpoint.read_text())
+        loader.load_state_dict(saved["loader"])
+        start_epoch, step, written = saved["epoch"], saved["step"], saved["bytes"]
+    with open(stream_path, "ab") as stream:
+        stream.truncate(written)  # what a killed process wrote after its last checkpoint is not part of the run
+        stream.seek(written)
+        for epoch in range(start_epoch, config["epochs"]):
+            for batch in loader:
+                step += 1
+                stream.write(record(epoch, batch[0]["images"].numpy(), batch[0]["labels"].numpy()))
+                stream.flush()
+                tmp = checkpoint.with_suffix(".tmp")
+                tmp.write_text(json.dumps({"epoch": epoch, "step": step, "bytes": stream.tell(),
+                                           "loader": loader.state_dict()}))
+                tmp.replace(checkpoint)
+                yield step
+
+
+def record(epoch: int, images: np.ndarray, labels: np.ndarray) -> bytes:
+    """One batch of a stream: a header line (epoch, shapes, dtypes, sizes), then the arrays' bytes."""
+    header = json.dumps({"epoch": epoch, "images": [images.shape, str(images.dtype), images.nbytes],
+                         "labels": [labels.shape, str(labels.dtype), labels.nbytes]})
+    return header.encode() + b"\n" + images.tobytes() + labels.tobytes()
+
+
+def epochs(runs_path: str) -> None:
+    """Advance every run by one batch (resuming each from its checkpoint), print "saved", then wait for SIGKILL;
+    with "finish", run them all to the end instead."""
+    spec = json.loads(Path(runs_path).read_text())
+    loops = [training_loop(run["config"], run["dir"]) for run in spec["runs"]]
+    for loop in loops:
+        if spec.get("finish"):
+            for _step in loop:
+                pass
+        else:
+            next(loop, None)  # a run that is over already yields nothing: its resumed loop ends at once
+    print("saved", flush=True)
+    if not spec.get("finish"):
+        sys.stdin.readline()  # the parent kills this process here, its pipelines still prefetching
+
+
 if __name__ == "__main__":
-    {"resume": resume, "train": train}[sys.argv[1]](sys.argv[2])
+    {"resume": resume, "train": train, "epochs": epochs}[sys.argv[1]](sys.argv[2])

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from headrace import Pipeline, PipelineFileError, fn, pipeline_def, types
+from headrace import Pipeline, PipelineFileError, SchemaError, fn, pipeline_def, types
 from headrace.data.synthetic import synthetic_image
 
 IMAGES = [synthetic_image(np.random.default_rng(i), 30 + 7 * i, 40 + 3 * i) for i in range(3)]
@@ -295,3 +295,64 @@ def test_graph_package_has_no_code_loading():
         source = (package / module).read_text()
         for forbidden in ("pickle", "eval(", "exec(", "__import__", "importlib", "marshal", "compile("):
             assert forbidden not in source, (module, forbidden)
+
+
+# Hostile files (issue 24; the fuzzing is in test_pipeline_file_fuzz.py) ---------------------------------------------
+
+def test_data_values_may_be_non_finite_and_round_trip():
+    """NaN and infinities are legitimate data (a NaN fill), so they pass where an argument is a value, not a size."""
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None, seed=3)
+    def pipe():
+        x = fn.external_source(name="x")
+        return fn.pad(fn.cast(x, dtype=types.FLOAT), fill_value=float("nan"), shape=[60, 70, 3])
+
+    text = pipe().serialize()
+    assert "NaN" in text
+    assert_same_batches(run_fed(pipe()), run_fed(Pipeline.load(text)))
+
+
+@pytest.mark.parametrize("call, argument, fragment", [
+    (lambda x: fn.resize(x, resize_shorter=float("nan")), "resize_shorter", "finite"),
+    (lambda x: fn.resize(x, resize_x=float("inf")), "resize_x", "finite"),
+    (lambda x: fn.resize(x, resize_shorter=-5), "resize_shorter", ">= 0"),
+    (lambda x: fn.resize(x, resize_x=1e9), "resize_x", "<= 65536"),
+    (lambda x: fn.crop_mirror_normalize(x, scale=1e39), "scale", "32-bit float"),
+    (lambda x: fn.flip(x, horizontal=2**63), "horizontal", "64-bit integer"),
+    (lambda x: fn.random.normal(shape=[100_000, 100_000]), "shape", "limit"),
+])
+def test_the_same_limits_hold_when_the_graph_is_defined(call, argument, fragment):
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        return call(fn.external_source(name="x"))
+
+    with pytest.raises(SchemaError, match=f"argument '{argument}'.*{re.escape(fragment)}"):
+        pipe()
+
+
+def test_a_bool_is_an_int_argument_as_in_dali(valid):
+    """DALI converts an int argument with int(), so True is 1 (a bool argument still refuses 1, as before)."""
+    content = copy.deepcopy(valid)
+    node_of(content, "Resize")["args"]["minibatch_size"] = True
+    loaded = Pipeline.load(json.dumps(content))
+    assert next(n for n in loaded.graph.nodes if n.name == "Resize").args["minibatch_size"] == 1
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ('{"format": "headrace-pipeline", "format": "headrace-pipeline"}', "appears twice"),
+    ('{"format": "headrace-pipeline", "format_version": true}', "format_version True"),
+    ('{"format": "headrace-pipeline", "format_version": 1, "pipeline": {"device_id": true}}', "'device_id'"),
+])
+def test_ambiguous_json_is_refused(text, fragment):
+    with pytest.raises(PipelineFileError, match=re.escape(fragment)):
+        Pipeline.load(text)
+
+
+def test_a_long_chain_of_nodes_loads_without_recursion():
+    nodes = [{"name": "x", "op": "external_source"}]
+    nodes += [{"name": f"c{i}", "op": "copy", "inputs": [[nodes[-1]["name"] if i == 0 else f"c{i - 1}", 0]]}
+              for i in range(3000)]
+    content = {"format": "headrace-pipeline", "format_version": 1, "pipeline": {"batch_size": 2},
+               "nodes": nodes[::-1], "outputs": [["c2999", 0]]}
+    pipe = Pipeline.load(json.dumps(content), device_id=None)
+    assert [n.name for n in pipe.graph.nodes][:2] == ["x", "c0"]
+    pipe.close()

@@ -4,6 +4,7 @@ with hand-worked expectations; zero-copy tensors; dtypes; reset(); state_dict().
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ from torch_harness import epochs, label_pipeline, numbered_files
 
 import headrace
 from headrace import fn
+from headrace.data.synthetic import make_image_folder
+from headrace.errors import SampleError
 from headrace_torch import ClassificationIterator, GenericIterator, LastBatchPolicy, to_torch
 
 FILL, DROP, PARTIAL = LastBatchPolicy.FILL, LastBatchPolicy.DROP, LastBatchPolicy.PARTIAL
@@ -217,3 +220,116 @@ def test_dali_import_path(seven):
     from headrace.plugin.pytorch import LastBatchPolicy as Policy
 
     assert DALIGenericIterator is GenericIterator and Policy is LastBatchPolicy
+
+
+# Resuming a training loop (docs/torch.md) at any batch, the last of an epoch included, and after an epoch's loop
+def _checkpointed(files, batch, policy, auto_reset, checkpoint=None):
+    @headrace.pipeline_def(batch_size=batch, num_threads=1, device_id=None, seed=3, enable_checkpointing=True)
+    def numbers():
+        _, labels = fn.readers.file(files=files, labels=list(range(len(files))), name="Reader", random_shuffle=True)
+        return labels
+
+    return GenericIterator(numbers(checkpoint=checkpoint), ["label"], reader_name="Reader", last_batch_policy=policy,
+                           auto_reset=auto_reset)
+
+
+def _training(it, start_epoch, epochs, saves=None):
+    """(epoch, labels) of every batch of `for epoch in range(start_epoch, epochs): for batch in it`; `saves` gets
+    (batches so far, epoch to resume at, state_dict(), checkpoints()) after every batch and every epoch's loop."""
+    stream = []
+    for epoch in range(start_epoch, epochs):
+        for batch in it:
+            stream.append((epoch, batch[0]["label"].ravel().tolist()))
+            if saves is not None:
+                saves.append((len(stream), epoch, it.state_dict(), it.checkpoints()[0]))
+        if saves is not None:
+            saves.append((len(stream), epoch + 1, it.state_dict(), it.checkpoints()[0]))
+    return stream
+
+
+@pytest.mark.parametrize("auto_reset", [True, False])
+@pytest.mark.parametrize("size", [7, 8])
+@pytest.mark.parametrize("policy", [FILL, DROP, PARTIAL])
+def test_a_training_loop_resumed_from_any_save_gives_the_same_epochs(tmp_path, policy, size, auto_reset):
+    files = numbered_files(tmp_path, size)
+    saves: list = []
+    stream = _training(_checkpointed(files, 2, policy, auto_reset), 0, 3, saves)
+    for done, epoch, state, checkpoint in saves:
+        where = f"{policy.name} {size} auto_reset={auto_reset}, saved after batch {done}, resumed at epoch {epoch}"
+        resumed = _checkpointed(files, 2, policy, auto_reset)
+        resumed.load_state_dict(state)
+        assert stream[:done] + _training(resumed, epoch, 3) == stream, where
+        # DALI's form: the pipeline built from the checkpoint, a new iterator over it (preparing its first batch)
+        rebuilt = _checkpointed(files, 2, policy, auto_reset, checkpoint=checkpoint)
+        assert stream[:done] + _training(rebuilt, epoch, 3) == stream, f"{where}, through checkpoints()"
+
+
+# A batch that fails (a bad file) is consumed all the same: the epochs after it are those of a run without the error
+BAD = {10: "truncated", 19: "empty", 33: "text"}  # none in the first batch of either shard (batches of 8, 43 files)
+
+
+@pytest.fixture(scope="module")
+def with_bad_files(tmp_path_factory):
+    """43 JPEG paths, three of them bad, and the same list with good JPEGs in their place."""
+    root = tmp_path_factory.mktemp("bad")
+    good = sorted(str(p) for p in make_image_folder(root / "good", 43, 1, size=(8, 10), seed=2).rglob("*.jpg"))
+    data = Path(good[0]).read_bytes()
+    contents = {"truncated": data[:len(data) // 3], "empty": b"", "text": b"not an image"}
+    bad = list(good)
+    for index, kind in BAD.items():
+        bad[index] = str(root / f"{kind}.jpg")
+        Path(bad[index]).write_bytes(contents[kind])
+    return bad, good
+
+
+def _decoding(files, batch, policy, shards):
+    @headrace.pipeline_def(batch_size=batch, num_threads=1, device_id=None, seed=5, enable_checkpointing=True)
+    def images(shard_id):
+        jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))), name="Reader",
+                                        shard_id=shard_id, num_shards=shards)
+        return fn.resize(fn.decoders.image(jpegs), resize_x=4, resize_y=4), labels
+
+    pipes = [images(k) for k in range(shards)]
+    return GenericIterator(pipes, ["image", "label"], reader_name="Reader", last_batch_policy=policy, auto_reset=True)
+
+
+def _steps(it, epochs, states=None):
+    """Per epoch, per step: the labels of each pipeline's batch, or "error"; `states` gets state_dict() after each
+    error."""
+    seen = []
+    for _ in range(epochs):
+        steps = []
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            except SampleError:
+                steps.append("error")
+                if states is not None:
+                    states.append((sum(map(len, seen)) + len(steps), it.state_dict()))
+                continue
+            steps.append([b["label"].ravel().tolist() for b in batch])
+        seen.append(steps)
+    return seen
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+@pytest.mark.parametrize("policy", [FILL, DROP, PARTIAL])
+def test_failed_batches_keep_the_epochs_and_checkpoints_aligned(with_bad_files, policy, shards):
+    bad, good = with_bad_files
+    reference = _steps(_decoding(good, 8, policy, shards), 3)
+    states: list = []
+    got = _steps(_decoding(bad, 8, policy, shards), 3, states)
+    assert [len(e) for e in got] == [len(e) for e in reference]
+    for epoch, (mine, theirs) in enumerate(zip(got, reference, strict=True)):
+        for step, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert a in (b, "error"), f"epoch {epoch} step {step}: {a} instead of {b}"
+            assert a == "error" or not set(BAD) & set(sum(b, [])), f"epoch {epoch} step {step} holds a bad file"
+    assert states, "no batch failed"
+    flat = sum(got, [])
+    for done, state in states[:3]:  # a checkpoint taken after an error resumes exactly
+        resumed = _decoding(bad, 8, policy, shards)
+        resumed.load_state_dict(state)
+        rest = sum(_steps(resumed, 4), [])
+        assert rest[:len(flat) - done] == flat[done:], f"resumed after step {done}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, REPO
@@ -24,7 +25,13 @@ def test_committed_repository_is_what_the_script_writes(tmp_path):
 
 
 def test_backend_model_py_is_the_one_the_launcher_installs():
-    assert (REPO / "backend" / "model.py").read_text() == BACKEND_MODEL_PY
+    """One source: backend/model.py links to the package's model.py, whose text the launcher installs."""
+    import headrace.serving
+
+    linked = REPO / "backend" / "model.py"
+    assert linked.is_symlink()
+    assert linked.resolve() == (Path(headrace.serving.__file__).parent / "model.py").resolve()
+    assert linked.read_text() == BACKEND_MODEL_PY
 
 
 def test_launcher_backend_sees_this_process_import_folders(tmp_path, monkeypatch):

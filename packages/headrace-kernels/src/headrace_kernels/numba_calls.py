@@ -1,7 +1,7 @@
 """Calling a numba loop that takes C functions (ctypes function objects) as arguments without numba's per-call
-typing. Numba's C dispatch cannot type a ctypes function, so every call of such a loop went through Python typing
-and signature lookup: about 0.4 ms a call, 2.5 ms of a served GPU batch of 8 images whose pipeline takes 2.5 ms.
-`bind` types the functions once and calls the compiled overload directly after the first call."""
+typing. Numba's C dispatch cannot type a ctypes function, so every call of such a loop would go through Python
+typing and signature lookup (a large share of a small served batch: benchmarks/HISTORY.md). `bind` types the
+functions once and calls the compiled overload directly after the first call."""
 
 from __future__ import annotations
 

@@ -26,11 +26,23 @@ class GpuBatch(Protocol):
     """What a GPU kernel sees of the batch it runs on (the engine's view; see headrace.engine.gpu_batch)."""
 
     size: int
+    iteration: int
+    first_sample: int
+    stream: Any
+    """The pipeline's CUDA stream (CuPy's current stream while a kernel runs)."""
+    device_id: int
     args: dict[str, Any]
     """The node's literal arguments, defaults filled in (for a fused kernel: its last op's)."""
     per_sample_args: frozenset[str]
-    """Names of the arguments that come from a DataNode, one value per sample."""
+    """Names of the node's arguments that come from a DataNode, one value per sample (for a fused kernel: its last
+    op's; KernelSetup.per_sample_args has the whole chain's)."""
+    ahead: Any
+    """What this kernel's own `prepare` (or else `plan`) hook made of this batch ahead, or None."""
+    meanwhile: Any
+    """Host work a decoding kernel may run while the decode is under way (planning the steps after it), or None."""
 
+    def active(self) -> Any: ...  # a context: CuPy allocates from the pipeline's memory, on its device and stream
+    def num_inputs(self) -> int: ...
     def input(self, k: int = 0) -> Any: ...  # input k on the GPU: `.dense` (N, ...) array or None, `.samples()`
     def samples(self, k: int = 0, raw: bool = False) -> list: ...  # input k's samples (raw: decoder records)
     def value(self, k: int = 0) -> Any: ...  # input k as it is (a GPU batch or a list of host arrays)

@@ -84,13 +84,18 @@ class GenericIterator:
         self._epoch = EpochCounter(self.batch_size, len(self._pipes), last_batch_policy, size, last_batch_padded,
                                    metas)
         self._ever_consumed = self._consumed_since_reset = False
+        # `_ended`: this epoch's StopIteration was raised and no reset followed yet (auto_reset off);
+        # `_resumed`: a state was just loaded, so the next `iter()` continues its epoch instead of starting one
+        self._ended = self._resumed = False
         self._checkpointing = all(getattr(p, "enable_checkpointing", False) for p in self._pipes)
         restored = [getattr(p, "restored_iterator_data", None) for p in self._pipes]
         if all(data is not None for data in restored):  # pipelines built from checkpoints() of an iterator
-            self._epoch.load(restored[0])
+            self._resume(restored[0])
         self._first_batch: list[dict[str, torch.Tensor]] | None = None
         self._state_before_first: dict | None = None
-        if prepare_first_batch:
+        # restored at an epoch's end, the next thing to hand out is the StopIteration, not a batch
+        at_epoch_end = self._resumed and (self._epoch.finished or self._epoch.drops_next())
+        if prepare_first_batch and not at_epoch_end and not self._ended:
             self._state_before_first = self._current_state()
             try:
                 self._first_batch = self._next_batch()
@@ -100,6 +105,9 @@ class GenericIterator:
 
     # Iteration
     def __iter__(self) -> GenericIterator:
+        if self._resumed:  # `for batch in loader` right after a restore: the rest of the saved epoch, maybe none
+            self._resumed = False
+            return self
         if self._epoch.counter != 0 and self._ever_consumed:
             if self._epoch.finished or self._consumed_since_reset:
                 self.reset()
@@ -108,6 +116,7 @@ class GenericIterator:
 
     def __next__(self) -> list[dict[str, torch.Tensor]]:
         self._ever_consumed = self._consumed_since_reset = True
+        self._resumed = False
         if self._first_batch is not None:
             batch, self._first_batch, self._state_before_first = self._first_batch, None, None
             return batch
@@ -118,7 +127,18 @@ class GenericIterator:
     def _next_batch(self) -> list[dict[str, torch.Tensor]]:
         if self._epoch.finished:
             self._end_epoch()
-        outputs = self._run_pipelines()
+        try:
+            outputs = self._run_pipelines()
+        except StopIteration:
+            raise
+        except Exception as exc:
+            # the readers consumed this batch even though it failed: count it, so that the epochs stay aligned
+            # with the reader's when the user catches the error and goes on
+            if not self._epoch.advance():
+                raise
+            # DROP throws this batch away: the user gets the epoch's end, as without the error
+            _log.warning("the batch DROP throws away at the end of the epoch failed: %s", exc)
+            self._end_epoch()
         batches = [self._to_torch(outs) for outs in outputs]
         if self._epoch.advance():
             self._end_epoch()
@@ -131,12 +151,20 @@ class GenericIterator:
         return [{name: t[:n] for name, t in batch.items()} for batch, n in zip(batches, kept, strict=True)]
 
     def _run_pipelines(self) -> list[tuple]:
-        try:
-            outputs = [pipe.run() for pipe in self._pipes]
-        except StopIteration:
-            if self._epoch.size < 0 and self._auto_reset:
-                self.reset()
-            raise
+        """One batch of every pipeline. When one fails, the others still run (they stay in step) before the
+        first error is raised."""
+        outputs, error = [], None
+        for pipe in self._pipes:
+            try:
+                outputs.append(pipe.run())
+            except StopIteration:
+                if self._epoch.size < 0 and self._auto_reset:
+                    self.reset()
+                raise
+            except Exception as exc:  # noqa: BLE001 - raised once every pipeline has run its batch
+                error = error or exc
+        if error is not None:
+            raise error
         for outs in outputs:
             if len(outs) != len(self.output_map):
                 raise ValueError(f"the pipeline has {len(outs)} outputs but output_map names {len(self.output_map)}"
@@ -155,6 +183,8 @@ class GenericIterator:
     def _end_epoch(self):
         if self._auto_reset:
             self.reset()
+        else:
+            self._ended = True
         raise StopIteration
 
     def reset(self) -> None:
@@ -162,11 +192,14 @@ class GenericIterator:
         epoch = self._epoch
         if epoch.drops_next() and not epoch.finished:
             # the user stopped after len() batches: consume the batch DROP throws away, as the loop would have
-            self._run_pipelines()
+            try:
+                self._run_pipelines()
+            except Exception as exc:  # noqa: BLE001 - its samples are thrown away; the reset goes on
+                _log.warning("the batch DROP throws away at the end of the epoch failed: %s", exc)
             epoch.advance()
         if epoch.finished or epoch.size < 0:
             epoch.next_epoch()
-            self._consumed_since_reset = False
+            self._consumed_since_reset = self._ended = False
             if epoch.size < 0:
                 for pipe in self._pipes:
                     pipe.reset()
@@ -190,8 +223,10 @@ class GenericIterator:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from `state_dict()`: the next batch is the one that followed it. Restores the pipelines too
-        when the state holds their checkpoints; otherwise they must already stand where the state was taken."""
-        self._epoch.load(state)
+        when the state holds their checkpoints; otherwise they must already stand where the state was taken.
+        A state saved on an epoch's last batch resumes at that epoch's end: the next `next()` raises StopIteration,
+        and a `for` loop over the iterator ends at once, as the interrupted one would have."""
+        self._resume(state)
         checkpoints = state.get("pipelines")
         if checkpoints is not None:
             if len(checkpoints) != len(self._pipes):
@@ -200,7 +235,12 @@ class GenericIterator:
             for pipe, checkpoint in zip(self._pipes, checkpoints, strict=True):
                 pipe.restore(checkpoint)
         self._first_batch, self._state_before_first = None, None
+
+    def _resume(self, state: dict[str, Any]) -> None:
+        self._epoch.load(state)
+        self._ended = bool(state.get("ended", False))
         self._ever_consumed, self._consumed_since_reset = True, False
+        self._resumed = not self._ended
 
     def checkpoints(self) -> list[dict]:
         """DALI's form: one checkpoint per pipeline with the iterator's counters inside; a pipeline built with
@@ -213,6 +253,7 @@ class GenericIterator:
 
     def _current_state(self) -> dict[str, Any]:
         state = self._epoch.state()
+        state["ended"] = self._ended
         if self._checkpointing:
             state["pipelines"] = [pipe.checkpoint() for pipe in self._pipes]
         return state

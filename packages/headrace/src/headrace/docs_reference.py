@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import enum
 import importlib
 import importlib.util
 import inspect
@@ -48,11 +49,15 @@ def _cell(text: str) -> str:
 def _value(value) -> str:
     if value is REQUIRED:
         return "required"
-    if hasattr(value, "name") and type(value).__module__ == "headrace.types":
+    if isinstance(value, enum.Enum):
         return f"`types.{value.name}`"
-    if isinstance(value, list) and value and all(hasattr(v, "name") for v in value):
+    if isinstance(value, list) and value and all(isinstance(v, enum.Enum) for v in value):
         return "`[" + ", ".join(f"types.{v.name}" for v in value) + "]`"
     return f"`{value!r}`"
+
+
+def _choice(value) -> str:
+    return f"types.{value.name}" if isinstance(value, enum.Enum) else repr(value)
 
 
 def _type(arg: Arg) -> str:
@@ -66,7 +71,7 @@ def _type(arg: Arg) -> str:
 def _args_table(args) -> list[str]:
     lines = ["| Argument | Type | Default | Per-sample | Description |", "| --- | --- | --- | --- | --- |"]
     for arg in args:
-        doc = arg.doc + (f" One of {', '.join(repr(c) for c in arg.choices)}." if arg.choices else "")
+        doc = arg.doc + (f" One of {', '.join(_choice(c) for c in arg.choices)}." if arg.choices else "")
         lines.append(f"| `{arg.name}` | {_cell(_type(arg))} | {_cell(_value(arg.default))} | "
                      f"{'DataNode allowed' if arg.tensor_input else 'no'} | {_cell(doc)} |")
     return lines

@@ -147,6 +147,15 @@ class Pipeline:
         return dict(gpu.timings) if gpu is not None else {}
 
     @property
+    def skipped(self) -> list:
+        """The samples dropped by on_error="skip" since the pipeline was built (or restored), oldest first: records
+        (batch, sample, file, op, message); `.fills` maps a batch to its slots holding fills (repeats that keep an
+        epoch's length, at its end). Batches computed ahead count as soon as they are computed."""
+        from headrace.engine.skips import Skipped
+
+        return self._executor.skipped if self._executor is not None else Skipped()
+
+    @property
     def fed_inputs(self) -> list[str]:
         """Names of the external sources with no `source`: they take data from `run(name=...)`."""
         return [n.name for n in self.graph.nodes if n.schema.name == "external_source" and n.arg("source") is None]
@@ -181,10 +190,14 @@ class Pipeline:
         if self._prefetcher is None:
             self._prefetcher = _Prefetcher(self._executor, self._iteration, self.prefetch_queue_depth,
                                            self.enable_checkpointing)
-        outputs, states = self._prefetcher.next()
+        outputs, states, error = self._prefetcher.next()
+        # a failed batch is consumed too (its readers moved on, the prefetcher computes the next one): count it, so
+        # that the iteration counter and a checkpoint stay aligned with the readers after the user continues
         self._iteration += 1
         if states:
             self._consumed_states = {**self._consumed_states, **states}
+        if error is not None:
+            raise error
         return tuple(outputs)
 
     def schedule_run(self) -> None:
@@ -334,14 +347,17 @@ class _Prefetcher:
 
     def _loop(self, iteration: int) -> None:
         while not self.stopping.is_set():
+            outputs, error = None, None
             try:
                 outputs = self.executor.run(iteration)[0]
-                # the stateful ops' state right after this batch: what a checkpoint saves once it is consumed
-                item: Any = (outputs, self.executor.take_states_after(iteration) if self.snapshots else None)
             except StopIteration:
-                item = self._END
+                outputs = self._END
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-                item = exc
+                error = exc
+            # the stateful ops' state right after this batch (failed or not): what a checkpoint saves once it is
+            # consumed
+            states = self.executor.take_states_after(iteration) if self.snapshots else None
+            item: Any = self._END if outputs is self._END else (outputs, states, error)
             iteration += 1
             while not self.stopping.is_set():
                 try:
@@ -352,7 +368,8 @@ class _Prefetcher:
             if item is self._END:
                 return
 
-    def next(self) -> tuple[list[TensorListCPU], dict | None]:
+    def next(self) -> tuple[list[TensorListCPU] | None, dict | None, BaseException | None]:
+        """The next batch's outputs, the stateful ops' state after it, and the error it failed with (or None)."""
         while True:
             try:
                 item = self.queue.get(timeout=0.5)
@@ -362,12 +379,15 @@ class _Prefetcher:
                     raise StopIteration from None
         if item is self._END:
             raise StopIteration
-        if isinstance(item, BaseException):
-            raise item
         return item
 
     def stop(self) -> None:
         self.stopping.set()
+        while True:  # room in the queue, so a waiting put() returns at once (restore() and close() stop it)
+            try:
+                self.queue.get_nowait()
+            except queue.Empty:
+                break
         self.thread.join(timeout=10)
 
 

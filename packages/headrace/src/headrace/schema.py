@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import math
+import reprlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -19,25 +21,111 @@ REQUIRED = object()
 _ENUMS = {"dtype": enums.DALIDataType, "image_type": enums.DALIImageType, "interp_type": enums.DALIInterpType}
 
 
-def _coerce_scalar(kind: str, value: Any) -> Any:
-    """Check one value against an argument kind and return its canonical Python form."""
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+INT64_RANGE = (-(2**63), 2**63 - 1)
+MAX_EXTENT = 1 << 16
+"""The largest image extent (pixels) an argument may ask for: above JPEG's limit of 65,535 per side, so that a
+real size always fits, and far below what would exhaust memory before a kernel could say so."""
+MAX_SAMPLE_ELEMENTS = 1 << 30
+"""The most elements an argument may ask one sample to have (a `shape`, `num_classes`): 4 GiB of float32."""
+
+NON_FINITE_ARGS = frozenset({"fill_value", "fill_values", "fdata", "scalar", "on_value", "off_value", "values"})
+"""Float arguments that are data values, not sizes, positions or factors: NaN and +-inf are legitimate there (a NaN
+fill), and their magnitude is not limited to float32's. Every other float argument must be finite."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The range of a numeric argument's values (of its magnitude where a negative value means a flip, as DALI's
+    resize sizes) and, for a shape, the most elements it may describe."""
+
+    low: float
+    high: float
+    magnitude: bool = False
+    max_product: int | None = None
+    kind: str | None = None
+    """The argument kind these limits are for (an int `shape` is an output shape, a float one a region)."""
+
+    def check(self, values: list) -> None:
+        for value in values:
+            checked = abs(value) if self.magnitude else value
+            if not self.low <= checked <= self.high:
+                where = f"|value| <= {self.high:g}" if self.magnitude else f">= {self.low:g} and <= {self.high:g}"
+                raise ValueError(f"expected values {where}, got {value!r}")
+        if self.max_product is not None:
+            product = 1
+            for value in values:
+                product *= max(int(value), 1)
+            if product > self.max_product:
+                raise ValueError(f"a shape of {product} elements is more than the limit of {self.max_product}")
+
+
+ARG_LIMITS = {
+    **dict.fromkeys(("resize_x", "resize_y", "size"), Limits(-MAX_EXTENT, MAX_EXTENT, magnitude=True)),
+    **dict.fromkeys(("resize_shorter", "resize_longer", "max_size", "crop", "crop_h", "crop_w", "min_canvas_size",
+                     "window_size", "sigma"), Limits(0, MAX_EXTENT)),
+    "align": Limits(1, MAX_EXTENT),
+    "ratio": Limits(0, MAX_EXTENT),  # below 1 is the kernel's error, per sample
+    "shape": Limits(-1, MAX_SAMPLE_ELEMENTS, max_product=MAX_SAMPLE_ELEMENTS, kind="int"),
+    "num_classes": Limits(1, MAX_SAMPLE_ELEMENTS),
+    "num_attempts": Limits(1, 1 << 16),
+    "n_channels": Limits(1, 1 << 10),
+    "ndim": Limits(0, 64),  # numpy's most dimensions
+}
+"""Ranges of the arguments that size an output or a loop, by name (a name means the same quantity in every op that
+has it, as in DALI); an Arg may declare its own `limits` instead. Values outside are refused when the graph is
+defined or a pipeline file is loaded, instead of failing in a kernel or exhausting memory."""
+
+
+class _ShortRepr(reprlib.Repr):
+    """reprlib's shortened repr, also for ints of thousands of digits (which repr itself refuses)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxlist, self.maxdict, self.maxstring, self.maxother = 3, 6, 4, 60, 60
+
+    def repr_int(self, x: int, level: int) -> str:
+        return f"<an int of {x.bit_length()} bits>" if x.bit_length() > 128 else repr(x)
+
+
+def short_repr(value: Any) -> str:
+    """A value for an error message, shortened: a hostile file's value may be megabytes long or deeply nested."""
+    return _ShortRepr().repr(value)
+
+
+def _coerce_scalar(kind: str, value: Any, non_finite: bool = False) -> Any:
+    """Check one value against an argument kind and return its canonical Python form. Ints must fit 64 bits (a
+    bool is an int, as DALI converts it); floats must be finite and fit a float32 (DALI's float arguments) unless
+    `non_finite` (a data value)."""
     if kind == "any":
         return value
     if kind == "bool":
         if isinstance(value, bool) or (hasattr(value, "dtype") and value.dtype == bool):
             return bool(value)
-        raise TypeError(f"expected bool, got {type(value).__name__} {value!r}")
+        raise TypeError(f"expected bool, got {type(value).__name__} {short_repr(value)}")
     if kind == "int":
-        if isinstance(value, bool) or not _is_integral(value):
-            raise TypeError(f"expected int, got {type(value).__name__} {value!r}")
-        return int(value)
+        if not _is_integral(value):
+            raise TypeError(f"expected int, got {type(value).__name__} {short_repr(value)}")
+        number = int(value)
+        if not INT64_RANGE[0] <= number <= INT64_RANGE[1]:
+            raise ValueError(f"{short_repr(number)} does not fit a 64-bit integer")
+        return number
     if kind == "float":
         if isinstance(value, bool) or not _is_real(value):
-            raise TypeError(f"expected float, got {type(value).__name__} {value!r}")
-        return float(value)
+            raise TypeError(f"expected float, got {type(value).__name__} {short_repr(value)}")
+        try:
+            number = float(value)
+        except OverflowError:
+            raise ValueError(f"{short_repr(value)} is too large for a float") from None
+        if not non_finite:
+            if not math.isfinite(number):
+                raise ValueError(f"expected a finite float, got {number}")
+            if abs(number) > FLOAT32_MAX:
+                raise ValueError(f"{number:g} is too large for a 32-bit float (DALI's float arguments)")
+        return number
     if kind == "str":
         if not isinstance(value, str):
-            raise TypeError(f"expected str, got {type(value).__name__} {value!r}")
+            raise TypeError(f"expected str, got {type(value).__name__} {short_repr(value)}")
         return value
     if kind in _ENUMS:
         enum = _ENUMS[kind]
@@ -45,13 +133,13 @@ def _coerce_scalar(kind: str, value: Any) -> Any:
             try:
                 return enum[value]
             except KeyError:
-                raise TypeError(f"expected one of {[m.name for m in enum]}, got {value!r}") from None
+                raise TypeError(f"expected one of {[m.name for m in enum]}, got {short_repr(value)}") from None
         if isinstance(value, bool) or not _is_integral(value):
-            raise TypeError(f"expected a types.{enum.__name__}, got {type(value).__name__} {value!r}")
+            raise TypeError(f"expected a types.{enum.__name__}, got {type(value).__name__} {short_repr(value)}")
         try:
             return enum(int(value))
         except ValueError:
-            raise TypeError(f"{value!r} is not a types.{enum.__name__}") from None
+            raise TypeError(f"{short_repr(value)} is not a types.{enum.__name__}") from None
     if kind == "callable":
         if not callable(value) and not hasattr(value, "__iter__"):
             raise TypeError(f"expected a callable or an iterable, got {type(value).__name__}")
@@ -60,16 +148,22 @@ def _coerce_scalar(kind: str, value: Any) -> Any:
 
 
 def _is_integral(value: Any) -> bool:
+    if isinstance(value, str | bytes):
+        return False
     try:
-        return int(value) == value and not isinstance(value, str)
-    except (TypeError, ValueError):
+        return int(value) == value
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
         return False
 
 
 def _is_real(value: Any) -> bool:
+    if isinstance(value, str | bytes):
+        return False
     try:
         float(value)
-        return not isinstance(value, str)
+        return True
+    except OverflowError:  # an int too large for a float: real, refused by the caller with its own message
+        return True
     except (TypeError, ValueError):
         return False
 
@@ -87,24 +181,34 @@ class Arg:
     list_of: bool = False
     list_len: tuple[int, int] | None = None
     serializable: bool = True
+    limits: Limits | None = None
+    """The range of the values; default ARG_LIMITS's entry for the argument's name and kind, if any."""
 
     def coerce(self, value: Any) -> Any:
         """Validate `value` for this argument, returning its canonical form; raise TypeError/ValueError otherwise."""
+        non_finite = self.name in NON_FINITE_ARGS
         if self.list_of:
             if hasattr(value, "tolist"):  # numpy arrays and scalars
                 value = value.tolist()
             if isinstance(value, str | bytes) or not isinstance(value, Sequence):
                 value = [value]
-            values = [_coerce_scalar(self.kind, v) for v in value]
+            values = [_coerce_scalar(self.kind, v, non_finite) for v in value]
             if self.list_len and not self.list_len[0] <= len(values) <= self.list_len[1]:
                 lo, hi = self.list_len
                 want = f"{lo}" if lo == hi else f"{lo} to {hi}"
                 raise ValueError(f"expected {want} values, got {len(values)}")
+            self._check_limits(values)
             return values
-        coerced = _coerce_scalar(self.kind, value)
+        coerced = _coerce_scalar(self.kind, value, non_finite)
         if self.choices is not None and coerced not in self.choices:
-            raise ValueError(f"expected one of {list(self.choices)}, got {coerced!r}")
+            raise ValueError(f"expected one of {list(self.choices)}, got {short_repr(coerced)}")
+        self._check_limits([coerced])
         return coerced
+
+    def _check_limits(self, values: list) -> None:
+        limits = self.limits or ARG_LIMITS.get(self.name)
+        if limits is not None and limits.kind in (None, self.kind) and self.kind in ("int", "float"):
+            limits.check(values)
 
     def to_json(self, value: Any) -> Any:
         """The JSON form of a canonical value: enums by name, everything else as is."""
@@ -250,10 +354,10 @@ class OpSchema:
         out = {}
         for key, value in kwargs.items():
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
+                close = difflib.get_close_matches(key, known, n=1) if len(key) < 100 else []
                 hint = f" Did you mean '{close[0]}'?" if close else ""
                 raise SchemaError(
-                    f"{self.name} (node '{node}'): unknown argument '{key}'.{hint} "
+                    f"{self.name} (node '{node}'): unknown argument {short_repr(key)}.{hint} "
                     f"Valid arguments: {', '.join(sorted(known))}."
                 )
             if value is None and key in ("device", "name"):

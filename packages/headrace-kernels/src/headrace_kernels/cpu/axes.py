@@ -8,7 +8,7 @@ DEFAULT_LAYOUTS = {1: "W", 2: "HW", 3: "HWC", 4: "DHWC"}
 
 
 def default_layout(ndim: int) -> str:
-    """The layout assumed for a sample of `ndim` dimensions (layouts are not tracked through the graph)."""
+    """The layout a kernel assumes for a sample of `ndim` dimensions (kernels see arrays, not the graph's layouts)."""
     return DEFAULT_LAYOUTS.get(ndim, "")
 
 

@@ -57,15 +57,37 @@ def _as_bytes(data) -> np.ndarray:
     return array
 
 
-def code_stream(data):
-    """Parse the header of an encoded image; raises ValueError when it is no image nvImageCodec knows."""
+def code_stream(data, max_pixels: int = 0):
+    """Parse the header of an encoded image; raises ValueError when it is no image nvImageCodec knows, or when it
+    claims more than `max_pixels` pixels (0: no limit)."""
     nv = nvimgcodec_module()
     try:
         stream = nv.CodeStream(_as_bytes(data).tobytes())
         _ = stream.width  # parses the header
     except Exception as exc:  # noqa: BLE001 - nvimgcodec raises RuntimeError with its own text
         raise ValueError(f"not a decodable image ({exc})") from None
+    check_pixels(stream.height, stream.width, max_pixels)
     return stream
+
+
+def check_pixels(height: int, width: int, max_pixels: int) -> None:
+    """Refuse an image whose header claims more than `max_pixels` pixels (a decompression bomb) before anything is
+    decoded or allocated; 0 sets no limit."""
+    check_max_pixels(max_pixels)
+    if max_pixels and height * width > max_pixels:
+        raise ValueError(too_many_pixels(height, width, max_pixels))
+
+
+def check_max_pixels(max_pixels: int) -> None:
+    """The argument itself: 0 (no limit) or a positive count."""
+    if max_pixels < 0:
+        raise ValueError(f"max_pixels must be 0 (no limit) or a positive number of pixels, got {max_pixels}")
+
+
+def too_many_pixels(height: int, width: int, max_pixels: int) -> str:
+    """The refusal's message: what the header claims, and the argument that refuses it."""
+    return (f"its header claims {height}x{width} = {height * width:,} pixels, more than max_pixels={max_pixels:,}: "
+            "refused before decoding (a decompression bomb, or raise the decoder's max_pixels)")
 
 
 def _convert(image: np.ndarray, output_type: int) -> np.ndarray:
@@ -77,9 +99,10 @@ def _convert(image: np.ndarray, output_type: int) -> np.ndarray:
 
 
 def decode_image(data, output_type: int = RGB, adjust_orientation: bool = True,
-                 window: tuple[int, int, int, int] | None = None) -> np.ndarray:
-    """Decode to HWC uint8; `window` = (y, x, h, w) decodes only that region (ROI decode)."""
-    return _decode_stream(code_stream(data), output_type, adjust_orientation, window)
+                 window: tuple[int, int, int, int] | None = None, max_pixels: int = 0) -> np.ndarray:
+    """Decode to HWC uint8; `window` = (y, x, h, w) decodes only that region (ROI decode). An image of more than
+    `max_pixels` pixels (0: no limit) is refused from its header."""
+    return _decode_stream(code_stream(data, max_pixels), output_type, adjust_orientation, window)
 
 
 def _decode_stream(stream, output_type: int, adjust_orientation: bool,
@@ -117,12 +140,13 @@ def _displayed_size(stream, data, adjust_orientation: bool) -> tuple[int, int, b
 
 @cpu_kernel("decoders.image")
 def decode(inputs, args, ctx):
-    return decode_image(inputs[0], int(args["output_type"]), args["adjust_orientation"])
+    return decode_image(inputs[0], int(args["output_type"]), args["adjust_orientation"],
+                        max_pixels=args["max_pixels"])
 
 
 @cpu_kernel("decoders.image_random_crop")
 def decode_random_crop(inputs, args, ctx):
-    stream = code_stream(inputs[0])  # parsed once: its header gives the window, then it is decoded
+    stream = code_stream(inputs[0], args["max_pixels"])  # parsed once: its header gives the window, then decoded
     height, width, _ = _displayed_size(stream, inputs[0], args["adjust_orientation"])
     window = random_crop_window(height, width, args["random_area"], args["random_aspect_ratio"],
                                 args["num_attempts"], ctx.rng)

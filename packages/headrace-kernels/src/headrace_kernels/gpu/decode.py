@@ -89,9 +89,9 @@ class Prepared:
     images: list | None = None  # ... and the DeviceImage records the decode will fill
 
 
-def _parse(data):
+def _parse(data, max_pixels: int = 0):
     """cpu_decode.code_stream without its copy: a contiguous uint8 array is parsed in place (the Prepared batch
-    keeps it alive until the decode)."""
+    keeps it alive until the decode). An image of more than `max_pixels` pixels (0: no limit) is refused."""
     if isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1 and data.size and \
             data.flags.c_contiguous:
         try:
@@ -99,8 +99,9 @@ def _parse(data):
             _ = stream.width  # parses the header
         except Exception as exc:  # noqa: BLE001 - nvimgcodec raises RuntimeError with its own text
             raise ValueError(f"not a decodable image ({exc})") from None
+        cpu_decode.check_pixels(stream.height, stream.width, max_pixels)
         return stream
-    return cpu_decode.code_stream(data)
+    return cpu_decode.code_stream(data, max_pixels)
 
 
 @functools.lru_cache(maxsize=1)
@@ -123,6 +124,16 @@ def _raise_first_failure(streams) -> None:
         raise SampleFailureError(first, streams.failed[first])
 
 
+def _refuse_oversized(streams, max_pixels: int) -> None:
+    """Mark the streams whose headers claim more than `max_pixels` pixels as failed, before any output is allocated
+    (the product in uint64: a TIFF's two 32-bit extents would overflow int64)."""
+    if not max_pixels:
+        return
+    heights, widths = streams.heights.astype(np.uint64), streams.widths.astype(np.uint64)
+    for i in np.flatnonzero(heights * widths > np.uint64(max_pixels)).tolist():
+        streams.failed.setdefault(i, cpu_decode.too_many_pixels(int(heights[i]), int(widths[i]), max_pixels))
+
+
 def _displayed(turned: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Heights and widths as displayed: exchanged where the EXIF orientation turns the image by 90 degrees."""
     return np.where(turned, widths, heights), np.where(turned, heights, widths)
@@ -138,6 +149,7 @@ class MixedDecoder:
         self._warmed = False
         self.output_type = int(args["output_type"])
         self.hw_load = float(args["hw_decoder_load"])
+        self.max_pixels = int(args["max_pixels"])  # checked from the headers in `prepare`, before any allocation
         self._decoder = None
         self._lock = threading.Lock()
         self.backend_names: list[str] = []
@@ -236,14 +248,16 @@ class MixedDecoder:
 
     def prepare(self, encoded: list, seed: int, first_sample: int) -> Prepared:
         """Parse every header and, for random crops, choose the windows (sample i's from the per-sample stream
-        keyed by (seed, first_sample + i), as the CPU kernel draws it) and cut the sub code streams (host work)."""
+        keyed by (seed, first_sample + i), as the CPU kernel draws it) and cut the sub code streams (host work).
+        A header that claims more than `max_pixels` pixels fails its sample here, before anything is allocated."""
+        cpu_decode.check_max_pixels(self.max_pixels)
         if self.c_api:
             return self._prepare_c(encoded, seed, first_sample)
         nv = cpu_decode.nvimgcodec_module()
         streams = []
         for i, data in enumerate(encoded):
             try:
-                streams.append(_parse(data))
+                streams.append(_parse(data, self.max_pixels))
             except ValueError as exc:
                 raise SampleFailureError(i, str(exc)) from None
         if not self.random_crop:
@@ -274,6 +288,7 @@ class MixedDecoder:
                                             f"{array.shape}")
             arrays.append(np.ascontiguousarray(array))
         streams = capi.CodeStreams(capi.Instance.shared(), arrays)
+        _refuse_oversized(streams, self.max_pixels)
         _raise_first_failure(streams)
         channels = np.full(len(arrays), 1 if self.output_type == GRAY else 3, np.int64)
         heights, widths = streams.heights, streams.widths

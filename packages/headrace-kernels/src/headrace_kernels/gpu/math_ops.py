@@ -7,13 +7,10 @@ import numpy as np
 
 from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.cpu.math_ops import result_type
-from headrace_kernels.dtypes import numpy_dtype
+from headrace_kernels.dtypes import dali_number, numpy_dtype
 from headrace_kernels.gpu.runtime import cupy, module
 from headrace_kernels.registry import gpu_kernel
 
-_TYPE_CODE = {np.dtype(t): c for c, t in enumerate((np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16,
-                                                     np.int32, np.int64, np.float16, np.float32, np.float64,
-                                                     np.bool_))}
 _BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "floordiv": "floor_divide",
            "pow": "power", "mod": "fmod", "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
            "gt": "greater", "ge": "greater_equal", "bitand": "bitwise_and", "bitor": "bitwise_or",
@@ -31,7 +28,7 @@ def cast_array(array, dtype: np.dtype):
     if n:
         kernel = module("cast.cu").get_function("cast_any")
         blocks = min(max(1, -(-n // 256)), 65535 * 4)
-        kernel((blocks,), (256,), (source, np.int32(_TYPE_CODE[source.dtype]), out, np.int32(_TYPE_CODE[dtype]),
+        kernel((blocks,), (256,), (source, np.int32(dali_number(source.dtype)), out, np.int32(dali_number(dtype)),
                                    np.uint64(n)))
     return out
 

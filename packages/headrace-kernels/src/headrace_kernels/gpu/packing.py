@@ -14,8 +14,7 @@ from headrace_kernels.registry import SampleFailureError
 # the CPU kernels convert them (exactly for 8/16-bit integers and float16).
 KERNEL_INPUTS = ("uint8", "float32")
 # Element types the arithmetic kernels write directly; other float outputs are written as float32 and converted.
-KERNEL_OUTPUTS = {"uint8": "unsigned char", "int8": "signed char", "uint16": "unsigned short", "int16": "short",
-                  "int32": "int", "float32": "float"}
+KERNEL_OUTPUTS = {name: CTYPES[name] for name in ("uint8", "int8", "uint16", "int16", "int32", "float32")}
 # For the copying kernels: an unsigned type of each element size.
 BITS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 

@@ -56,6 +56,7 @@ class SampleOp:
         self.arg_inputs = [(node.schema.all_args[name], ref_of(d)) for name, d in node.arg_inputs.items()]
         self.num_outputs = len(node.outputs)
         self.guard = ref_of(node.guard) if node.guard is not None else None
+        self.skips = self.static_args.get("on_error") == "skip"  # a failed sample is replaced (engine.skips)
         # an input-less random op with a whole-batch twin draws the batch in one call (same values)
         self.batch_draw = None
         if not self.inputs and not self.arg_inputs and self.guard is None and self.num_outputs == 1 \

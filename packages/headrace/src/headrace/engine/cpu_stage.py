@@ -9,6 +9,7 @@ import headrace.readers  # noqa: F401 - registers the readers
 from headrace.batch import BufferPool
 from headrace.engine.context import Collector, SampleOp, node_seed
 from headrace.engine.samples import run_samples
+from headrace.engine.skips import SKIPPED, batch_skips, read_failures
 from headrace.errors import SchemaError
 from headrace.graph import DataNode, OpNode
 from headrace_kernels.registry import get_cpu_kernel, get_reader
@@ -37,7 +38,8 @@ class CpuStage:
         self.record_states = False  # checkpointing: the readers' state after each batch, until it is consumed
         self.states_after: dict[int, dict[str, tuple[str, dict]]] = {}
         self.steps: list[tuple[str, Any]] = []  # ("batch", node) or ("samples", [SampleOp, ...])
-        for node in nodes:
+        # the readers first (they take no inputs): a replacement is taken from all of them at once
+        for node in sorted(nodes, key=lambda n: not n.schema.batch_op):
             if node.schema.batch_op:
                 reader_cls = get_reader(node.schema.name)
                 if reader_cls is None:
@@ -53,6 +55,7 @@ class CpuStage:
                 self.steps[-1][1].append(op)
             else:
                 self.steps.append(("samples", [op]))
+        self.skipping = False  # set by the executor: whether any op of the pipeline skips failed samples
 
     def run(self, iteration: int) -> tuple[Values, list[str], dict, int]:
         """Readers and CPU ops of batch `iteration`: (values, sources, collectors, batch size)."""
@@ -60,28 +63,82 @@ class CpuStage:
         sources: list[str] = []
         collectors: dict[tuple[str, int], Collector] = {}
         size = self.batch_size
-        for kind, step in self.steps:
+        failures: dict = {}
+        for number, (kind, step) in enumerate(self.steps):
             if kind == "batch":
                 outs, step_sources = self.batch_ops[step.name].next_batch(iteration)
                 if self.record_states:  # taken here, in whichever thread runs this batch's readers
                     self.states_after.setdefault(iteration, {})[step.name] = (
                         self.batch_op_kinds[step.name], self.batch_ops[step.name].get_state())
                 if not sources:
-                    sources, size = step_sources, len(step_sources)
+                    sources, size = list(step_sources), len(step_sources)
                 for index, samples in enumerate(outs):
                     values[(step.name, index)] = samples
-                continue
-            self.run_ops(step, values, collectors, iteration, size, sources)
+                if self.skipping:
+                    failures.update(read_failures(step.name, self.batch_op_kinds[step.name], iteration,
+                                                  zip(range(size), outs[0], step_sources, strict=True)))
+            else:
+                failures = self.run_ops(step, values, collectors, iteration, size, sources)
+            if self.skipping and number + 1 >= len(self.batch_ops):
+                if number + 1 == len(self.batch_ops):  # every reader has read
+                    self.mark(iteration, values)
+                self.replace(values, collectors, iteration, size, sources, failures, upto=number + 1)
+                failures = {}
         return values, sources, collectors, size
 
+    def mark(self, iteration: int, values: Values) -> None:
+        """Note where the readers stand after this batch's samples and replacements: their state (checkpoints)
+        and the batch's fill slots."""
+        if self.record_states:
+            self.states_after[iteration] = {name: (self.batch_op_kinds[name], op.get_state())
+                                            for name, op in self.batch_ops.items()}
+        values[(SKIPPED, 1)] = sorted({slot for op in self.batch_ops.values() for slot in op.fill_slots()})
+
+    def replace(self, values: Values, collectors: dict, iteration: int, size: int, sources: list[str],
+                failures: dict, upto: int | None = None) -> None:
+        """Give the failed slots the readers' next samples and run steps [0, upto) on them again, until no slot
+        fails; the failures are recorded in the batch's values (skips.SKIPPED)."""
+        upto = len(self.steps) if upto is None else upto
+        while failures:
+            batch_skips(values, self.batch_size).add(iteration, failures)
+            slots = sorted(failures)
+            failures = {}
+            for name, op in self.batch_ops.items():
+                outs, step_sources = op.replacements(slots)
+                for index, samples in enumerate(outs):
+                    column = values[(name, index)]
+                    for slot, sample in zip(slots, samples, strict=True):
+                        column[slot] = sample
+                if name == next(iter(self.batch_ops)):
+                    for slot, source in zip(slots, step_sources, strict=True):
+                        sources[slot] = source
+                failures.update(read_failures(name, self.batch_op_kinds[name], iteration,
+                                              zip(slots, outs[0], step_sources, strict=True)))
+            self.mark(iteration, values)
+            redo: list[int] | None = [slot for slot in slots if slot not in failures]
+            for kind, step in self.steps[:upto]:
+                if redo == []:
+                    break
+                if kind != "samples":
+                    continue
+                if step[0].node.schema.whole_batch:
+                    redo = None  # its output depends on every sample: it and the steps after it run on them all
+                failed = run_samples(step, values, collectors, iteration, iteration * self.batch_size, size,
+                                     sources, self.pool, self.num_threads, redo)
+                failures.update(failed)
+                if redo is not None:
+                    redo = [slot for slot in redo if slot not in failed]
+                elif failed:
+                    redo = [slot for slot in range(size) if slot not in failures]
+
     def run_ops(self, ops: list[SampleOp], values: Values, collectors: dict, iteration: int, size: int,
-                sources: list[str]) -> None:
+                sources: list[str]) -> dict:
         """Per-sample ops of one step on batch `iteration`, their outputs collected where the pipeline returns them
-        (the GPU stage calls this for CPU ops after a `.cpu()`)."""
+        (the GPU stage calls this for CPU ops after a `.cpu()`). Returns the failures of ops that skip, by slot."""
         for op in ops:
             for index in range(op.num_outputs):
                 values[(op.node.name, index)] = [None] * size
                 if (op.node.name, index) in self.wanted:
                     collectors[(op.node.name, index)] = Collector(self.buffers, size, self.batch_size)
-        run_samples(ops, values, collectors, iteration, iteration * self.batch_size, size, sources, self.pool,
-                    self.num_threads)
+        return run_samples(ops, values, collectors, iteration, iteration * self.batch_size, size, sources,
+                           self.pool, self.num_threads)

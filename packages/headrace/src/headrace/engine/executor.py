@@ -8,6 +8,7 @@ from headrace.batch import BufferPool, TensorListCPU, TensorListGPU
 from headrace.engine.cpu_stage import CpuStage
 from headrace.engine.gpu_stage import GpuStage, gpu_stage_nodes
 from headrace.engine.options import ExecutorOptions
+from headrace.engine.skips import SkipLog, Skipped, check_replaceable
 from headrace.errors import SchemaError
 from headrace.graph import DataNode, OpNode, needed_nodes
 
@@ -31,6 +32,8 @@ class Executor:
         reader_pool = self.pool if not has_gpu or self.options.parallel_reads else None
         self.cpu = CpuStage([n for n in self.nodes if n.name not in gpu_nodes], outputs, batch_size,
                             self.num_threads, seed, self.buffers, reader_pool, self.pool)
+        self.cpu.skipping = check_replaceable(self.nodes, self.cpu.batch_ops)
+        self.skip_log = SkipLog() if self.cpu.skipping else None
         self.gpu: GpuStage | None = None  # GPU ops and whatever reads their outputs
         if has_gpu:
             self.gpu = GpuStage(self.cpu, self.nodes, gpu_nodes, outputs, device_id, self.options)
@@ -54,7 +57,14 @@ class Executor:
             values, sources, collectors = self.gpu.run(iteration)
         else:
             values, sources, collectors, _ = self.cpu.run(iteration)
+        if self.skip_log is not None:
+            self.skip_log.add(iteration, values)
         return self._gather(values, sources, collectors), sources
+
+    @property
+    def skipped(self) -> Skipped:
+        """The samples skipped so far (on_error="skip"), and the batches' fill slots."""
+        return self.skip_log.snapshot() if self.skip_log is not None else Skipped()
 
     def _gather(self, values, sources, collectors) -> list:
         batches = []

@@ -21,6 +21,7 @@ from headrace.engine.context import BatchInfo, node_seed, ref_of
 from headrace.engine.cpu_stage import CpuStage, sample_op
 from headrace.engine.gpu_batch import PLANNED, PREPARED, GpuBatchView, upload
 from headrace.engine.options import ExecutorOptions
+from headrace.engine.skips import gpu_skip_head, retry_skips, skips
 from headrace.errors import DeviceError, SampleError
 from headrace.graph import DataNode, OpNode
 from headrace_kernels.registry import (
@@ -187,12 +188,17 @@ class GpuStage:
                 raise DeviceError(f"{node.schema.name} (node '{node.name}') has no GPU implementation")
             self.steps.append(("gpu", KernelStep(self, chain, entry)))
         self.fused = sorted(inner)
+        # on_error="skip": the steps up to the last that skips are run again on a replaced sample, and the next
+        # batch is read only after them, so that replacements come from the readers in batch order
+        self.skip_until = gpu_skip_head(self.steps, stage)
+        self.skipping = {step.node.name for _, step in self.steps[:self.skip_until] if skips(step.node)}
         self.lookahead = options.lookahead != "off" and not any(
             n.schema.name == "external_source" and n.arg("source") is None for n in nodes)
         # When the next batch's CPU stage starts: by default before this batch's GPU steps, so it overlaps the
         # decode ('after': once the last decoder has run; benchmarks/HISTORY.md has the measurements).
         preparing = [step for kind, step in self.steps if kind == "gpu" and step.prepares]
-        self.lookahead_at = preparing[-1] if preparing and options.lookahead == "after" else None
+        self.lookahead_at = preparing[-1] if preparing and options.lookahead == "after" and not self.skip_until \
+            else None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
         self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-readers")
         self._reads: dict[int, Future] = {}  # the readers' phase of batches ahead (see _read_ahead)
@@ -232,6 +238,19 @@ class GpuStage:
             finally:
                 self._reads.pop(iteration, None)
         info = BatchInfo(iteration, iteration * self.batch_size, size, sources)
+        if self.skip_until:
+            retry_skips(lambda: self._prepare(values, info), self.skipping, self.cpu, values, collectors, info,
+                        lambda: self._forget_prepared(values))
+        else:
+            self._prepare(values, info)
+        if self.lookahead:  # on the look-ahead's thread; fed batches plan while they decode (KernelStep.run)
+            with self.ctx.active():
+                self.plan_ahead(values, info)
+        self.timings["cpu stage + host half of decoders"] += time.perf_counter() - start
+        return values, sources, collectors, info
+
+    def _prepare(self, values: dict, info: BatchInfo) -> None:
+        """The host half of the preparing kernels (the decoders' headers and crop windows), ahead of the GPU steps."""
         for kind, step in self.steps:
             if kind == "gpu" and step.prepares and step.node.guard is None \
                     and all(ref in values for ref in step.inputs):  # inside a branch: prepared on its sub-batch
@@ -239,11 +258,12 @@ class GpuStage:
                     values[(PREPARED, step.node.name)] = step.prepare(values, info)
                 except Exception as exc:
                     raise self._error(step.node, exc, info) from exc
-        if self.lookahead:  # on the look-ahead's thread; fed batches plan while they decode (KernelStep.run)
-            with self.ctx.active():
-                self.plan_ahead(values, info)
-        self.timings["cpu stage + host half of decoders"] += time.perf_counter() - start
-        return values, sources, collectors, info
+
+    @staticmethod
+    def _forget_prepared(values: dict) -> None:
+        """Drop what was prepared and planned ahead of a batch whose samples changed (a replacement)."""
+        for key in [key for key in values if key[0] in (PREPARED, PLANNED)]:
+            del values[key]
 
     def plan_ahead(self, values: dict, info: BatchInfo) -> None:
         """Plan the launches of the steps that can plan on a decoder's prepared records (call with the context
@@ -286,7 +306,7 @@ class GpuStage:
             wait = time.perf_counter()
             values, sources, collectors, info = self._next_cpu_stage(iteration)
             self.timings["gpu stage waiting for cpu stage"] += time.perf_counter() - wait
-            if self.lookahead and self.lookahead_at is None:
+            if self.lookahead and self.lookahead_at is None and not self.skip_until:
                 self._look_ahead(iteration)
             if self._previous is not None:  # what the last batch's kernels read may be freed now
                 self._previous[0].synchronize()
@@ -294,27 +314,37 @@ class GpuStage:
             for source in self.gpu_sources:
                 for index in range(len(source.outputs)):
                     values[(source.name, index)] = upload(values[(source.name, index)])
-            for kind, step in self.steps:
-                if kind == "samples":
-                    self.cpu.run_ops([step], values, collectors, info.iteration, info.size, info.sources)
-                    continue
-                try:
-                    start = time.perf_counter()
-                    result = run_step(step, values, info)
-                    self.timings[f"gpu step {step.node.schema.name}"] += time.perf_counter() - start
-                except SampleError:
-                    raise
-                except Exception as exc:
-                    raise self._error(step.node, exc, info) from exc
-                values[(step.node.name, 0)] = result
-                if step is self.lookahead_at and self.lookahead:
+            head = self.steps[:self.skip_until]
+            if head:  # the steps a failed sample is replaced in; then the next batch may be read
+                retry_skips(lambda: self._run_steps(head, values, collectors, info), self.skipping, self.cpu, values,
+                            collectors, info, lambda: self._forget_prepared(values))
+                if self.lookahead:
                     self._look_ahead(iteration)
+            self._run_steps(self.steps[self.skip_until:], values, collectors, info)
             self._previous = (self.ctx.stream.record(), values)
             return values, sources, collectors
 
+    def _run_steps(self, steps: list, values: dict, collectors: dict, info: BatchInfo) -> None:
+        for kind, step in steps:
+            if kind == "samples":
+                self.cpu.run_ops([step], values, collectors, info.iteration, info.size, info.sources)
+                continue
+            try:
+                start = time.perf_counter()
+                result = run_step(step, values, info)
+                self.timings[f"gpu step {step.node.schema.name}"] += time.perf_counter() - start
+            except SampleError:
+                raise
+            except Exception as exc:
+                raise self._error(step.node, exc, info) from exc
+            values[(step.node.name, 0)] = result
+            if step is self.lookahead_at and self.lookahead:
+                self._look_ahead(info.iteration)
+
     def _look_ahead(self, iteration: int) -> None:
         self._read_ahead(iteration + 1)
-        self._read_ahead(iteration + 2)
+        if not self.skip_until:  # skipping: the readers give batch i+1's replacements before batch i+2
+            self._read_ahead(iteration + 2)
         self._pending = (iteration + 1, self._thread.submit(self._cpu_stage, iteration + 1))
 
     def _error(self, node: OpNode, exc: Exception, info: BatchInfo) -> SampleError:

@@ -5,6 +5,7 @@ they are not part of the pipeline file. Set them per pipeline (`executor_options
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,7 +67,7 @@ class ExecutorOptions:
     @classmethod
     def from_strings(cls, values: Mapping[str, str]) -> ExecutorOptions:
         """Options from text values (Triton model parameters, command lines): 'true'/'false', numbers, words."""
-        fields = {f.name: f.type for f in dataclasses.fields(cls)}
+        fields = {name: kind.__name__ for name, kind in typing.get_type_hints(cls).items()}
         parsed: dict[str, Any] = {}
         for name, text in values.items():
             kind = fields.get(name)

@@ -12,17 +12,22 @@ from headrace.errors import SampleError
 
 
 def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_sample: int, size: int,
-                sources: list[str], pool: ThreadPoolExecutor, num_threads: int) -> None:
-    """Run `ops` (one step) on samples 0..size-1 of batch `iteration`."""
+                sources: list[str], pool: ThreadPoolExecutor, num_threads: int,
+                indices: list[int] | None = None) -> dict[int, SampleError]:
+    """Run `ops` (one step) on samples 0..size-1 of batch `iteration`, or on `indices` only (the slots given
+    replacement samples). Returns the failures of the ops with on_error="skip", by slot (other ops raise)."""
     if ops[0].node.schema.whole_batch:
-        return run_whole_batch(ops[0], values, collectors, first_sample, size, sources)
+        run_whole_batch(ops[0], values, collectors, first_sample, size, sources)
+        return {}
     if any(op.batch_draw is not None for op in ops):
-        for op in ops:  # they take no inputs: drawn first, ahead of the ops of this step that may read them
-            if op.batch_draw is not None:
-                _run_batch_draw(op, values, collectors, iteration, first_sample, size)
+        if indices is None:  # a redone slot keeps its draws: they depend on its place in the batch only
+            for op in ops:  # they take no inputs: drawn first, ahead of the ops of this step that may read them
+                if op.batch_draw is not None:
+                    _run_batch_draw(op, values, collectors, iteration, first_sample, size)
         ops = [op for op in ops if op.batch_draw is None]
         if not ops:
-            return
+            return {}
+    failures: dict[int, SampleError] = {}
 
     def work(indices) -> None:
         for i in indices:
@@ -39,10 +44,14 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
                     result = op.kernel(inputs, args, SampleContext(op.seed, first_sample + i))
                 except Exception as exc:
                     source = sources[i] if i < len(sources) else f"sample {i}"
-                    raise SampleError(
+                    error = SampleError(
                         f"{op.node.schema.name} (node '{op.node.name}') failed on sample {i} of batch {iteration}"
                         f" [{source}]: {exc}", node=op.node.name, op=op.node.schema.name, sample=i,
-                        source=source) from exc
+                        source=source)
+                    if not op.skips:
+                        raise error from exc
+                    failures[i] = error  # the sample's remaining ops do not run: it is replaced
+                    break
                 results = result if op.num_outputs > 1 else (result,)
                 for index, value in enumerate(results):
                     values[(op.node.name, index)][i] = value
@@ -50,15 +59,17 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
                     if collector is not None and value is not None:
                         collector.put(i, value)
 
-    if num_threads == 1 or size == 1:
-        work(range(size))
-        return
-    # Each worker takes the next sample as it becomes free (a C iterator over itertools.count: atomic under the
-    # GIL), so no thread idles at the end of a batch while another finishes a chunk; results do not depend on
-    # which thread takes which sample.
-    samples = iter(itertools.count().__next__, size)
-    for future in [pool.submit(work, samples) for _ in range(min(num_threads, size))]:
+    count = size if indices is None else len(indices)
+    if num_threads == 1 or count == 1:
+        work(range(size) if indices is None else indices)
+        return failures
+    # Each worker takes the next sample as it becomes free (a C iterator over itertools.count or a list: atomic
+    # under the GIL), so no thread idles at the end of a batch while another finishes a chunk; results do not
+    # depend on which thread takes which sample.
+    samples = iter(itertools.count().__next__, size) if indices is None else iter(indices)
+    for future in [pool.submit(work, samples) for _ in range(min(num_threads, count))]:
         future.result()
+    return failures
 
 
 def _run_batch_draw(op: SampleOp, values, collectors, iteration: int, first_sample: int, size: int) -> None:

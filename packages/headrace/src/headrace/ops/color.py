@@ -55,7 +55,7 @@ def _converted(a: SpecArgs) -> list[OutputSpec]:
     first, space = a.first, a.args.get("output_type")
     channels = -1 if space is None else 1 if space == DALIImageType.GRAY else 3
     dims = None if not first.dims else (*first.dims[:-1], channels)
-    layout = first.layout or ("HWC" if first.ndim in (None, 3) else None)
+    layout = first.layout or ("HWC" if first.ndim == 3 else None)
     return [OutputSpec("uint8", layout, dims, space.name if space is not None else "")]
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 
 from headrace.enums import DALIDataType, DALIImageType
-from headrace.schema import Arg, OpSchema, OutputSpec, SpecArgs, registrar
+from headrace.schema import Arg, Limits, OpSchema, OutputSpec, SpecArgs, registrar
 
 register = registrar(__name__)
 CHANNELS = {DALIImageType.RGB: 3, DALIImageType.BGR: 3, DALIImageType.YCbCr: 3, DALIImageType.GRAY: 1}
@@ -11,11 +11,28 @@ CHANNELS = {DALIImageType.RGB: 3, DALIImageType.BGR: 3, DALIImageType.YCbCr: 3, 
 
 _DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
 
+MAX_PIXELS = 178_956_970
+"""`max_pixels`' default: Pillow's DecompressionBombError threshold (2 x `PIL.Image.MAX_IMAGE_PIXELS`). It passes
+every camera photo (a 151-megapixel 14204x10652 medium-format frame: 537 MB decoded) and refuses a forged header
+(a 4 KB JPEG claiming 30000x30000 = 900 megapixels took 44-60 s and 5 GB to decode)."""
+
 DECODER_ARGS = (
     Arg("output_type", "image_type", DALIImageType.RGB, "Colour space of the output: RGB, BGR, GRAY or YCbCr."),
     Arg("dtype", "dtype", DALIDataType.UINT8, "Element type of the output; only UINT8 is supported.",
         choices=(DALIDataType.UINT8,)),
     Arg("adjust_orientation", "bool", True, "Apply the EXIF orientation."),
+    Arg("max_pixels", "int", MAX_PIXELS,
+        "Largest image decoded, in pixels (height x width as its header states; with image_random_crop too, which "
+        "decodes only a window of it). A larger one fails as its sample's error, from its header alone, before "
+        "anything is allocated: a decompression bomb costs milliseconds, not its claimed memory. The default, "
+        f"{MAX_PIXELS:,}, is Pillow's bomb threshold (2 x MAX_IMAGE_PIXELS): it passes 100-150 megapixel photos "
+        "and refuses 30000x30000. 0: no limit. headrace's own: DALI has no such argument.",
+        limits=Limits(0, 1 << 62)),
+    Arg("on_error", "str", "raise", "An image that cannot be decoded: 'raise' an error naming the sample, its file "
+        "and the op, or 'skip' it: its slot gets the reader's next sample (every op before runs on it), the batch "
+        "stays full and the epoch keeps its length (a repeat at its end); a warning per batch, and Pipeline.skipped "
+        "lists what was skipped. Needs readers that can give replacements (not external_source). headrace's own.",
+        choices=("raise", "skip")),
     Arg("hw_decoder_load", "float", 0.65, "Share of images sent to the hardware JPEG decoder (mixed only)."),
     Arg("use_fast_idct", "bool", False, _DALI_HINT),
     Arg("jpeg_fancy_upsampling", "bool", False, _DALI_HINT),

@@ -31,7 +31,7 @@ def _resized(a: SpecArgs) -> list[OutputSpec]:
     if size:
         y, x = size
     fixed = x and y and a.args["mode"] in ("default", "stretch") and not a.args["max_size"]
-    height, width = (int(round(y)), int(round(x))) if fixed else (-1, -1)
+    height, width = (round_half_up(y), round_half_up(x)) if fixed else (-1, -1)
     first = a.first
     return [OutputSpec(numpy_dtype(a.args["dtype"]) or first.dtype, first.layout, (height, width, hwc_dims(first)[2]))]
 

@@ -37,6 +37,10 @@ register(OpSchema(
         Arg("stick_to_shard", "bool", False, "Keep reading the same shard every epoch instead of moving on."),
         Arg("pad_last_batch", "bool", False, "Fill the last batch of a shard by repeating its last sample, so "
             "batches never span epochs."),
+        Arg("on_error", "str", "raise", "A file that cannot be read (gone, no permission): 'raise' an error naming "
+            "it, or 'skip' it: its slot gets the next sample and the epoch keeps its length (a repeat at its end); "
+            "Pipeline.skipped lists what was skipped. headrace's own: DALI has no such argument.",
+            choices=("raise", "skip")),
         Arg("initial_fill", "int", 1024, _DALI_HINT),
         Arg("read_ahead", "bool", False, _DALI_HINT),
         Arg("dont_use_mmap", "bool", False, _DALI_HINT),

@@ -95,7 +95,7 @@ register(OpSchema(
           Arg("rel_shape", "float", None, "The output shape relative to the input's.", list_of=True,
               tensor_input=True),
           Arg("src_dims", "int", None, "Input axes to keep, in order; -1 adds an axis of extent 1.", list_of=True),
-          Arg("layout", "str", None, "Layout name of the output (accepted for DALI compatibility).")),
+          Arg("layout", "str", None, "Layout name of the output.")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
     state="none", output_spec=_reshaped,
 ))
@@ -104,8 +104,8 @@ register(OpSchema(
     name="transpose",
     doc="Permutes the axes: output axis i is input axis perm[i].",
     args=(Arg("perm", "int", REQUIRED, "The permutation.", list_of=True),
-          Arg("transpose_layout", "bool", True, "Permute the layout name too (accepted for DALI compatibility)."),
-          Arg("output_layout", "str", None, "Layout name of the output (accepted for DALI compatibility).")),
+          Arg("transpose_layout", "bool", True, "Permute the input's layout name too."),
+          Arg("output_layout", "str", None, "Layout name of the output (instead of the permuted one).")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
     state="none", output_spec=_transposed,
 ))

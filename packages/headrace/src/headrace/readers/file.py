@@ -19,42 +19,68 @@ tests/test_torch_vs_dali.py; each rule also has a plain test in tests/test_reade
   shuffle_after_epoch shuffles the whole data set once per epoch with a seed shared by all shards (the reader's
   own `seed` argument, else a fixed one, as DALI), so that the shards of an epoch still partition the data set.
   Either way an epoch holds exactly the samples of its shard; only the order differs from DALI's.
+* on_error="skip" (headrace's own; the reader's for unreadable files, a decoder's for undecodable ones): the slot of
+  a skipped sample gets the next unread sample of the slot's epoch (`replacements`), and the epoch pays each one
+  back with a fill at its end (one of its last samples again, the last first), so an epoch keeps its number of
+  slots and its end. The state counts both (`skipped`, `fills`), so a checkpoint resumes with the same samples.
 """
 
 import dataclasses
 import fnmatch
 import os
+import re
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from headrace.errors import SchemaError
+from headrace.schema import short_repr
 from headrace_kernels.registry import reader
 
 
 @dataclasses.dataclass
 class ReaderState:
-    """Where a reader stands: the epoch it is in and how many samples it returned in that epoch, padding
-    included."""
+    """Where a reader stands: the epoch it is in, how many samples it returned in that epoch (padding included),
+    how many more it handed out as replacements of skipped ones, and how many fills it gave back for them."""
 
     epoch: int = 0
     position: int = 0
+    skipped: int = 0
+    fills: int = 0
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
+MAX_FILE_LIST_BYTES = 1 << 30
+"""The largest file list read (1 GiB, some 15 million 'path label' lines); a larger one is refused unread."""
+_LABEL = re.compile(r"-?[0-9]{1,10}")
+
+
+def _reason(exc: Exception) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
 def _list_class_tree(root: Path, filters: list[str], case_sensitive: bool, node: str) -> list[tuple[str, int]]:
-    if not root.is_dir():
-        raise SchemaError(f"readers.file (node '{node}'): file_root '{root}' is not a directory")
+    where = f"readers.file (node '{node}'): file_root {short_repr(str(root))}"
+    try:
+        is_dir = stat.S_ISDIR(os.stat(root).st_mode)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise SchemaError(f"{where} is not a directory ({_reason(exc)})") from None
+    if not is_dir:
+        raise SchemaError(f"{where} is not a directory")
     patterns = filters if case_sensitive else [f.lower() for f in filters]
 
     def wanted(name: str) -> bool:
         name = name if case_sensitive else name.lower()
         return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
-    classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
+    try:
+        classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
+    except OSError as exc:
+        raise SchemaError(f"{where} cannot be listed ({_reason(exc)})") from None
     samples = []
     for label, cls in enumerate(classes):
         for dirpath, dirnames, filenames in os.walk(root / cls):
@@ -64,16 +90,50 @@ def _list_class_tree(root: Path, filters: list[str], case_sensitive: bool, node:
     return samples
 
 
-def _read_file_list(path: Path, node: str) -> list[tuple[str, int]]:
+def _read_file_list(path: str, node: str) -> list[tuple[str, int]]:
+    """The (path, label) lines of a file list. Only a regular file of at most MAX_FILE_LIST_BYTES is read: a
+    device (/dev/zero) or a FIFO would be read forever or block, so the pipeline file naming it is refused."""
+    where = f"readers.file (node '{node}'): file_list {short_repr(path)}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO must not wait for a writer
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise SchemaError(f"{where}: cannot read it ({_reason(exc)})") from None
+    limit = f"the limit of {MAX_FILE_LIST_BYTES / 2**30:g} GiB (readers.file.MAX_FILE_LIST_BYTES)"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a device, FIFO or socket"
+            raise SchemaError(f"{where} is not a regular file ({kind})")
+        if info.st_size > MAX_FILE_LIST_BYTES:
+            raise SchemaError(f"{where} is {info.st_size / 2**30:.1f} GiB, more than {limit}")
+        with open(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_FILE_LIST_BYTES + 1)
+    except OSError as exc:
+        raise SchemaError(f"{where}: cannot read it ({_reason(exc)})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_LIST_BYTES:  # it grew since fstat
+        raise SchemaError(f"{where} is larger than {limit}")
     samples = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    # surrogateescape: a path that is not UTF-8 stays the same bytes when it is opened
+    for number, line in enumerate(data.decode("utf-8", errors="surrogateescape").splitlines(), 1):
         if not line.strip():
             continue
         name, _, label = line.rpartition(" ")
-        if not name or not label.strip().lstrip("-").isdigit():
-            raise SchemaError(f"readers.file (node '{node}'): {path}:{number}: expected 'path label', got {line!r}")
+        if not name.strip() or not _LABEL.fullmatch(label.strip()):
+            raise SchemaError(f"{where}, line {number}: expected 'path label', got {short_repr(line)}")
         samples.append((name.strip(), int(label)))
     return samples
+
+
+def _check_samples(samples: list[tuple[str, int]], node: str) -> None:
+    """Labels must fit the int32 label output, and names must be names (a NUL byte cannot be opened)."""
+    for name, label in samples:
+        if not -(2**31) <= label < 2**31:
+            raise SchemaError(f"readers.file (node '{node}'): label {label} of {short_repr(name)} does not fit the "
+                              "int32 label output")
+        if "\x00" in name:
+            raise SchemaError(f"readers.file (node '{node}'): file name {short_repr(name)} contains a NUL byte")
 
 
 @reader("readers.file")
@@ -95,7 +155,7 @@ class FileReader:
                               f"[0, num_shards={self.num_shards})")
         root = Path(args["file_root"]) if args.get("file_root") else None
         if args.get("file_list"):
-            samples = _read_file_list(Path(args["file_list"]), node)
+            samples = _read_file_list(args["file_list"], node)
         elif args.get("files"):
             files = args["files"]
             labels = args.get("labels") or list(range(len(files)))
@@ -106,6 +166,7 @@ class FileReader:
             samples = _list_class_tree(root, args["file_filters"], args["case_sensitive_filter"], node)
         else:
             raise SchemaError(f"readers.file (node '{node}'): give file_root, file_list or files")
+        _check_samples(samples, node)
         if not samples:
             raise SchemaError(f"readers.file (node '{node}'): no files found (file_root={args.get('file_root')!r})")
         if len(samples) < self.num_shards:
@@ -117,6 +178,9 @@ class FileReader:
         self.state = ReaderState()
         self._cached_order: tuple[int, np.ndarray] | None = None
         self._batch_reader = None  # made on the first serial batch
+        self.skip_errors = args.get("on_error", "raise") == "skip"  # an unreadable file's data is its OSError
+        self._layout: list[tuple[int, bool]] = []  # the last batch's slots: (epoch, whether it is a fill)
+        self._ended: dict[int, int] = {}  # epochs that ended in the last batch -> the fills they gave
 
     # Sharding, as DALI: shard k holds samples [k*N//S, (k+1)*N//S).
     def shard_bounds(self, shard: int) -> tuple[int, int]:
@@ -158,12 +222,21 @@ class FileReader:
     def next_indices(self) -> list[int]:
         """The sample indices of the next batch, advancing the state (the rules are in the module docstring)."""
         indices: list[int] = []
+        layout: list[tuple[int, bool]] = []
+        self._ended = {}
         state = self.state
         order = self._order(state.epoch)
         while len(indices) < self.batch_size:
             if state.position < len(order):
                 take = min(self.batch_size - len(indices), len(order) - state.position)
-                indices += order[state.position:state.position + take].tolist()
+                start = state.position + state.skipped  # past the samples handed out as replacements
+                samples = order[start:start + take].tolist()
+                indices += samples
+                layout += [(state.epoch, False)] * len(samples)
+                for _ in range(take - len(samples)):  # the epoch's last slots pay its replacements back
+                    indices.append(self._fill(order, state.fills))
+                    state.fills += 1
+                    layout.append((state.epoch, True))
                 state.position += take
                 continue
             if self.pad_last_batch and (indices or state.position < self.padded_shard_size):
@@ -171,18 +244,56 @@ class FileReader:
                 # is still short of ceil(N/S) samples
                 fill = self.batch_size - len(indices)
                 indices += [int(order[-1])] * fill
+                layout += [(state.epoch, False)] * fill
                 state.position += fill
                 break
-            state.epoch, state.position = state.epoch + 1, 0
+            self._ended[state.epoch] = state.fills
+            state.epoch, state.position, state.skipped, state.fills = state.epoch + 1, 0, 0, 0
             order = self._order(state.epoch)
+        self._layout = layout
         return indices
+
+    @staticmethod
+    def _fill(order: np.ndarray, fills: int) -> int:
+        """An epoch's fill number `fills`: its samples from the last backwards (a fill that fails too is replaced
+        by the one before it)."""
+        return int(order[len(order) - 1 - fills % len(order)])
+
+    def replacements(self, slots: list[int]) -> tuple[list[list[np.ndarray]], list[str]]:
+        """Samples for these slots of the last batch, whose samples were skipped: the next unread sample of the
+        slot's epoch, or a fill once that epoch has none left (engine.skips)."""
+        state = self.state
+        indices = []
+        for slot in slots:
+            epoch = self._layout[slot][0]
+            if epoch != state.epoch:  # the batch went on into the next epoch: this one has nothing left
+                indices.append(self._fill(self.epoch_order(epoch), self._ended[epoch]))
+                self._ended[epoch] += 1
+                self._layout[slot] = (epoch, True)
+                continue
+            order = self._order(epoch)
+            unread = state.position + state.skipped
+            if unread < len(order):
+                indices.append(int(order[unread]))
+                state.skipped += 1
+                self._layout[slot] = (epoch, False)
+            else:
+                indices.append(self._fill(order, state.fills))
+                state.fills += 1
+                self._layout[slot] = (epoch, True)
+        return [self._read_all(indices), [self.labels[i:i + 1].copy() for i in indices]], \
+            [self.paths[i] for i in indices]
+
+    def fill_slots(self) -> list[int]:
+        """The slots of the last batch holding a fill."""
+        return [slot for slot, (_, fill) in enumerate(self._layout) if fill]
 
     def _order(self, epoch: int) -> np.ndarray:
         if self._cached_order is None or self._cached_order[0] != epoch:
             self._cached_order = (epoch, self.epoch_order(epoch))
         return self._cached_order[1]
 
-    def _read(self, index: int) -> np.ndarray:
+    def _read(self, index: int) -> np.ndarray | OSError:
         path = self.paths[index]
         try:
             fd = os.open(path, os.O_RDONLY)  # no file object: open, fstat, read, close
@@ -198,7 +309,10 @@ class FileReader:
                 os.close(fd)
             return np.frombuffer(data, dtype=np.uint8)
         except OSError as exc:
-            raise OSError(f"readers.file (node '{self.node}'): cannot read '{path}': {exc.strerror}") from None
+            error = OSError(f"readers.file (node '{self.node}'): cannot read '{path}': {exc.strerror}")
+            if self.skip_errors:
+                return error  # the engine replaces the sample (engine.skips)
+            raise error from None
 
     def _read_all(self, indices: list[int]) -> list[np.ndarray]:
         return [self._read(i) for i in indices]
@@ -234,3 +348,4 @@ class FileReader:
     def set_state(self, state: dict) -> None:
         self.state = ReaderState(**state)
         self._cached_order = None
+        self._layout, self._ended = [], {}
