@@ -5,7 +5,7 @@ from triton_helpers import jpegs
 
 from headrace import Pipeline, fn, pipeline_def, types
 from headrace.demo import resnet50_train, resnet50_val
-from headrace_kernels.gpu.decode import tiny_jpeg
+from headrace_kernels.cpu.decode import tiny_jpeg
 
 
 def test_train_pipeline_shapes_and_labels(image_folder):

@@ -118,7 +118,7 @@ def test_mixed_channel_counts_are_left_to_the_caller(host_memory):
 
 
 @pytest.mark.gpu
-def test_served_outputs_with_kept_plans_equal_outputs_without(monkeypatch):
+def test_served_outputs_with_kept_plans_equal_outputs_without():
     rng = np.random.default_rng(21)
     images = [encode(synthetic_image(rng, h, w)) for h, w in [(427, 640), (300, 200), (427, 640), (512, 384)]]
     batches = [[images[0]], [images[1], images[0]], [images[2]] * 3, [images[3], images[1]], [images[0]]]

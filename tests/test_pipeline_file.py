@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from headrace import Pipeline, PipelineFileError, SchemaError, fn, pipeline_def, types
+from headrace import Pipeline, PipelineFileError, SchemaError, fn, pipeline_def, pipeline_file, types
 from headrace.data.synthetic import synthetic_image
 
 IMAGES = [synthetic_image(np.random.default_rng(i), 30 + 7 * i, 40 + 3 * i) for i in range(3)]
@@ -345,6 +345,12 @@ def test_a_bool_is_an_int_argument_as_in_dali(valid):
 def test_ambiguous_json_is_refused(text, fragment):
     with pytest.raises(PipelineFileError, match=re.escape(fragment)):
         Pipeline.load(text)
+
+
+@pytest.mark.parametrize("text", ["5", '"text"', "null", "[[[]]]", "[" * 50 + "]" * 50, "{}" * 3])
+def test_any_json_text_is_parsed_or_refused(text):
+    with pytest.raises(PipelineFileError):
+        pipeline_file.parse(text)
 
 
 def test_a_long_chain_of_nodes_loads_without_recursion():

@@ -149,7 +149,8 @@ _scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.te
 hostile_values = st.one_of(
     st.sampled_from(SPECIAL_VALUES), _scalars, st.integers(-(2**70), 2**70), st.lists(_scalars, max_size=5),
     st.dictionaries(st.text(max_size=6), _scalars, max_size=3),
-    st.builds(lambda exp, sign: sign * 10.0 ** exp, st.integers(-30, 308), st.sampled_from([1, -1])))
+    st.builds(lambda exp, sign: sign * 10.0 ** exp, st.integers(-30, 308), st.sampled_from([1, -1]))
+).map(copy.deepcopy)  # a later mutation may change the value in place: never SPECIAL_VALUES' own lists
 
 
 def _locations(value: object, path: tuple = ()) -> Iterator[tuple]:
@@ -290,7 +291,12 @@ def mutated_files(draw: Callable, valid: dict[str, dict], workspace: Workspace) 
             break
         with contextlib.suppress(TypeError, KeyError, IndexError, AttributeError):  # an earlier mutation's shape
             draw(st.sampled_from(MUTATIONS))(draw, content)
-    return workspace.render(content)
+    text = workspace.render(content)
+    if draw(st.integers(0, 9)) == 0:  # now and then the text itself: cut, spliced, garbage inserted
+        start = draw(st.integers(1, len(text)))
+        end = draw(st.integers(start, min(len(text), start + 40)))
+        text = text[:start] + draw(st.text(max_size=8)) + text[end:]
+    return text
 
 
 # Running one case -------------------------------------------------------------------------------------------------

@@ -56,7 +56,9 @@ def _loops():
     c_lseek.argtypes, c_lseek.restype = [i32, i64, i32], i64
     c_pread.argtypes, c_pread.restype = [i32, u64, u64, i64], i64
     c_close.argtypes, c_close.restype = [i32], i32
-    read_only, seek_end = np.int32(os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), np.int32(os.SEEK_END)
+    # O_NONBLOCK: a FIFO named as a sample must not block the open (regular files ignore the flag)
+    read_only = np.int32(os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+    seek_end = np.int32(os.SEEK_END)
 
     return bind(_open_and_size, c_open, c_lseek, read_only, seek_end), bind(_read_and_close, c_pread, c_close)
 
@@ -65,7 +67,8 @@ class BatchFileReader:
     """Reads files of a fixed list by index; `read(indices, fallback)` returns one uint8 array per index (views
     into one buffer per batch), with `fallback(index)` reading the files the fast path could not."""
 
-    def __init__(self, paths: list[str]):
+    def __init__(self, paths: list[str], max_bytes: int = 1 << 31):
+        self.max_bytes = max_bytes  # a larger file goes to the per-file reader (its error), never into the buffer
         encoded = [os.fsencode(p) + b"\0" for p in paths]
         self.names = np.frombuffer(b"".join(encoded), np.uint8)
         starts = np.concatenate([[0], np.cumsum([len(e) for e in encoded])[:-1]]) if encoded else np.zeros(0)
@@ -83,6 +86,9 @@ class BatchFileReader:
         n = len(indices)
         fds, sizes = np.zeros(n, np.int32), np.zeros(n, np.int64)
         open_and_size(self.name_at[np.asarray(indices, np.int64)], fds, sizes)
+        # empty or oversized (and devices, which report 0): left to the per-file reader, which checks what they are
+        odd = (sizes <= 0) | (sizes > self.max_bytes)
+        sizes[odd] = -1
         sizes_ok = np.maximum(sizes, 0)
         ends = np.cumsum(sizes_ok)
         buffer = np.empty(max(int(ends[-1]) if n else 0, 1), np.uint8)
@@ -90,6 +96,6 @@ class BatchFileReader:
         got = np.zeros(n, np.int64)
         read_and_close(fds, sizes, np.uint64(buffer.ctypes.data) + starts.astype(np.uint64), got)
         out = [buffer[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
-        for i in np.flatnonzero((got != sizes) | (fds < 0)).tolist():
+        for i in np.flatnonzero((got != sizes) | (fds < 0) | odd).tolist():
             out[i] = fallback(indices[i])  # an error to report, or a file that changed under us: read it alone
         return out

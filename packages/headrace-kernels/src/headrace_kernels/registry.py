@@ -37,7 +37,9 @@ class GpuBatch(Protocol):
     """Names of the node's arguments that come from a DataNode, one value per sample (for a fused kernel: its last
     op's; KernelSetup.per_sample_args has the whole chain's)."""
     ahead: Any
-    """What this kernel's own `prepare` (or else `plan`) hook made of this batch ahead, or None."""
+    """What this kernel's own `prepare` hook made of this batch ahead, or None."""
+    planned: Any
+    """What this kernel's own `plan` hook planned for this batch ahead, or None."""
     meanwhile: Any
     """Host work a decoding kernel may run while the decode is under way (planning the steps after it), or None."""
 

@@ -140,15 +140,18 @@ class GenericIterator:
             _log.warning("the batch DROP throws away at the end of the epoch failed: %s", exc)
             self._end_epoch()
         batches = [self._to_torch(outs) for outs in outputs]
+        # fills (on_error="skip") keep the reader's epoch length; PARTIAL leaves them out: each good sample once
+        partial = self._epoch.policy is LastBatchPolicy.PARTIAL
+        fills = [pipe.last_fill_slots() if partial else [] for pipe in self._pipes]
         if self._epoch.advance():
             self._end_epoch()
         kept = self._epoch.kept()
         if kept is None:
-            return batches
+            return [_without_fills(b, f) for b, f in zip(batches, fills, strict=True)]
+        rows = list(zip(batches, kept, fills, strict=True))
         if not self._epoch.by_reader:  # only the pipelines holding samples within `size`
-            batches = [b for b, n in zip(batches, kept, strict=True) if n > 0]
-            kept = [n for n in kept if n > 0]
-        return [{name: t[:n] for name, t in batch.items()} for batch, n in zip(batches, kept, strict=True)]
+            rows = [row for row in rows if row[1] > 0]
+        return [_without_fills({name: t[:n] for name, t in batch.items()}, f) for batch, n, f in rows]
 
     def _run_pipelines(self) -> list[tuple]:
         """One batch of every pipeline. When one fails, the others still run (they stay in step) before the
@@ -283,3 +286,12 @@ def batch_tensor(batch, dtype: torch.dtype | None) -> torch.Tensor:
         with torch.cuda.device(device[1]):
             return to_torch(batch, dtype)
     return to_torch(batch, dtype)
+
+
+def _without_fills(batch: dict[str, torch.Tensor], fills: list[int]) -> dict[str, torch.Tensor]:
+    """The batch without the rows at `fills`."""
+    if not fills:
+        return batch
+    dropped = set(fills)
+    keep = [i for i in range(len(next(iter(batch.values())))) if i not in dropped]
+    return {name: t[keep] for name, t in batch.items()}

@@ -9,6 +9,10 @@ class SchemaError(HeadraceError, ValueError):
     """A graph or an op call does not fit an op's schema."""
 
 
+class InputDataError(HeadraceError, ValueError):
+    """Data handed to the pipeline (an external_source's batch) does not fit what the source declares."""
+
+
 class PipelineFileError(HeadraceError, ValueError):
     """A pipeline file is malformed: wrong version, unknown op, bad argument, cycle or dangling input."""
 

@@ -136,7 +136,7 @@ class Pipeline:
         if not fed or not all(nodes and all(n.schema.family == "decoders" for n in nodes)
                               for nodes in readers.values()):
             return {}
-        from headrace_kernels.gpu.decode import tiny_jpeg
+        from headrace_kernels.cpu.decode import tiny_jpeg
 
         return {name: [tiny_jpeg()] for name in fed}
 
@@ -154,6 +154,13 @@ class Pipeline:
         from headrace.engine.skips import Skipped
 
         return self._executor.skipped if self._executor is not None else Skipped()
+
+    def last_fill_slots(self) -> list[int]:
+        """The slots of the batch `run()` returned last that hold fills (on_error="skip"): an iterator with the
+        PARTIAL policy leaves them out, so that an epoch holds every good sample once."""
+        if self._executor is None or self._iteration == 0:
+            return []
+        return list(self._executor.skipped.fills.get(self._iteration - 1, []))
 
     @property
     def fed_inputs(self) -> list[str]:
@@ -323,7 +330,7 @@ class Pipeline:
         `executor_options=` (how it runs; not in the file)."""
         text = str(source)
         if not text.lstrip().startswith("{"):
-            text = Path(source).read_text()
+            text = pipeline_file.read_file(source)
         params, graph, outputs = pipeline_file.parse(text)
         pipe = cls(**{**params, **overrides})
         pipe.graph, pipe.outputs = graph, outputs

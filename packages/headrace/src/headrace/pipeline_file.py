@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 import sys
 from typing import Any
 
@@ -26,10 +28,36 @@ PIPELINE_LIMITS = {"batch_size": (1, 1 << 20), "num_threads": (-1, 1024), "devic
 (threads, batches in flight)."""
 MAX_TEXT_CHARS = 256 << 20
 """The longest file parsed: 256 Mi characters (a `files` list of ImageNet's 1.28 million paths takes about 80)."""
+
+
+def read_file(path: str | os.PathLike) -> str:
+    """The text of a pipeline file: a regular file of at most MAX_TEXT_CHARS bytes, else a PipelineFileError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise PipelineFileError(f"cannot read the pipeline file '{path}': {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise PipelineFileError(f"'{path}' is not a regular file, so it is not read as a pipeline file")
+        if info.st_size > MAX_TEXT_CHARS:
+            raise PipelineFileError(f"the pipeline file '{path}' has {info.st_size:,} bytes, more than "
+                                    f"{MAX_TEXT_CHARS:,}")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(MAX_TEXT_CHARS + 1)
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PipelineFileError(f"the pipeline file '{path}' is not UTF-8 text ({exc.reason} at byte "
+                                f"{exc.start})") from None
 MAX_NESTING = 32
 """The deepest nesting of JSON arrays and objects (a valid file nests 5 deep)."""
 MAX_NODES = 100_000
+"""The most nodes a file may declare (real pipelines have tens)."""
 MAX_NAME_CHARS = 1024
+"""The longest node name (names appear in every error message about the node)."""
 
 
 def graph_to_dict(params: dict[str, Any], nodes: list[OpNode], outputs: list[DataNode]) -> dict:
@@ -87,7 +115,7 @@ def _load_json(text: str) -> Any:
         raise _fail(f"not JSON ({exc})") from None
     except ValueError:  # an integer of more digits than Python converts
         raise _fail(f"a number has more than {sys.get_int_max_str_digits()} digits") from None
-    stack = [(content, 1)]
+    stack = [(content, 1)] if isinstance(content, dict | list) else []
     while stack:  # iterative: a recursive walk is what a hostile file would overflow
         value, depth = stack.pop()
         if depth > MAX_NESTING:

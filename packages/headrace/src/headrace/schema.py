@@ -26,8 +26,9 @@ INT64_RANGE = (-(2**63), 2**63 - 1)
 MAX_EXTENT = 1 << 16
 """The largest image extent (pixels) an argument may ask for: above JPEG's limit of 65,535 per side, so that a
 real size always fits, and far below what would exhaust memory before a kernel could say so."""
-MAX_SAMPLE_ELEMENTS = 1 << 30
-"""The most elements an argument may ask one sample to have (a `shape`, `num_classes`): 4 GiB of float32."""
+MAX_SAMPLE_ELEMENTS = 1 << 28
+"""The most elements an argument may ask one sample to have (a `shape`, `num_classes`): 1 GiB of float32. A batch
+holds batch_size such samples: this bounds a typo, not a budget."""
 
 NON_FINITE_ARGS = frozenset({"fill_value", "fill_values", "fdata", "scalar", "on_value", "off_value", "values"})
 """Float arguments that are data values, not sizes, positions or factors: NaN and +-inf are legitimate there (a NaN
@@ -131,15 +132,19 @@ def _coerce_scalar(kind: str, value: Any, non_finite: bool = False) -> Any:
         enum = _ENUMS[kind]
         if isinstance(value, str):
             try:
-                return enum[value]
+                member = enum[value]
             except KeyError:
                 raise TypeError(f"expected one of {[m.name for m in enum]}, got {short_repr(value)}") from None
-        if isinstance(value, bool) or not _is_integral(value):
+        elif isinstance(value, bool) or not _is_integral(value):
             raise TypeError(f"expected a types.{enum.__name__}, got {type(value).__name__} {short_repr(value)}")
-        try:
-            return enum(int(value))
-        except ValueError:
-            raise TypeError(f"{short_repr(value)} is not a types.{enum.__name__}") from None
+        else:
+            try:
+                member = enum(int(value))
+            except ValueError:
+                raise TypeError(f"{short_repr(value)} is not a types.{enum.__name__}") from None
+        if member is enums.DALIDataType.NO_TYPE:
+            raise TypeError("types.NO_TYPE is not an element type")
+        return member
     if kind == "callable":
         if not callable(value) and not hasattr(value, "__iter__"):
             raise TypeError(f"expected a callable or an iterable, got {type(value).__name__}")

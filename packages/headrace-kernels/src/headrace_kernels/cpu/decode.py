@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import cv2
@@ -151,3 +152,15 @@ def decode_random_crop(inputs, args, ctx):
     window = random_crop_window(height, width, args["random_area"], args["random_aspect_ratio"],
                                 args["num_attempts"], ctx.rng)
     return _decode_stream(stream, int(args["output_type"]), args["adjust_orientation"], window)
+
+
+@functools.lru_cache(maxsize=1)
+def tiny_jpeg() -> np.ndarray:
+    """A 16x16 baseline 4:2:0 JPEG (Pillow): the image of a warm-up batch (Pipeline.warm_up, the GPU decoders)."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), (120, 130, 140)).save(buffer, format="JPEG", quality=90)
+    return np.frombuffer(buffer.getvalue(), np.uint8)

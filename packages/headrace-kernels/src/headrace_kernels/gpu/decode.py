@@ -11,7 +11,6 @@ and options."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import threading
 import time
 
@@ -20,6 +19,7 @@ import numpy as np
 from headrace_kernels import exif
 from headrace_kernels import nvimgcodec_capi as capi
 from headrace_kernels.cpu import decode as cpu_decode
+from headrace_kernels.cpu.decode import tiny_jpeg
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.philox import batch_crop_windows
@@ -104,16 +104,6 @@ def _parse(data, max_pixels: int = 0):
     return cpu_decode.code_stream(data, max_pixels)
 
 
-@functools.lru_cache(maxsize=1)
-def tiny_jpeg() -> np.ndarray:
-    """A 16x16 baseline 4:2:0 JPEG (Pillow): the warm-up batch's image."""
-    import io
-
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.new("RGB", (16, 16), (120, 130, 140)).save(buffer, format="JPEG", quality=90)
-    return np.frombuffer(buffer.getvalue(), np.uint8)
 
 
 def _raise_first_failure(streams) -> None:

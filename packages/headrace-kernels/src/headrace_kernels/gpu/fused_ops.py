@@ -45,7 +45,7 @@ class FusedResizeNormalize:
 
     def run(self, batch):
         images = batch.samples(raw=True)
-        plan = batch.ahead
+        plan = batch.planned
         if plan is None or not adopt_inputs(plan, images):
             plan = self._plan(batch, images)
         return launch_plan(plan)

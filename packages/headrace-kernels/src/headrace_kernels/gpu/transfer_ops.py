@@ -12,6 +12,9 @@ from headrace_kernels.registry import gpu_kernel
 class CopyKernel:
     """A copy to the node's device: host arrays for device 'cpu', device arrays otherwise."""
 
+    transfer = True
+    """It moves data between devices: the GPU stage runs it for a node on the CPU too (a `.cpu()`)."""
+
     def __init__(self, setup):
         self.to_host = setup.device == "cpu"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from headrace import pipeline_file
 from headrace.cli.common import CliError
-from headrace.errors import PipelineFileError
+from headrace.errors import PipelineFileError, SchemaError
 from headrace.pipeline import Pipeline
 from headrace.schema import SCHEMAS
 
@@ -70,16 +70,15 @@ def read_pipeline_file(path: Path) -> dict[str, Any]:
     if path.is_dir():
         raise CliError(f"'{path}' is a folder, not a pipeline file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise CliError(f"'{path}' is not a pipeline file (not UTF-8 text)") from None
+        text = pipeline_file.read_file(path)
+    except PipelineFileError as exc:
+        if "not UTF-8" in str(exc):
+            raise CliError(f"'{path}' is not a pipeline file (not UTF-8 text)") from None
+        raise CliError(str(exc)) from None
     try:
         pipeline_file.parse(text)
-    except PipelineFileError as exc:
+    except (PipelineFileError, SchemaError) as exc:
         raise CliError(f"{path}: {exc}") from None
-    except (TypeError, AttributeError, KeyError) as exc:  # a shape the parser does not check, e.g. "inputs": 5
-        raise CliError(f"{path}: invalid pipeline file: a value has the wrong type ({type(exc).__name__}: {exc})") \
-            from None
     return json.loads(text)
 
 

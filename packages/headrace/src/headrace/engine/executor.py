@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from headrace.batch import BufferPool, TensorListCPU, TensorListGPU
 from headrace.engine.cpu_stage import CpuStage
-from headrace.engine.gpu_stage import GpuStage, gpu_stage_nodes
+from headrace.engine.gpu_stage import GpuStage, check_device, gpu_stage_nodes
 from headrace.engine.options import ExecutorOptions
 from headrace.engine.skips import SkipLog, Skipped, check_replaceable
 from headrace.errors import SchemaError
@@ -27,6 +27,8 @@ class Executor:
         self.buffers = BufferPool(per_key=prefetch_queue_depth + 2)
         gpu_nodes = gpu_stage_nodes(self.nodes)
         has_gpu = bool(gpu_nodes) or any(n.device != "cpu" for n in self.nodes)
+        if has_gpu:  # no GPU is the first thing to say, before readers scan their folders
+            check_device(device_id, self.nodes)
         # A GPU pipeline's readers read in the thread that runs its CPU stage: the stage overlaps the GPU work, and
         # a pool's GIL hand-offs around every file's system calls cost more than reading cached files one by one.
         reader_pool = self.pool if not has_gpu or self.options.parallel_reads else None

@@ -27,15 +27,17 @@ def upload(value) -> TensorListGPU:
 class GpuBatchView:
     """One step's view of one batch: a kernel reads it, never the executor's tables."""
 
-    def __init__(self, step, values: dict, info: BatchInfo, ctx, meanwhile=None):
+    def __init__(self, step, values: dict, info: BatchInfo, ctx):
         self.step, self.values, self.info, self.ctx = step, values, info, ctx
         self.size = info.size
         self.args: dict[str, Any] = step.args
         self.per_sample_args: frozenset[str] = step.per_sample_args
-        self.meanwhile = meanwhile
+        self.meanwhile = None
         """Host work to do while a decode runs (planning the steps after it), or None."""
         self.ahead: Any = None
-        """What this step's own `prepare` or `plan` hook made of this batch ahead, or None (then it does it now)."""
+        """What this step's own `prepare` hook made of this batch ahead, or None (then it prepares it now)."""
+        self.planned: Any = None
+        """The launch this step's own `plan` hook planned for this batch ahead, or None (then it plans it now)."""
         self._rngs = None
 
     @property

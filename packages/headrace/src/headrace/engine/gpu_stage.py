@@ -122,7 +122,7 @@ class KernelStep:
             if not self.stage.lookahead:  # fed inputs: the steps after it plan their launches while it decodes
                 batch.meanwhile = lambda: self.stage.plan_ahead(values, info)
         elif self.plans:
-            batch.ahead = values.pop((PLANNED, self.node.name), None)
+            batch.planned = values.pop((PLANNED, self.node.name), None)
         result = self.kernel.run(batch)
         if self.node.device == "cpu":  # a `.cpu()` copy: host arrays
             return result
@@ -180,20 +180,19 @@ class GpuStage:
         for node in in_stage:
             if node.name in inner:
                 continue
-            if node.device == "cpu" and node.schema.name != "copy":
-                self.steps.append(("samples", sample_op(node, self.seed)))
-                continue
             entry, chain = chains.get(node.name, (get_gpu_kernel(node.schema.name), [node]))
+            if node.device == "cpu" and not (entry is not None and getattr(entry.impl, "transfer", False)):
+                self.steps.append(("samples", sample_op(node, self.seed)))  # a CPU op after a `.cpu()`
+                continue
             if entry is None:
                 raise DeviceError(f"{node.schema.name} (node '{node.name}') has no GPU implementation")
             self.steps.append(("gpu", KernelStep(self, chain, entry)))
-        self.fused = sorted(inner)
         # on_error="skip": the steps up to the last that skips are run again on a replaced sample, and the next
         # batch is read only after them, so that replacements come from the readers in batch order
         self.skip_until = gpu_skip_head(self.steps, stage)
         self.skipping = {step.node.name for _, step in self.steps[:self.skip_until] if skips(step.node)}
         self.lookahead = options.lookahead != "off" and not any(
-            n.schema.name == "external_source" and n.arg("source") is None for n in nodes)
+            getattr(source, "needs_feed", False) for source in cpu.batch_ops.values())  # fed: nothing to read ahead
         # When the next batch's CPU stage starts: by default before this batch's GPU steps, so it overlaps the
         # decode ('after': once the last decoder has run; benchmarks/HISTORY.md has the measurements).
         preparing = [step for kind, step in self.steps if kind == "gpu" and step.prepares]

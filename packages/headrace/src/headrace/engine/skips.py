@@ -57,6 +57,9 @@ def check_replaceable(nodes: list[OpNode], batch_ops: dict[str, Any]) -> bool:
     skipping = [n for n in nodes if skips(n)]
     if not skipping:
         return False
+    if not batch_ops:
+        raise SchemaError(f"{skipping[0].schema.name} (node '{skipping[0].name}'): on_error='skip' replaces a failed "
+                          "sample with the readers' next one, and this pipeline has no reader")
     for name, op in batch_ops.items():
         if not (hasattr(op, "replacements") and hasattr(op, "fill_slots")):
             node = next(n for n in nodes if n.name == name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from headrace.enums import to_numpy_dtype
-from headrace.errors import SchemaError
+from headrace.errors import InputDataError, SchemaError
 from headrace_kernels.registry import reader
 
 
@@ -74,16 +74,16 @@ class ExternalSource:
 
     def _check(self, samples: list[np.ndarray]) -> list[np.ndarray]:
         if not samples:
-            raise ValueError(f"external_source '{self.node}': got an empty batch")
+            raise InputDataError(f"external_source '{self.node}': got an empty batch")
         if len(samples) > self.batch_size:
-            raise ValueError(f"external_source '{self.node}': got a batch of {len(samples)} samples, more than the "
+            raise InputDataError(f"external_source '{self.node}': got a batch of {len(samples)} samples, more than the "
                              f"pipeline's batch_size ({self.batch_size}); smaller batches are fine")
         for i, sample in enumerate(samples):
             if self.dtype is not None and sample.dtype != self.dtype:
-                raise ValueError(f"external_source '{self.node}': sample {i} has dtype {sample.dtype}, "
+                raise InputDataError(f"external_source '{self.node}': sample {i} has dtype {sample.dtype}, "
                                  f"expected {self.dtype}")
             if self.ndim is not None and sample.ndim != self.ndim:
-                raise ValueError(f"external_source '{self.node}': sample {i} has {sample.ndim} dims, "
+                raise InputDataError(f"external_source '{self.node}': sample {i} has {sample.ndim} dims, "
                                  f"expected {self.ndim}")
         return samples
 

@@ -56,6 +56,8 @@ class ReaderState:
 
 MAX_FILE_LIST_BYTES = 1 << 30
 """The largest file list read (1 GiB, some 15 million 'path label' lines); a larger one is refused unread."""
+MAX_SAMPLE_BYTES = 1 << 31
+"""The largest file a sample may be (2 GiB): a bigger one, or anything but a regular file, is an error."""
 _LABEL = re.compile(r"-?[0-9]{1,10}")
 
 
@@ -107,7 +109,14 @@ def _read_file_list(path: str, node: str) -> list[tuple[str, int]]:
         if info.st_size > MAX_FILE_LIST_BYTES:
             raise SchemaError(f"{where} is {info.st_size / 2**30:.1f} GiB, more than {limit}")
         with open(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_FILE_LIST_BYTES + 1)
+            parts, size = [], 0
+            while size <= MAX_FILE_LIST_BYTES:  # in chunks: read(n) would allocate all n bytes at once
+                part = handle.read(min(1 << 20, MAX_FILE_LIST_BYTES + 1 - size))
+                if not part:
+                    break
+                parts.append(part)
+                size += len(part)
+            data = b"".join(parts)
     except OSError as exc:
         raise SchemaError(f"{where}: cannot read it ({_reason(exc)})") from None
     finally:
@@ -296,14 +305,22 @@ class FileReader:
     def _read(self, index: int) -> np.ndarray | OSError:
         path = self.paths[index]
         try:
-            fd = os.open(path, os.O_RDONLY)  # no file object: open, fstat, read, close
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # no file object; a FIFO must not block
             try:
-                size = os.fstat(fd).st_size
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
+                    raise OSError(0, "not a regular file")
+                size = info.st_size
+                if size > MAX_SAMPLE_BYTES:
+                    raise OSError(0, f"{size:,} bytes, more than a sample may have ({MAX_SAMPLE_BYTES:,})")
                 data = os.read(fd, size + 1)
-                if len(data) > size:  # the file grew since fstat: read to its end
-                    parts = [data]
-                    while part := os.read(fd, 1 << 20):
+                if len(data) > size:  # the file grew since fstat: read to its end, within the limit
+                    parts, total = [data], len(data)
+                    while total <= MAX_SAMPLE_BYTES and (part := os.read(fd, 1 << 20)):
                         parts.append(part)
+                        total += len(part)
+                    if total > MAX_SAMPLE_BYTES:
+                        raise OSError(0, f"it grew past what a sample may have ({MAX_SAMPLE_BYTES:,} bytes)")
                     data = b"".join(parts)
             finally:
                 os.close(fd)
@@ -322,7 +339,7 @@ class FileReader:
         if self._batch_reader is None:
             from headrace_kernels.batch_read import BatchFileReader
 
-            self._batch_reader = BatchFileReader(self.paths) if BatchFileReader.available() else False
+            self._batch_reader = BatchFileReader(self.paths, MAX_SAMPLE_BYTES) if BatchFileReader.available() else False
         if self._batch_reader is False:
             return self._read_all(indices)
         return self._batch_reader.read(indices, self._read)
