@@ -26,6 +26,10 @@ struct MatrixSample {
   int n, rows;
 };
 
+struct alignas(8) Complex64 {  // cupy's complex64: (real, imaginary) float32 pairs
+  float re, im;
+};
+
 struct DecibelSample {
   unsigned long long in;   // const float*
   unsigned long long out;  // float*
@@ -65,14 +69,14 @@ extern "C" __global__ void extract_windows(const WindowSample* samples, const fl
   }
 }
 
-__device__ __forceinline__ float spectrum_value(float2 c, int power) {
-  float squared = __fadd_rn(__fmul_rn(c.x, c.x), __fmul_rn(c.y, c.y));
+__device__ __forceinline__ float spectrum_value(Complex64 c, int power) {
+  float squared = __fadd_rn(__fmul_rn(c.re, c.re), __fmul_rn(c.im, c.im));
   return power == 2 ? squared : __fsqrt_rn(squared);
 }
 
 // "ft": out[b, w] of each sample, through 32 x 32 tiles (reads along bins, writes along windows).
 // grid: (window tiles, bin tiles (strided), samples), block (32, 8).
-extern "C" __global__ void spectrum_ft(const WindowSample* samples, const float2* spectrum, int bins, int power) {
+extern "C" __global__ void spectrum_ft(const WindowSample* samples, const Complex64* spectrum, int bins, int power) {
   __shared__ float tile[32][33];
   const WindowSample s = samples[blockIdx.z];
   const long long w0 = (long long)blockIdx.x * 32;
@@ -97,7 +101,7 @@ extern "C" __global__ void spectrum_ft(const WindowSample* samples, const float2
 }
 
 // "tf": out[w, b]. grid: (bin tiles, window tiles (strided), samples), block (32, 8).
-extern "C" __global__ void spectrum_tf(const WindowSample* samples, const float2* spectrum, int bins, int power) {
+extern "C" __global__ void spectrum_tf(const WindowSample* samples, const Complex64* spectrum, int bins, int power) {
   const WindowSample s = samples[blockIdx.z];
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= bins) return;

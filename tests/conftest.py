@@ -30,6 +30,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
+@pytest.fixture(autouse=True)
+def _collect_pipelines_between_gpu_tests(request):
+    """A GPU test's pipelines that it did not close are torn down here, in the main thread between tests, not by a
+    garbage collection that a later test's prefetch thread happens to run while it decodes."""
+    yield
+    if "gpu" in request.keywords and HAS_GPU:
+        import gc
+
+        gc.collect()
+
+
 @pytest.fixture(scope="session")
 def image_folder(tmp_path_factory):
     """37 JPEGs of varied size in 3 class folders (37 is not a multiple of any batch size used)."""

@@ -19,6 +19,8 @@ Tolerances, as |ours - reference| <= rtol * |reference| + peak * max|reference o
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from ops_support import needs_dali
@@ -331,6 +333,17 @@ def test_mfcc_of_3d_data_matches_dali():
         assert_close(ours("mfcc", cube, **kwargs), dali("mfcc", cube, **kwargs), 1e-4, 1e-5)
 
 
+@needs_dali[0]
+@needs_dali[1]
+def test_empty_spectrograms_match_dali():
+    """No windows or no mel bands: empty outputs of the right shape, as DALI's."""
+    cases = [("mfcc", [np.ones((0, 3), np.float32), LOG_MELS[3]], dict(n_mfcc=2)),
+             ("mel_filter_bank", [np.ones((33, 0), np.float32), SPECTRA[3][:33]], dict(nfilter=4)),
+             ("to_decibels", [np.ones((5, 0), np.float32), MELS[3]], {})]
+    for op, data, kwargs in cases:
+        assert_close(ours(op, data, **kwargs), dali(op, data, **kwargs), 1e-4, 1e-5)
+
+
 @pytest.mark.parametrize("dct_type, normalize", [(1, False), (2, False), (2, True), (3, False), (3, True),
                                                  (4, False), (4, True)])
 def test_mfcc_matches_librosa(dct_type, normalize):
@@ -390,6 +403,29 @@ def test_the_asr_chain_declares_what_it_produces():
     for spec, batch in zip(specs, _outputs(pipe), strict=True):
         assert all(s.dtype == spec.dtype and s.shape[0] == spec.dims[0] for s in batch)
     pipe.close()
+
+
+def test_the_asr_chain_survives_a_pipeline_file_round_trip():
+    from headrace import Pipeline, fn, pipeline_def
+
+    @pipeline_def(batch_size=len(SIGNALS), num_threads=1, device_id=None, seed=1)
+    def pipe():
+        audio = fn.external_source(name="audio")
+        spectrogram = fn.spectrogram(audio, window_fn=list(np.hanning(400)), layout="tf", **ASR)
+        mel = fn.mel_filter_bank(spectrogram, sample_rate=SR, nfilter=40, mel_formula="htk", normalize=False)
+        return fn.mfcc(fn.to_decibels(mel, reference=2.0), n_mfcc=10, axis=1, dct_type=3, lifter=5.0)
+
+    original = pipe()
+    text = original.serialize()
+    loaded = Pipeline.load(text)
+    assert loaded.serialize() == text
+    mel_args = next(node["args"] for node in json.loads(text)["nodes"] if node["op"] == "mel_filter_bank")
+    assert mel_args["axes"] == [1]  # the frequency axis, resolved from the spectrogram's "tf" layout
+    (first,), (second,) = original.run(audio=SIGNALS), loaded.run(audio=SIGNALS)
+    for i in range(len(SIGNALS)):
+        np.testing.assert_array_equal(np.array(first.at(i)), np.array(second.at(i)))
+    original.close()
+    loaded.close()
 
 
 @needs_dali[0]

@@ -356,7 +356,7 @@ def test_the_mixed_decoder_skips_on_the_gpu(dataset, decoder):
     # nvImageCodec's GPU decoders may decode a truncated JPEG's first half; the empty and the CSV file never pass
     assert {files[BAD["empty"]], files[BAD["not_an_image"]]} <= skipped_files
     wanted = sorted(label for f, label in zip(files, labels, strict=True) if f not in skipped_files)
-    for epoch, epoch_labels in enumerate(_epochs(stream, p.skipped.fills, SIZE, 2)):
+    for epoch, epoch_labels in enumerate(_epochs(stream, p.skipped.fills, 2)):
         assert sorted(epoch_labels) == wanted, f"epoch {epoch}"
     state = p.checkpoint()
     after = _run(p, 8)

@@ -67,7 +67,10 @@ def code_stream(data, max_pixels: int = 0):
         _ = stream.width  # parses the header
     except Exception as exc:  # noqa: BLE001 - nvimgcodec raises RuntimeError with its own text
         raise ValueError(f"not a decodable image ({exc})") from None
-    check_pixels(stream.height, stream.width, max_pixels)
+    height, width = stream.height, stream.width
+    if max_pixels and height * width > max_pixels:
+        del stream  # goes now, not with the error's traceback (nvImageCodec objects must not outlive their owners)
+    check_pixels(height, width, max_pixels)
     return stream
 
 

@@ -17,6 +17,9 @@ from headrace_kernels.registry import cpu_kernel
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 FLOAT16_MAX = 65504.0
+MAX_WINDOW_ELEMENTS = 1 << 28
+"""The most elements a slice window reaching outside its input may have (the schemas' limit of a sample): a window
+from a hostile anchor or shape is refused instead of exhausting memory."""
 
 
 # preemphasis_filter
@@ -28,6 +31,7 @@ def preemphasis_work_type(dtype: np.dtype) -> np.dtype:
 
 
 def check_preemphasis_input(dtype: np.dtype) -> None:
+    """ValueError for a type the filter cannot compute with (DALI's take integers and floats)."""
     if np.dtype(dtype).kind not in "iuf":
         raise ValueError(f"preemphasis_filter takes numeric samples, got {np.dtype(dtype)}")
 
@@ -140,8 +144,9 @@ def llround(value: float) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class SliceWindow:
-    """One sample's window: its start per axis (negative or past the end where out of bounds), the output's
-    shape, and the fill values per output channel (None for a single value) along `channel_axis`."""
+    """One sample's window: its start per axis (negative or past the end where out of bounds), the output's shape,
+    how positions outside the input are filled ('inside' when none are), and the fill values in the output type:
+    one (`channel_axis` -1) or one per index along `channel_axis`."""
 
     anchor: tuple[int, ...]
     shape: tuple[int, ...]
@@ -161,6 +166,7 @@ def slice_axes(args: dict, ndim: int) -> list[int]:
 
 
 def _numbers(value, what: str) -> np.ndarray:
+    """A positional anchor or shape input as a flat array of numbers."""
     array = np.asarray(value)
     if array.dtype.kind not in "iuf":
         raise ValueError(f"the {what} input must be integers or floats, got {array.dtype}")
@@ -266,6 +272,8 @@ def slice_window(shape: tuple[int, ...], args: dict, anchor, extent, out_dtype: 
     policy = {"constant": "pad", "clamp": "edge", "reflect_1001": "reflect"}.get(args["out_of_bounds_policy"],
                                                                                    args["out_of_bounds_policy"])
     outside = [a for a in range(ndim) if begin[a] < 0 or begin[a] + size[a] > shape[a]]
+    if outside and math.prod(size) > MAX_WINDOW_ELEMENTS:
+        raise ValueError(f"the window (shape {tuple(size)}) has more than {MAX_WINDOW_ELEMENTS} elements")
     if outside and policy == "error":
         raise ValueError(f"the window (anchor {tuple(begin)}, shape {tuple(size)}) reaches outside the input of "
                          f"shape {tuple(shape)}; choose an out_of_bounds_policy to allow it")
@@ -274,7 +282,7 @@ def slice_window(shape: tuple[int, ...], args: dict, anchor, extent, out_dtype: 
             end = min(begin[a] + size[a], shape[a])
             begin[a] = min(max(begin[a], 0), shape[a])
             size[a] = max(end - begin[a], 0)
-        policy = "error"
+        outside = []
     elif policy in ("edge", "reflect", "reflect_101", "wrap"):
         empty = [a for a in outside if shape[a] == 0 and size[a] > 0]
         if empty:
@@ -322,8 +330,8 @@ def static_cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.where(fits, whole, -(2 ** (bits - 1))).astype(np.int64).astype(dtype)
 
 
-def slice_convert(xp, data, dtype: np.dtype):
-    """`data` converted as DALI's slice converts (numpy or CuPy as `xp`): to float32, float16 or uint8, clamped to
+def slice_convert(data: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """`data` converted as DALI's slice converts (kernels/signal.cu alike): to float32, float16 or uint8, clamped to
     the type's range, then floats round to nearest and uint8 truncates (NaN gives 0)."""
     dtype = np.dtype(dtype)
     if data.dtype == dtype:
@@ -332,26 +340,25 @@ def slice_convert(xp, data, dtype: np.dtype):
         return data.astype(dtype)
     if dtype == np.uint8:
         if data.dtype.kind == "f":
-            return xp.trunc(xp.clip(xp.where(xp.isnan(data), 0, data), 0, 255)).astype(np.uint8)
-        return xp.clip(data.astype(np.int64) if data.dtype != np.uint64 else data, 0, 255).astype(np.uint8)
-    if data.dtype.kind == "f" and data.dtype.itemsize <= dtype.itemsize:
-        return data.astype(dtype)
-    if data.dtype.kind in "iu" and (dtype == np.float32 or data.dtype.itemsize <= 2):
-        return data.astype(dtype)
+            return np.trunc(np.clip(np.where(np.isnan(data), 0, data), 0, 255)).astype(np.uint8)
+        return np.clip(data.astype(np.int64) if data.dtype != np.uint64 else data, 0, 255).astype(np.uint8)
+    if (data.dtype.kind == "f" and data.dtype.itemsize <= dtype.itemsize) or \
+            (data.dtype.kind in "iu" and dtype == np.float32):
+        return data.astype(dtype)  # nothing to clamp
     limit = FLOAT16_MAX if dtype == np.float16 else FLOAT32_MAX
     wide = data.astype(np.float64) if data.dtype.kind in "iu" else data
-    return xp.clip(wide, -limit, limit).astype(dtype)
+    return np.clip(wide, -limit, limit).astype(dtype)
 
 
 def slice_sample(data: np.ndarray, window: SliceWindow, dtype: np.dtype) -> np.ndarray:
     """The window of one sample, of element type `dtype`, filled where the policy says so."""
     if window.policy == "inside":
         region = tuple(slice(b, b + n) for b, n in zip(window.anchor, window.shape, strict=True))
-        return np.ascontiguousarray(slice_convert(np, data[region], dtype))
+        return np.ascontiguousarray(slice_convert(data[region], dtype))
     indices = [source_indices(b, n, e, window.policy)
                for b, n, e in zip(window.anchor, window.shape, data.shape, strict=True)]
     if window.policy != "pad":
-        return np.ascontiguousarray(slice_convert(np, data[np.ix_(*indices)], dtype))
+        return np.ascontiguousarray(slice_convert(data[np.ix_(*indices)], dtype))
     if window.fill.size == 1:
         out = np.full(window.shape, window.fill[0], dtype=dtype)
     else:
@@ -362,11 +369,12 @@ def slice_sample(data: np.ndarray, window: SliceWindow, dtype: np.dtype) -> np.n
     if all(v.size for v in valid):
         spans = tuple(slice(int(v[0]), int(v[-1]) + 1) for v in valid)
         source = tuple(slice(int(i[v[0]]), int(i[v[-1]]) + 1) for i, v in zip(indices, valid, strict=True))
-        out[spans] = slice_convert(np, data[source], dtype)
+        out[spans] = slice_convert(data[source], dtype)
     return out
 
 
 def slice_output_type(data_dtype: np.dtype, args: dict) -> np.dtype:
+    """slice's output type: `dtype`, else the input's."""
     return np.dtype(data_dtype) if args["dtype"] is None else numpy_dtype(args["dtype"])
 
 
@@ -382,6 +390,14 @@ def slice_(inputs, args, ctx):
 
 
 # normalize
+
+class SampleValueError(ValueError):
+    """A ValueError about sample `index` of a whole-batch kernel (the GPU kernel reports that sample)."""
+
+    def __init__(self, index: int, message: str):
+        super().__init__(message)
+        self.index = index
+
 
 @dataclasses.dataclass(frozen=True)
 class NormalizePlan:
@@ -436,13 +452,14 @@ def normalize_plan(shapes: list[tuple[int, ...]], batch_args: list[dict]) -> Nor
     if args["batch"]:
         for i, shape in enumerate(param_shapes[1:], 1):
             if shape != param_shapes[0]:
-                raise ValueError(f"sample {i}: with batch=True the samples must agree on the axes not reduced; "
-                                 f"shape {shapes[i]} differs from sample 0's {shapes[0]} outside axes {axes}")
+                raise SampleValueError(i, f"sample {i}: with batch=True the samples must agree on the axes not "
+                                          f"reduced; shape {shapes[i]} differs from sample 0's {shapes[0]} outside "
+                                          f"axes {axes}")
     for name, values in given.items():
         for i, (value, shape) in enumerate(zip(values, param_shapes, strict=True)):
             if value is not None and value.size not in (1, math.prod(shape)):
-                raise ValueError(f"sample {i}: argument '{name}' has {value.size} values; normalizing shape "
-                                 f"{shapes[i]} over axes {axes} needs 1 or {math.prod(shape)}")
+                raise SampleValueError(i, f"sample {i}: argument '{name}' has {value.size} values; normalizing "
+                                          f"shape {shapes[i]} over axes {axes} needs 1 or {math.prod(shape)}")
     shaped = {name: [None if v is None else (v.reshape(()) if v.size == 1 else v.reshape(shape))
                      for v, shape in zip(values, param_shapes, strict=True)] for name, values in given.items()}
     return NormalizePlan(axes, param_shapes, shaped["mean"], shaped["stddev"], bool(args["batch"]))
@@ -462,17 +479,18 @@ def inverse_stddev(xp, sum_squares, count: int, args: dict):
     return xp.where(positive, scale / xp.sqrt(xp.where(positive, variance, 1.0)), 0.0)
 
 
-def given_inverse_stddev(xp, stddev, args: dict):
+def given_inverse_stddev(stddev: np.ndarray, args: dict) -> np.ndarray:
     """scale / stddev (scale / sqrt(stddev² + epsilon) with an epsilon), 0 for a zero stddev, in float32."""
     scale, epsilon = np.float32(args["scale"]), np.float32(args["epsilon"])
-    stddev = xp.asarray(stddev, dtype=np.float32)
+    stddev = np.asarray(stddev, dtype=np.float32)
     if epsilon:
-        return (scale / xp.sqrt(stddev * stddev + epsilon)).astype(np.float32)
+        return (scale / np.sqrt(stddev * stddev + epsilon)).astype(np.float32)
     nonzero = stddev != 0
-    return xp.where(nonzero, scale / xp.where(nonzero, stddev, np.float32(1)), np.float32(0)).astype(np.float32)
+    return np.where(nonzero, scale / np.where(nonzero, stddev, np.float32(1)), np.float32(0)).astype(np.float32)
 
 
 def _work(data: np.ndarray) -> np.ndarray:
+    """A sample in the type normalize computes in: float64 stays, everything else float32."""
     if data.dtype.kind not in "iuf":
         raise ValueError(f"normalize takes numeric samples, got {data.dtype}")
     return data if data.dtype in (np.float32, np.float64) else data.astype(np.float32)
@@ -497,7 +515,7 @@ def normalize(batch_inputs, batch_args, contexts):
             means[i] = sample.mean(axis=axes, dtype=np.float64, keepdims=True).astype(np.float32) if counts[i] \
                 else np.zeros(plan.param_shapes[i], dtype=np.float32)
     if plan.stddevs[0] is not None:
-        invs = [given_inverse_stddev(np, s, args) for s in plan.stddevs]
+        invs = [given_inverse_stddev(s, args) for s in plan.stddevs]
     else:
         squares = [_sum_squares(s, m, axes) for s, m in zip(samples, means, strict=True)]
         if plan.batch:

@@ -210,6 +210,8 @@ def mel_filters(bins: int, nfilter: int, rate: float, low: float, high: float, n
 
 def row_bounds(table: np.ndarray) -> np.ndarray:
     """Each row's nonzero columns [lo, hi) as (rows, 2) int32 ([0, 0) for a row of zeros)."""
+    if not table.shape[1]:
+        return np.zeros((table.shape[0], 2), np.int32)
     nonzero = table != 0
     found = nonzero.any(axis=1)
     lo = np.where(found, nonzero.argmax(axis=1), 0)
@@ -334,6 +336,8 @@ def dct_table(n: int, count: int, dct_type: int, normalize: bool) -> tuple[np.nd
     and their row_bounds."""
     k = np.arange(count, dtype=np.float64)[:, None]
     t = np.arange(n, dtype=np.float64)[None, :]
+    if count == 0:  # an empty axis: no coefficients
+        return read_only(np.zeros((0, n), np.float32))
     if dct_type == 1:
         table = np.cos(np.pi / (n - 1) * k * t)
         table[:, 0] = 0.5

@@ -99,7 +99,10 @@ def _parse(data, max_pixels: int = 0):
             _ = stream.width  # parses the header
         except Exception as exc:  # noqa: BLE001 - nvimgcodec raises RuntimeError with its own text
             raise ValueError(f"not a decodable image ({exc})") from None
-        cpu_decode.check_pixels(stream.height, stream.width, max_pixels)
+        height, width = stream.height, stream.width
+        if max_pixels and height * width > max_pixels:
+            del stream  # goes now, not with the error's traceback (nvImageCodec objects must not outlive the batch)
+        cpu_decode.check_pixels(height, width, max_pixels)
         return stream
     return cpu_decode.code_stream(data, max_pixels)
 
@@ -249,7 +252,9 @@ class MixedDecoder:
             try:
                 streams.append(_parse(data, self.max_pixels))
             except ValueError as exc:
-                raise SampleFailureError(i, str(exc)) from None
+                message = str(exc)
+                streams.clear()  # the batch's code streams go now, not with the error's traceback
+                raise SampleFailureError(i, message) from None
         if not self.random_crop:
             return Prepared(streams, [None] * len(streams), encoded)
         args = self.args

@@ -10,7 +10,7 @@ import numpy as np
 
 from headrace.batch import TensorListGPU
 from headrace.engine.context import BatchInfo
-from headrace.engine.gpu_batch import PREPARED
+from headrace.engine.gpu_batch import PREPARED, Outputs
 from headrace_kernels.rng import sample_rng
 
 
@@ -67,8 +67,10 @@ def run_step(step, values: dict, info: BatchInfo) -> Any:
     if len(indices) == info.size:
         return step.run(values, info)
     gpu = step.node.device != "cpu"
+    count = len(step.node.outputs)
     if not indices:
-        return scatter(None, [], info.size, gpu, step.stage.ctx)
+        empty = [scatter(None, [], info.size, gpu, step.stage.ctx) for _ in range(count)]
+        return Outputs(empty) if count > 1 else empty[0]
     branch = dict(values)
     branch.pop((PREPARED, step.node.name), None)  # prepared for the whole batch: redo for the sub-batch
     for ref in list(step.inputs) + list(step.arg_refs):
@@ -80,4 +82,6 @@ def run_step(step, values: dict, info: BatchInfo) -> Any:
         if isinstance(index, int) and 0 <= index < len(indices):
             exc.index = indices[index]  # the sample's place in the whole batch, for the error message
         raise
+    if isinstance(result, Outputs):
+        return Outputs(scatter(part, indices, info.size, gpu, step.stage.ctx) for part in result)
     return scatter(result, indices, info.size, gpu, step.stage.ctx)

@@ -14,6 +14,10 @@ PREPARED = "__prepared__"  # values[(PREPARED, node)]: the host half a preparing
 PLANNED = "__planned__"  # values[(PLANNED, node)]: a launch plan made ahead
 
 
+class Outputs(tuple):
+    """The batches of a step whose node has several outputs, in output order."""
+
+
 def upload(value) -> TensorListGPU:
     """A CPU batch (list of arrays) on the GPU, in one transfer when the samples share a shape."""
     import cupy as cp

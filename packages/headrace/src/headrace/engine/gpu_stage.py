@@ -19,7 +19,7 @@ from headrace.batch import TensorListGPU
 from headrace.engine.branches import run_step
 from headrace.engine.context import BatchInfo, node_seed, ref_of
 from headrace.engine.cpu_stage import CpuStage, sample_op
-from headrace.engine.gpu_batch import PLANNED, PREPARED, GpuBatchView, upload
+from headrace.engine.gpu_batch import PLANNED, PREPARED, GpuBatchView, Outputs, upload
 from headrace.engine.options import ExecutorOptions
 from headrace.engine.skips import gpu_skip_head, retry_skips, skips
 from headrace.errors import DeviceError, SampleError
@@ -126,6 +126,11 @@ class KernelStep:
         result = self.kernel.run(batch)
         if self.node.device == "cpu":  # a `.cpu()` copy: host arrays
             return result
+        if len(self.node.outputs) > 1:  # one result per output
+            return Outputs(self._wrap(part) for part in result)
+        return self._wrap(result)
+
+    def _wrap(self, result) -> TensorListGPU:
         dense, listed = result if isinstance(result, tuple) else (None, result)
         return TensorListGPU(dense if dense is not None else listed, stream=self.stage.ctx.stream,
                              device_id=self.stage.ctx.device_id)
@@ -336,7 +341,8 @@ class GpuStage:
                 raise
             except Exception as exc:
                 raise self._error(step.node, exc, info) from exc
-            values[(step.node.name, 0)] = result
+            for index, part in enumerate(result if isinstance(result, Outputs) else (result,)):
+                values[(step.node.name, index)] = part
             if step is self.lookahead_at and self.lookahead:
                 self._look_ahead(info.iteration)
 

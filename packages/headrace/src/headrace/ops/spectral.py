@@ -24,7 +24,7 @@ def _spectrogram(a: SpecArgs) -> list[OutputSpec]:
     return [OutputSpec(_FLOAT32, layout, (bins, -1) if layout == "ft" else (-1, bins))]
 
 
-def frequency_axis(a: SpecArgs) -> int | None:
+def _frequency_axis(a: SpecArgs) -> int | None:
     """The axis mel_filter_bank filters: `axes` (resolved from the layout's 'f'), else DALI's default for data
     without a layout (the second last axis, or the only one); None where it cannot be known here."""
     axes = a.args.get("axes")
@@ -36,7 +36,7 @@ def frequency_axis(a: SpecArgs) -> int | None:
 
 def _mel(a: SpecArgs) -> list[OutputSpec]:
     """Float32 mel spectrogram: the input's layout and dims with the frequency axis of `nfilter` mel bands."""
-    first, axis = a.first, frequency_axis(a)
+    first, axis = a.first, _frequency_axis(a)
     dims = None
     if first.dims is not None and axis is not None and axis < len(first.dims):
         dims = tuple(a.args["nfilter"] if i == axis else d for i, d in enumerate(first.dims))
