@@ -1,4 +1,5 @@
-"""CPU kernels of the random generators; each draw comes from the sample's own keyed stream."""
+"""CPU kernels of the random generators; each draw comes from the sample's own keyed stream. The draw functions
+(args, rng, shape) are shared with the GPU kernels, which make the same draws on the host."""
 
 from __future__ import annotations
 
@@ -17,10 +18,43 @@ def _scalar(value) -> float:
     return float(np.asarray(value).reshape(-1)[0])
 
 
+def output_shape(like_shapes: list[tuple[int, ...]], args) -> tuple[int, ...]:
+    """The shape of a sample's draws: its shape-like input's (DALI's `shape_like`) when there is one, else `shape`;
+    both at once is refused, as DALI refuses it."""
+    if not like_shapes:
+        return _shape(args)
+    if args.get("shape") is not None:
+        raise ValueError('argument "shape" cannot be given with a shape-like input (the output takes the input\'s '
+                         "shape)")
+    return tuple(int(d) for d in like_shapes[0])
+
+
+def draw_coin_flip(args, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    draws = rng.random(shape) < _scalar(args["probability"])
+    return np.asarray(draws).astype(numpy_dtype(args["dtype"]))
+
+
+def draw_uniform(args, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    values = args.get("values")
+    if values:
+        picked = np.asarray(values, dtype=np.float64)[rng.integers(0, len(values), shape)]
+        return saturate_cast(np.asarray(picked), numpy_dtype(args["dtype"]))
+    low, high = np.asarray(args["range"], dtype=np.float64).ravel()[:2]
+    return saturate_cast(np.asarray(rng.uniform(low, high, shape)), numpy_dtype(args["dtype"]))
+
+
+def draw_normal(args, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    draws = rng.normal(_scalar(args["mean"]), _scalar(args["stddev"]), shape)
+    return saturate_cast(np.asarray(draws), numpy_dtype(args["dtype"]))
+
+
+DRAWS = {"random.coin_flip": draw_coin_flip, "random.uniform": draw_uniform, "random.normal": draw_normal}
+"""Op name -> its draw function (args, rng, shape) -> sample."""
+
+
 @cpu_kernel("random.coin_flip")
 def coin_flip(inputs, args, ctx):
-    draws = ctx.rng.random(_shape(args)) < _scalar(args["probability"])
-    return np.asarray(draws).astype(numpy_dtype(args["dtype"]))
+    return draw_coin_flip(args, ctx.rng, output_shape([np.shape(i) for i in inputs], args))
 
 
 @cpu_batch_draw_kernel("random.coin_flip")
@@ -36,15 +70,9 @@ def coin_flip_batch(args, seed: int, first_sample: int, size: int) -> list[np.nd
 
 @cpu_kernel("random.uniform")
 def uniform(inputs, args, ctx):
-    values = args.get("values")
-    if values:
-        picked = np.asarray(values, dtype=np.float64)[ctx.rng.integers(0, len(values), _shape(args))]
-        return saturate_cast(np.asarray(picked), numpy_dtype(args["dtype"]))
-    low, high = np.asarray(args["range"], dtype=np.float64).ravel()[:2]
-    return saturate_cast(np.asarray(ctx.rng.uniform(low, high, _shape(args))), numpy_dtype(args["dtype"]))
+    return draw_uniform(args, ctx.rng, output_shape([np.shape(i) for i in inputs], args))
 
 
 @cpu_kernel("random.normal")
 def normal(inputs, args, ctx):
-    draws = ctx.rng.normal(_scalar(args["mean"]), _scalar(args["stddev"]), _shape(args))
-    return saturate_cast(np.asarray(draws), numpy_dtype(args["dtype"]))
+    return draw_normal(args, ctx.rng, output_shape([np.shape(i) for i in inputs], args))
