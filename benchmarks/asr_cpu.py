@@ -12,10 +12,11 @@ torchaudio peer is a DataLoader (2 worker processes) doing the same with soundfi
 The data is generated: WAV files of speech-like noise (band-limited noise with a syllable-rate envelope, int16) of
 2-16 s at 22.05 and 44.1 kHz, and their NeMo manifest. Every round runs each library's warm-up batches and then
 its timed whole epochs (each epoch is all the files, so every library does the same work); the order alternates
-(A B, B A, ...). A fresh process per library then measures import, build + first batch, and peak RSS.
+(A B, B A, ...). A fresh process per library then measures import, build + first batch, and peak RSS (VmHWM).
+`--ops` instead times every step alone on one thread, both libraries fed the same batch.
 
     python benchmarks/asr_cpu.py                          # 256 files, 6 rounds, headrace and DALI (+ torchaudio)
-    python benchmarks/asr_cpu.py --only headrace --profile build/asr_headrace.prof
+    python benchmarks/asr_cpu.py --ops                    # ms per batch of each op, headrace and DALI, 1 thread
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -401,13 +401,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--probe-epochs", type=int, default=2, help="epochs of the fresh-process RSS probe")
     parser.add_argument("--no-probe", action="store_true", help="skip the fresh-process build/RSS figures")
-    parser.add_argument("--profile", type=Path, help="cProfile the headrace rounds (main thread) into this file")
     parser.add_argument("--ops", action="store_true", help="only time each op alone (1 thread), headrace and DALI")
     parser.add_argument("--op-iters", type=int, default=5, help="batches per timed run of --ops")
     parser.add_argument("--op-repeats", type=int, default=3, help="timed runs of --ops per op (the best counts)")
     parser.add_argument("--probe", choices=LIBRARIES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore", message=".*fn.shapes` is now deprecated", category=DeprecationWarning)
 
     manifest = args.manifest
     if manifest is None:
@@ -442,11 +440,6 @@ def main(argv: list[str] | None = None) -> None:
         runners[name] = make_runner(name, args, manifest)
         print(f"{name}: built in {time.perf_counter() - start:.2f} s (this process)")
 
-    profiler = None
-    if args.profile:
-        import cProfile
-
-        profiler = cProfile.Profile()
     totals = {name: [0, 0.0] for name in order}
     per_round: dict[str, list[float]] = {name: [] for name in order}
     for round_ in range(args.rounds):
@@ -456,13 +449,9 @@ def main(argv: list[str] | None = None) -> None:
             timed_epoch(runner, f"round {round_} {name} warm-up", args.warmup_batches if runner.partial_warmup
                         else None)
             samples, seconds = 0, 0.0
-            if profiler is not None and name == "headrace":
-                profiler.enable()
             for epoch in range(args.epochs):
                 n, s = timed_epoch(runner, f"round {round_} {name} epoch {epoch}")
                 samples, seconds = samples + n, seconds + s
-            if profiler is not None and name == "headrace":
-                profiler.disable()
             totals[name][0] += samples
             totals[name][1] += seconds
             per_round[name].append(samples / seconds)
@@ -470,10 +459,6 @@ def main(argv: list[str] | None = None) -> None:
                   f"{total_s * samples / len(entries) / seconds:7.1f} s of audio per s)")
     for runner in runners.values():
         runner.close()
-    if profiler is not None:
-        args.profile.parent.mkdir(parents=True, exist_ok=True)
-        profiler.dump_stats(str(args.profile))
-        print(f"cProfile of headrace's timed epochs (main thread): {args.profile}")
 
     medians = {name: statistics.median(per_round[name]) for name in order}
     print(f"\nthroughput, median of {args.rounds} rounds (all timed epochs together in brackets)")

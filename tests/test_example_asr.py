@@ -2,10 +2,11 @@
 transcripts, the tiny CTC model's training steps, on the CPU and (marker gpu) on the GPU; and (marker dali) the same
 pipeline code with only the import changed, run by DALI's CPU build on the same files.
 
-Tolerance against DALI (dither 0): the time-normalized log-mel features within 5e-3 (they have unit variance), and
-on average within 2e-5; resampling is bit-exact, the difference is float32 FFT rounding, which only the mel bands
-above an 8 kHz file's 4 kHz Nyquist (power: the resampler's leakage, ~1e-10 of the rest) lift to the 1e-3 range.
-Lengths and transcripts are exact. CPU against GPU: the same bounds (cuFFT instead of pocketfft)."""
+Tolerance against DALI (dither 0): the time-normalized log-mel features (unit variance) within 5e-3, and within
+2e-5 on average (measured: 7e-4 and 4e-6). The FFTs round differently (DALI: float32; headrace: float64 rounded to
+float32); the logarithm lifts that to the 1e-4 range only in the mel bands above a resampled 8 kHz file's 4 kHz
+Nyquist, whose power is the resampler's leakage. Lengths and transcripts are exact. GPU against CPU: the same bounds
+(cuFFT in float32, as DALI's FFT)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _example(import_line: str = IMPORT):
     assert source.count(IMPORT) == 1
     module = pytypes.ModuleType(f"asr_example_{abs(hash(import_line))}")
     module.__file__ = str(EXAMPLE)
-    exec(compile(source.replace(IMPORT, import_line), str(EXAMPLE), "exec"), module.__dict__)  # noqa: S102
+    exec(compile(source.replace(IMPORT, import_line), str(EXAMPLE), "exec"), module.__dict__)
     return module
 
 
@@ -88,7 +89,7 @@ def _check_batches(batches, entries) -> None:
         assert features_len.dtype == np.int64 and transcript.dtype == np.uint8
         assert features.shape[2] % 16 == 0 and features.shape[2] - features_len[:, 1].max() < 16
         for i in range(BATCH):
-            samples, text = entries[(b * BATCH + i) % len(entries)]
+            samples, text = entries[min(b * BATCH + i, len(entries) - 1)]  # pad_last_batch repeats the last
             frames = samples // 160 + 1  # centred windows of step 160
             assert features_len[i].tolist() == [64, frames]
             valid = features[i, :, :frames]

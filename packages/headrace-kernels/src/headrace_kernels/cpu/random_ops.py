@@ -1,5 +1,5 @@
-"""CPU kernels of the random generators; each draw comes from the sample's own keyed stream. The draw functions
-(args, rng, shape) are shared with the GPU kernels, which make the same draws on the host."""
+"""CPU kernels of the random generators; each draw comes from the sample's own keyed stream. uniform's and normal's
+draw functions (args, rng, shape) are shared with their GPU kernels, which make the same draws on the host."""
 
 from __future__ import annotations
 
@@ -29,11 +29,6 @@ def output_shape(like_shapes: list[tuple[int, ...]], args) -> tuple[int, ...]:
     return tuple(int(d) for d in like_shapes[0])
 
 
-def draw_coin_flip(args, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    draws = rng.random(shape) < _scalar(args["probability"])
-    return np.asarray(draws).astype(numpy_dtype(args["dtype"]))
-
-
 def draw_uniform(args, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     values = args.get("values")
     if values:
@@ -48,13 +43,14 @@ def draw_normal(args, rng: np.random.Generator, shape: tuple[int, ...]) -> np.nd
     return saturate_cast(np.asarray(draws), numpy_dtype(args["dtype"]))
 
 
-DRAWS = {"random.coin_flip": draw_coin_flip, "random.uniform": draw_uniform, "random.normal": draw_normal}
+DRAWS = {"random.uniform": draw_uniform, "random.normal": draw_normal}
 """Op name -> its draw function (args, rng, shape) -> sample."""
 
 
 @cpu_kernel("random.coin_flip")
 def coin_flip(inputs, args, ctx):
-    return draw_coin_flip(args, ctx.rng, output_shape([np.shape(i) for i in inputs], args))
+    draws = ctx.rng.random(_shape(args)) < _scalar(args["probability"])
+    return np.asarray(draws).astype(numpy_dtype(args["dtype"]))
 
 
 @cpu_batch_draw_kernel("random.coin_flip")

@@ -1,6 +1,6 @@
 """Schemas of the random number generators; each sample's draw is keyed by (seed, node, sample index). As DALI's,
-each takes an optional shape-like input (`fn.random.normal(audio)`: one draw per element of `audio`, the ASR
-examples' dither)."""
+uniform and normal take an optional shape-like input (`fn.random.normal(audio)`: one draw per element of `audio`,
+the ASR examples' dither)."""
 
 from headrace.enums import DALIDataType
 from headrace.output_specs import numpy_dtype
@@ -9,10 +9,10 @@ from headrace.schema import Arg, OpSchema, OutputSpec, SpecArgs, registrar
 register = registrar(__name__)
 
 _SHAPE = Arg("shape", "int", None, "Shape of each sample's output; a scalar when neither this nor a shape-like "
-             "input is given. Not with a shape-like input.", list_of=True)
-_SHAPE_LIKE = (" An optional input (DALI's `shape_like`) gives the output its shape, sample by sample; only its "
-               "shape is read. Devices: the input's; on the GPU the draws are made on the host with the samples' "
-               "own streams and uploaded, so CPU and GPU give the same numbers.")
+             "input is given (not both).", list_of=True)
+_SHAPE_LIKE = (" An optional input (DALI's `shape_like`) gives the output its shape, sample by sample; only its shape "
+               "is read. On the GPU (a GPU input, or device='gpu') the draws are made on the host from the samples' "
+               "own streams and uploaded: CPU and GPU give the same numbers.")
 
 
 def _drawn(a: SpecArgs) -> list[OutputSpec]:
@@ -24,11 +24,11 @@ def _drawn(a: SpecArgs) -> list[OutputSpec]:
 
 register(OpSchema(
     name="random.coin_flip",
-    doc="Bernoulli draws: 1 with `probability`, else 0." + _SHAPE_LIKE,
-    args=(Arg("probability", "float", 0.5, "Probability of a 1.", tensor_input=True), _SHAPE,
+    doc="Bernoulli draws: 1 with `probability`, else 0.",
+    args=(Arg("probability", "float", 0.5, "Probability of a 1.", tensor_input=True),
+          Arg("shape", "int", [], "Shape of each sample's output; [] for a scalar.", list_of=True),
           Arg("dtype", "dtype", DALIDataType.INT32, "Element type of the output.")),
-    min_inputs=0, max_inputs=1,
-    devices=("cpu", "gpu"), random=True, state="rng", output_spec=_drawn,
+    devices=("cpu",), random=True, state="rng", output_spec=_drawn,
 ))
 
 register(OpSchema(
