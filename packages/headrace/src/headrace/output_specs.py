@@ -77,11 +77,6 @@ def per_sample_scalar(dtype: Any, note: str = "") -> OutputSpec:
     return OutputSpec(np.dtype(dtype), None, (), note)
 
 
-def drawn(a: SpecArgs) -> list[OutputSpec]:
-    """Random draws of element type `dtype`, in tensors of `shape` (a scalar by default)."""
-    return [OutputSpec(numpy_dtype(a.args["dtype"]), None, tuple(a.args["shape"]))]
-
-
 def selected_axes(a: SpecArgs, ndim: int | None) -> list[int] | None:
     """The axes a reduction or pad works on, as non-negative indices; None when they cannot be known here."""
     axes = a.args.get("axes")
