@@ -302,6 +302,88 @@ def test_resample_sample_errors_name_the_sample():
             "in_rate": [np.array(0.0, np.float32)], "out_rate": [np.array(1.0, np.float32)]})
 
 
+def _phase_tables():
+    from headrace_kernels.cpu import audio_io_ops
+
+    return audio_io_ops
+
+
+# (in_rate, out_rate): periods of 1 to 5 blocks, then rates whose period is long or irrational-looking, where
+# the bounded table fills and the remaining blocks take the reference loop
+TABLE_RATES = [(44100.0, 16000.0), (22050.0, 16000.0), (48000.0, 16000.0), (11025.0, 16000.0), (16000.0, 44100.0),
+               (48000.0, 44100.0), (44100.0, 16001.0), (1.0, 1.7), (1.0, float(np.float32(np.pi))), (1000.0, 7.0)]
+
+
+@pytest.mark.parametrize("rates", TABLE_RATES, ids=lambda r: f"{r[0]:g}-{r[1]:g}")
+def test_resample_table_equals_the_reference_loop(rates):
+    """The weights table (per block phase) gives the reference loop's bits, mono (four lanes) and multichannel,
+    at every quality, on lengths that cut the last block anywhere, with out_length, and across calls that grow
+    the table; the table stays within its bound."""
+    kernels = _phase_tables()
+    rng = np.random.default_rng(int(rates[0] * 7 + rates[1]))
+    in_rate, out_rate = rates
+    for trial in range(6):
+        n = int(rng.integers(0, 60000)) if trial else 3
+        channels = [None, 1, 2, 3][trial % 4]
+        quality = float(rng.choice([0.0, 50.0, 100.0, rng.uniform(0, 100)]))
+        signal = rng.uniform(-1.1, 1.1, (n,) if channels is None else (n, channels)).astype(np.float32)
+        out_length = int(rng.integers(0, 3 * n + 5)) if trial == 5 else None
+        fast = kernels.resample_float(signal, in_rate, out_rate, quality, out_length)
+        reference = kernels.resample_float(signal, in_rate, out_rate, quality, out_length, fast=False)
+        assert fast.shape == reference.shape and fast.dtype == reference.dtype == np.float32
+        np.testing.assert_array_equal(fast.view(np.uint32), reference.view(np.uint32))
+    for table in kernels._phase_tables.values():
+        assert table.weights.nbytes <= max(kernels.MAX_PHASE_TABLE_BYTES, table.weights[:1].nbytes)
+        assert table.keys.shape[0] <= table.limit
+
+
+def test_resample_table_periods_and_fallback():
+    """44.1k and 22.05k -> 16k repeat every 5 blocks, 48k -> 16k every block; a long period fills the table to its
+    bound and its later blocks are computed by the reference loop (phase -1)."""
+    kernels = _phase_tables()
+    for in_rate, phases in [(44100.0, 5), (22050.0, 5), (48000.0, 1)]:
+        phase, weights, *_ = kernels._phase_table(in_rate, 16000.0, 50.0, True, 16000 * 30)
+        assert phase.min() >= 0 and weights.shape == (phases, 256, 32)
+    phase, weights, *_ = kernels._phase_table(48000.0, 44100.0, 50.0, True, 44100 * 30)
+    assert weights.nbytes <= kernels.MAX_PHASE_TABLE_BYTES and (phase < 0).any()
+    assert (phase[:weights.shape[0]] >= 0).all()
+
+
+WAV_SUBTYPES = ["PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE", "PCM_U8", "ULAW"]
+WAV_DECODES = [{}, {"dtype": np.int16}, {"dtype": np.int32}, {"downmix_channels": True}, {"sample_rate": 16000.0},
+               {"offset_seconds": 0.01, "duration_seconds": 0.02}, {"offset_seconds": 0.005, "dtype": np.int32},
+               {"dtype": np.int16, "downmix_channels": True, "sample_rate": 8000.0}]
+
+
+@pytest.mark.parametrize("subtype", WAV_SUBTYPES)
+def test_numpy_wav_reader_equals_soundfile(subtype):
+    """Plain PCM WAV read with numpy gives soundfile's samples bit for bit, in every dtype, downmixed, resampled and
+    windowed; other encodings and untrusted headers go to soundfile."""
+    import io
+
+    kernels = _phase_tables()
+    rng = np.random.default_rng(WAV_SUBTYPES.index(subtype))
+    for channels in (1, 2, 3):
+        signal = rng.uniform(-1.2, 1.2, (int(rng.integers(400, 3000)), channels))
+        signal[:4, 0] = [1.0, -1.0, 0.99999, -0.99999]
+        buffer = io.BytesIO()
+        sf.write(buffer, signal, 22050, format="WAV", subtype=subtype)
+        data = buffer.getvalue()
+        assert (kernels.parse_pcm_wav(data) is not None) == (subtype in ("PCM_16", "PCM_24", "PCM_32", "FLOAT"))
+        for kwargs in WAV_DECODES:
+            ours, rate = kernels.decode_audio(data, **kwargs)
+            theirs, their_rate = kernels.decode_audio(data, fast_wav=False, **kwargs)
+            assert rate == their_rate == 22050 and ours.dtype == theirs.dtype and ours.shape == theirs.shape
+            np.testing.assert_array_equal(ours.view(np.uint8), theirs.view(np.uint8))
+    odd = bytearray(data)
+    struct.pack_into("<H", odd, odd.find(b"fmt ") + 20, 7)  # a block alignment that does not fit the samples
+    assert kernels.parse_pcm_wav(bytes(odd)) is None
+    lying = bytearray(data)
+    struct.pack_into("<I", lying, lying.find(b"data") + 4, 10 * len(lying))
+    with pytest.raises(ValueError, match="lying header"):
+        kernels.decode_audio(bytes(lying))
+
+
 # readers.nemo_asr
 
 
