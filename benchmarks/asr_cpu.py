@@ -17,6 +17,16 @@ its timed whole epochs (each epoch is all the files, so every library does the s
 
     python benchmarks/asr_cpu.py                          # 256 files, 6 rounds, headrace and DALI (+ torchaudio)
     python benchmarks/asr_cpu.py --ops                    # ms per batch of each op, headrace and DALI, 1 thread
+    python benchmarks/asr_cpu.py --device gpu [--quick]   # GPU 0: DALI's GPU build, torchaudio on cuda
+
+`--device gpu` builds the same pipeline function with the reader (decode, downmix, resample) on the CPU and
+`.gpu()` after it, as NVIDIA's Jasper / QuartzNet DALI pipelines do, `device_id=0`, 8 threads, 4 warm-up batches
+(headrace computes up to 3 batches ahead, DALI 2, while the other library is timed), 3 timed epochs per round; every
+batch counts once its GPU work is done (a device-wide synchronize). The torchaudio peer decodes in
+spawned DataLoader workers and runs `Resample`, `Spectrogram`, `MelScale`, `AmplitudeToDB`, preemphasis and the
+normalization on the whole batch on cuda. The fresh-process probe adds the GPU memory each library added (the most
+cudaMemGetInfo showed after any batch, over the CUDA context's). A library that does not import or fails is left
+out with the reason; the last lines (SUMMARY) give each library's samples/s. `--quick`: 128 files, 4 rounds.
 """
 
 from __future__ import annotations
@@ -88,12 +98,15 @@ def make_dataset(folder: Path, files: int, min_s: float, max_s: float, rates: li
 # ------------------------------------------------------------------------------------------------------- pipeline
 
 
-def asr_pipeline(fn, types, manifest: str, dither: float = 0.0):
+def asr_pipeline(fn, types, manifest: str, dither: float = 0.0, device: str = "cpu"):
     """The Jasper / QuartzNet preprocessing, for headrace's or DALI's `fn` and `types`: (padded features
-    (batch, 64, frames), frames per sample)."""
+    (batch, 64, frames), frames per sample). device "gpu": decode and resample on the CPU (the reader), everything
+    after it on the GPU, as NVIDIA's Jasper / QuartzNet DALI pipelines do."""
     audio = fn.readers.nemo_asr(manifest_filepaths=[manifest], sample_rate=float(TARGET_RATE), downmix=True,
                                 dtype=types.FLOAT, read_sample_rate=False, read_text=False, random_shuffle=True,
                                 name="Reader")
+    if device == "gpu":
+        audio = audio.gpu()
     if dither:
         audio = audio + fn.random.normal(audio) * dither
     audio = fn.preemphasis_filter(audio, preemph_coeff=PREEMPH)
@@ -121,16 +134,19 @@ class Runner:
 class PipelineRunner(Runner):
     """headrace or DALI, built from `asr_pipeline` with that library's module."""
 
-    def __init__(self, name: str, manifest: Path, batch_size: int, threads: int, seed: int, dither: float):
+    def __init__(self, name: str, manifest: Path, batch_size: int, threads: int, seed: int, dither: float,
+                 device: str = "cpu"):
         self.name = name
+        self.sync = device_synchronizer() if device == "gpu" else None
         if name == "headrace":
             from headrace import fn, pipeline_def, types
         else:
             from nvidia.dali import fn, pipeline_def, types
 
-        @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=None, seed=seed)
+        @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0 if device == "gpu" else None,
+                      seed=seed)
         def asr():
-            return asr_pipeline(fn, types, str(manifest), dither)
+            return asr_pipeline(fn, types, str(manifest), dither, device)
 
         self.pipe = asr()
         self.pipe.build()
@@ -139,6 +155,8 @@ class PipelineRunner(Runner):
     def epoch(self) -> Iterator[int]:
         for _ in range(self.batches):
             features, _lengths = self.pipe.run()
+            if self.sync is not None:  # the batch counts once its GPU work is done
+                self.sync()
             yield len(features)
 
     def close(self) -> None:
@@ -216,6 +234,10 @@ def pad_collate(samples):
 
 
 def make_runner(name: str, args: argparse.Namespace, manifest: Path) -> Runner:
+    if args.device == "gpu":
+        if name == "torchaudio":
+            return TorchaudioGpuRunner(manifest, args.batch_size, args.threads, args.seed, args.dither)
+        return PipelineRunner(name, manifest, args.batch_size, args.threads, args.seed, args.dither, "gpu")
     if name == "torchaudio":
         return TorchaudioRunner(manifest, args.batch_size, args.threads, args.seed, args.dither)
     return PipelineRunner(name, manifest, args.batch_size, args.threads, args.seed, args.dither)
@@ -281,6 +303,8 @@ def fresh_process_figures(name: str, args: argparse.Namespace, manifest: Path) -
     command = [sys.executable, __file__, "--probe", name, "--manifest", str(manifest), "--batch-size",
                str(args.batch_size), "--threads", str(args.threads), "--seed", str(args.seed), "--dither",
                str(args.dither), "--probe-epochs", str(args.probe_epochs)]
+    if args.device == "gpu":
+        command += ["--device", "gpu"]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         print(f"  {name}: the fresh-process probe failed:\n{done.stderr[-2000:]}")
@@ -371,6 +395,323 @@ def op_times(args: argparse.Namespace, manifest: Path, libraries: list[str]) -> 
         print(f"  {name:42s} " + "  ".join(f"{lib} {ms:8.2f}" for lib, ms in times.items()) + ratio)
 
 
+# ------------------------------------------------------------------------------------------------------ GPU mode
+
+
+def device_synchronizer() -> Callable[[], None]:
+    """Wait on the host for all of GPU 0's work (every stream, whichever library queued it)."""
+    try:
+        import cupy
+    except ImportError:
+        import torch
+
+        return torch.cuda.synchronize
+    return cupy.cuda.runtime.deviceSynchronize
+
+
+def gpu_used_mib() -> float:
+    """GPU 0's memory in use (MiB), by every process and library: total - free of cudaMemGetInfo."""
+    try:
+        import cupy
+    except ImportError:
+        import torch
+
+        free, total = torch.cuda.mem_get_info(0)
+    else:
+        free, total = cupy.cuda.runtime.memGetInfo()
+    return (total - free) / 2**20
+
+
+def gpu_name() -> str:
+    try:
+        import cupy
+
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - only a label
+        return "?"
+
+
+class DecodeDataset:
+    """One sample for the torchaudio GPU peer: decoded (soundfile) and downmixed on the CPU, (float32 audio, rate)."""
+
+    def __init__(self, paths: list[str]):
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int):
+        import soundfile as sf
+
+        data, rate = sf.read(self.paths[index], dtype="float32", always_2d=True)
+        return (data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]), rate
+
+
+def rate_groups_collate(samples):
+    """A batch as [(rate, padded audio (n, longest), lengths)], one entry per sampling rate (in the workers)."""
+    import torch
+
+    groups: dict[int, list[np.ndarray]] = {}
+    for audio, rate in samples:
+        groups.setdefault(rate, []).append(audio)
+    out = []
+    for rate, audios in groups.items():
+        lengths = torch.tensor([len(a) for a in audios], dtype=torch.int64)
+        padded = torch.zeros(len(audios), int(lengths.max()))
+        for i, audio in enumerate(audios):
+            padded[i, :len(audio)] = torch.from_numpy(np.ascontiguousarray(audio))
+        out.append((rate, padded, lengths))
+    return out
+
+
+class TorchaudioGpuRunner(Runner):
+    """torchaudio's transforms on cuda:0, a whole batch at a time: a DataLoader with `threads` worker processes
+    (spawned: the parent has CUDA) decodes, downmixes and pads each sampling rate's samples (pinned memory); then on
+    the GPU `Resample` (lowpass_filter_width 16) per rate, dither, preemphasis, `Spectrogram` (power 2),
+    `MelScale` (Slaney), `AmplitudeToDB` (as natural log, cutoff 1e-20), normalize per feature over each sample's
+    own frames and zeros past them. The one difference from per-sample features: a sample shorter than the batch's
+    longest has its last frame or two computed over zeros instead of its reflection."""
+
+    name = "torchaudio"
+    partial_warmup = False  # leaving a DataLoader epoch part way makes the next epoch wait for the abandoned batches
+
+    def __init__(self, manifest: Path, batch_size: int, threads: int, seed: int, dither: float):
+        import torch
+        import torchaudio
+
+        torch.manual_seed(seed)
+        self.torch, self.transforms, self.dither = torch, torchaudio.transforms, dither
+        self.device = torch.device("cuda", 0)
+        entries = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+        self.loader = torch.utils.data.DataLoader(
+            DecodeDataset([e["audio_filepath"] for e in entries]), batch_size=batch_size, shuffle=True,
+            num_workers=threads, persistent_workers=threads > 0, collate_fn=rate_groups_collate, pin_memory=True,
+            multiprocessing_context="spawn" if threads > 0 else None)
+        self.resamplers: dict[int, Callable] = {}
+        self.spectrogram = torchaudio.transforms.Spectrogram(
+            n_fft=NFFT, win_length=WINDOW, hop_length=STEP, power=2.0, center=True, pad_mode="reflect").to(self.device)
+        self.mel_scale = torchaudio.transforms.MelScale(
+            n_mels=NFILTER, sample_rate=TARGET_RATE, n_stft=NFFT // 2 + 1, norm="slaney", mel_scale="slaney"
+        ).to(self.device)
+        self.to_db = torchaudio.transforms.AmplitudeToDB(stype="power", top_db=None).to(self.device)
+        self.to_db.amin = 1e-20  # DALI's cutoff (torchaudio's default clamp is 1e-10)
+
+    def features(self, groups):
+        """(features (batch, 64, frames) on the GPU, frames per sample) of one collated batch."""
+        torch = self.torch
+        with torch.inference_mode():
+            parts, all_lengths = [], []
+            for rate, padded, lengths in groups:
+                audio = padded.to(self.device, non_blocking=True)
+                if rate != TARGET_RATE:
+                    if rate not in self.resamplers:
+                        self.resamplers[rate] = self.transforms.Resample(rate, TARGET_RATE,
+                                                                         lowpass_filter_width=16).to(self.device)
+                    audio = self.resamplers[rate](audio)
+                    lengths = (lengths * TARGET_RATE + rate - 1) // rate  # ceil, as Resample's output length
+                parts.append(audio)
+                all_lengths.append(lengths)
+            lengths = torch.cat(all_lengths)
+            longest = int(lengths.max())
+            audio = torch.cat([torch.nn.functional.pad(p[:, :longest], (0, longest - min(p.shape[1], longest)))
+                               for p in parts])
+            lengths = lengths.to(self.device)
+            if self.dither:
+                audio = audio + torch.randn_like(audio) * self.dither
+            audio = audio * (torch.arange(longest, device=self.device) < lengths[:, None])  # resampler tails off
+            audio = torch.cat([audio[:, :1], audio[:, 1:] - PREEMPH * audio[:, :-1]], dim=1)  # preemphasis
+            spec = self.spectrogram(audio)  # (batch, 257, longest // STEP + 1)
+            log = self.to_db(self.mel_scale(spec)) * (math.log(10) / 10)  # 10 log10(x) -> ln(x)
+            frames = lengths // STEP + 1
+            mask = (torch.arange(log.shape[2], device=self.device) < frames[:, None])[:, None, :]
+            count = frames[:, None, None].to(log.dtype)
+            mean = (log * mask).sum(dim=2, keepdim=True) / count
+            std = ((((log - mean) * mask) ** 2).sum(dim=2, keepdim=True) / count).sqrt()
+            features = torch.where(std > 0, (log - mean) / std, 0.0) * mask
+        return features, frames
+
+    def epoch(self) -> Iterator[int]:
+        for groups in self.loader:
+            features, _frames = self.features(groups)
+            self.torch.cuda.synchronize()
+            yield len(features)
+
+    def close(self) -> None:
+        del self.loader
+
+
+def probe_gpu(args: argparse.Namespace, manifest: Path) -> None:
+    """--probe in GPU mode: import, build + first batch (GPU work done), host peak RSS and the GPU memory it added
+    (the most seen after any batch over `--probe-epochs` epochs, over the CUDA context's), as JSON."""
+    context = gpu_used_mib()  # creates the primary CUDA context, which cupy, torch and DALI share
+    before = time.perf_counter()
+    if args.probe == "headrace":
+        import headrace  # noqa: F401
+    elif args.probe == "dali":
+        import nvidia.dali  # noqa: F401
+    else:
+        import torchaudio  # noqa: F401
+    imported = time.perf_counter()
+    runner = make_runner(args.probe, args, manifest)
+    batches = runner.epoch()
+    next(batches)
+    first = time.perf_counter()
+    peak = gpu_used_mib()
+    for _ in batches:
+        peak = max(peak, gpu_used_mib())
+    for _ in range(args.probe_epochs - 1):
+        for _ in runner.epoch():
+            peak = max(peak, gpu_used_mib())
+    workers = [peak_rss_mib(pid) for pid in child_pids()  # torchaudio's DataLoader workers, not spawn's tracker
+               if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    print(json.dumps({"import_s": imported - before, "build_first_batch_s": first - imported,
+                      "peak_rss_mib": peak_rss_mib(), "workers_peak_rss_mib": workers,
+                      "gpu_peak_mib": peak - context, "gpu_context_mib": context}))
+    runner.close()
+
+
+def importable(module: str) -> str | None:
+    """Why `module` does not import here, or None when it does."""
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - an ImportError, or an OSError from a C++ extension built for another torch
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    return None
+
+
+def warm_up(runner: Runner, batches: int) -> None:
+    """`batches` untimed batches, across epochs when an epoch has fewer (torchaudio's DataLoader: one whole epoch)."""
+    if not runner.partial_warmup:
+        for _ in runner.epoch():
+            pass
+        return
+    done = 0
+    while done < batches:
+        before = done
+        for _ in runner.epoch():
+            done += 1
+            if done == batches:
+                break
+        if done == before:  # an empty epoch
+            return
+
+
+def main_gpu(args: argparse.Namespace, manifest: Path) -> None:
+    """--device gpu: every library's pipeline with decode on the CPU and the rest on GPU 0, in alternating rounds."""
+    import traceback
+
+    entries = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+    total_s = sum(e["duration"] for e in entries)
+    order = list(args.only)
+    if "dali" in order and (why := importable("nvidia.dali")):
+        print(f"DALI not available: nvidia.dali does not import ({why}); the rest runs without it")
+        order.remove("dali")
+    if "torchaudio" in order and (why := importable("torchaudio")):
+        print(f"torchaudio not available ({why}); the rest runs without it")
+        order.remove("torchaudio")
+    print(f"GPU mode, GPU 0: {gpu_name()}; decode + resample on the CPU, the features on the GPU")
+    print(f"data: {len(entries)} files, {total_s / 60:.1f} min of audio ({manifest}); batch {args.batch_size}, "
+          f"{args.threads} threads/workers, {os.cpu_count()} CPUs, dither {args.dither:g}; {args.rounds} rounds of: "
+          f"per library {args.warmup_batches} warm-up batches (torchaudio: an epoch), {args.epochs} timed epoch(s)")
+    versions = {"headrace": "headrace", "dali": "nvidia.dali", "torchaudio": "torchaudio"}
+    print("versions: " + ", ".join(f"{n} {getattr(importlib.import_module(versions[n]), '__version__', '?')}"
+                                   for n in order))
+    context = gpu_used_mib()
+    print(f"GPU memory in use before building: {context:.0f} MiB (the CUDA context and any other process)")
+
+    runners: dict[str, Runner] = {}
+    for name in list(order):
+        start = time.perf_counter()
+        try:
+            runners[name] = make_runner(name, args, manifest)
+        except Exception:  # noqa: BLE001 - one library's failure should not cost the others' figures
+            print(f"{name}: the build FAILED, left out:")
+            traceback.print_exc()
+            order.remove(name)
+            continue
+        print(f"{name}: built in {time.perf_counter() - start:.2f} s (this process)")
+
+    totals = {name: [0, 0.0] for name in order}
+    per_round: dict[str, list[float]] = {name: [] for name in order}
+    peak_used = gpu_used_mib()
+    for round_ in range(args.rounds):
+        rotated = order if round_ % 2 == 0 else order[::-1]
+        for name in list(rotated):
+            runner = runners[name]
+            try:
+                warm_up(runner, args.warmup_batches)
+                samples, seconds = 0, 0.0
+                for epoch in range(args.epochs):
+                    n, s = timed_epoch(runner, f"round {round_} {name} epoch {epoch}")
+                    samples, seconds = samples + n, seconds + s
+            except Exception:  # noqa: BLE001
+                print(f"round {round_}: {name} FAILED, left out from here on:")
+                traceback.print_exc()
+                order.remove(name)
+                del per_round[name], totals[name]
+                continue
+            peak_used = max(peak_used, gpu_used_mib())
+            totals[name][0] += samples
+            totals[name][1] += seconds
+            per_round[name].append(samples / seconds)
+            print(f"round {round_}: {name:11s} {samples / seconds:8.1f} samples/s ({samples} samples, {seconds:.2f} s, "
+                  f"{total_s * samples / len(entries) / seconds:7.1f} s of audio per s)")
+    for runner in runners.values():
+        try:
+            runner.close()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+
+    medians = {name: statistics.median(per_round[name]) for name in order if per_round[name]}
+    print(f"\nthroughput on the GPU, median of {args.rounds} rounds (all timed epochs together in brackets)")
+    for name in medians:
+        samples, seconds = totals[name]
+        print(f"  {name:11s} {medians[name]:8.1f} samples/s  [{samples / seconds:.1f}]  per round: "
+              + " ".join(f"{r:.1f}" for r in per_round[name]))
+    ratio_text: dict[str, str] = {}
+    if "headrace" in medians:
+        for peer in ("dali", "torchaudio"):
+            if peer in medians:
+                ratios = [a / b for a, b in zip(per_round["headrace"], per_round[peer], strict=True)]
+                ratio = medians["headrace"] / medians[peer]
+                ratio_text[peer] = f"{ratio:.2f}x {peer}"
+                print(f"  headrace / {peer:11s} {ratio:.2f}x by medians "
+                      f"(per-round ratios {min(ratios):.2f}-{max(ratios):.2f}, median {statistics.median(ratios):.2f})")
+    print(f"  this process (all libraries): peak RSS {peak_rss_mib():.0f} MiB; GPU memory in use, most seen after a "
+          f"round {peak_used:.0f} MiB ({peak_used - context:+.0f} MiB over the start)")
+
+    figures: dict[str, dict] = {}
+    if not args.no_probe:
+        print(f"\nfresh process per library: import, build + first batch, peak RSS and GPU memory over "
+              f"{args.probe_epochs} epoch(s)")
+        for name in medians:
+            found = fresh_process_figures(name, args, manifest)
+            if found:
+                figures[name] = found
+                workers = found["workers_peak_rss_mib"]
+                workers = (f" + {len(workers)} workers' " + " + ".join(f"{w:.0f}" for w in workers) + " MiB"
+                           if workers else "")
+                print(f"  {name:11s} import {found['import_s']:.2f} s, build + first batch "
+                      f"{found['build_first_batch_s']:.2f} s, GPU memory +{found['gpu_peak_mib']:.0f} MiB over the "
+                      f"CUDA context ({found['gpu_context_mib']:.0f} MiB in use before), peak RSS "
+                      f"{found['peak_rss_mib']:.0f} MiB{workers}")
+
+    print(f"\nSUMMARY (GPU mode, {gpu_name()}, batch {args.batch_size}, {args.threads} threads/workers, "
+          f"{len(entries)} files, median of {args.rounds} alternating rounds)")
+    for name in medians:
+        extra = ""
+        if name == "headrace" and ratio_text:
+            extra += "  = " + ", ".join(ratio_text.values())
+        if name in figures:
+            extra += (f"  | build + first batch {figures[name]['build_first_batch_s']:.2f} s, "
+                      f"GPU memory +{figures[name]['gpu_peak_mib']:.0f} MiB")
+        print(f"SUMMARY {name:11s} gpu {medians[name]:9.1f} samples/s{extra}")
+    for name in LIBRARIES:
+        if name in args.only and name not in medians:
+            print(f"SUMMARY {name:11s} gpu  not run (see above)")
+
+
 # ----------------------------------------------------------------------------------------------------------- main
 
 
@@ -391,11 +732,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rates", type=int, nargs="+", default=[22050, 44100], help="sampling rates, in turn")
     parser.add_argument("--workdir", type=Path, default=Path("build/bench"), help="where generated data goes")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=2, help="headrace/DALI threads, torchaudio workers")
+    parser.add_argument("--threads", type=int, help="headrace/DALI threads, torchaudio workers (default: 2; 8 on "
+                        "the GPU)")
     parser.add_argument("--dither", type=float, default=0.0, help="dither (e.g. 1e-5): fn.random.normal(audio)")
-    parser.add_argument("--warmup-batches", type=int, default=2,
-                        help="untimed batches before each timed stretch (torchaudio: one whole epoch)")
-    parser.add_argument("--epochs", type=int, default=1, help="timed epochs per library per round")
+    parser.add_argument("--warmup-batches", type=int,
+                        help="untimed batches before each timed stretch (torchaudio: one whole epoch); default 2, on "
+                        "the GPU 4: more than the batches a pipeline computes ahead while the other one is timed")
+    parser.add_argument("--epochs", type=int, help="timed epochs per library per round (default: 1; 3 on the GPU)")
     parser.add_argument("--rounds", type=int, default=6, help="rounds; the order alternates (A B, B A, ...)")
     parser.add_argument("--only", nargs="+", choices=LIBRARIES, default=list(LIBRARIES))
     parser.add_argument("--seed", type=int, default=42)
@@ -404,8 +747,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ops", action="store_true", help="only time each op alone (1 thread), headrace and DALI")
     parser.add_argument("--op-iters", type=int, default=5, help="batches per timed run of --ops")
     parser.add_argument("--op-repeats", type=int, default=3, help="timed runs of --ops per op (the best counts)")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="gpu: decode on the CPU, the rest on GPU 0 (DALI's GPU build, torchaudio on cuda)")
+    parser.add_argument("--quick", action="store_true",
+                        help="128 files, 4 rounds, 1 probe epoch (overrides --files, --rounds, --probe-epochs)")
     parser.add_argument("--probe", choices=LIBRARIES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    gpu = args.device == "gpu"
+    if args.threads is None:
+        args.threads = 8 if gpu else 2
+    if args.warmup_batches is None:
+        args.warmup_batches = 4 if gpu else 2
+    if args.epochs is None:
+        args.epochs = 3 if gpu else 1
+    if args.quick:
+        args.files, args.rounds, args.probe_epochs = 128, 4, 1
+    if gpu and args.ops:
+        parser.error("--ops times the CPU ops only: leave out --device gpu")
 
     manifest = args.manifest
     if manifest is None:
@@ -413,7 +771,10 @@ def main(argv: list[str] | None = None) -> None:
         folder = args.workdir / f"asr_{args.files}_{args.seconds[0]:g}-{args.seconds[1]:g}s_{rates}"
         manifest = make_dataset(folder, args.files, args.seconds[0], args.seconds[1], args.rates, args.seed)
     if args.probe:
-        probe(args, manifest)
+        (probe_gpu if gpu else probe)(args, manifest)
+        return
+    if gpu:
+        main_gpu(args, manifest)
         return
     if args.ops:
         op_times(args, manifest, [lib for lib in args.only if lib != "torchaudio"])

@@ -43,15 +43,10 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
                             args[arg.name] = arg_value(values[ref][i], arg)
                     result = op.kernel(inputs, args, SampleContext(op.seed, first_sample + i))
                 except Exception as exc:
-                    source = sources[i] if i < len(sources) else f"sample {i}"
-                    error = SampleError(
-                        f"{op.node.schema.name} (node '{op.node.name}') failed on sample {i} of batch {iteration}"
-                        f" [{source}]: {exc}", node=op.node.name, op=op.node.schema.name, sample=i,
-                        source=source)
-                    if not op.skips:
-                        raise error from exc
-                    failures[i] = error  # the sample's remaining ops do not run: it is replaced
-                    break
+                    if not op.skips:  # no local name: a frame holding the exception raised through it is a cycle
+                        raise _sample_error(op, exc, i, iteration, sources) from exc
+                    failures[i] = _sample_error(op, exc, i, iteration, sources)  # the sample's remaining ops do
+                    break  # not run: it is replaced
                 results = result if op.num_outputs > 1 else (result,)
                 for index, value in enumerate(results):
                     values[(op.node.name, index)][i] = value
@@ -67,9 +62,19 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
     # under the GIL), so no thread idles at the end of a batch while another finishes a chunk; results do not
     # depend on which thread takes which sample.
     samples = iter(itertools.count().__next__, size) if indices is None else iter(indices)
-    for future in [pool.submit(work, samples) for _ in range(min(num_threads, count))]:
-        future.result()
+    futures = [pool.submit(work, samples) for _ in range(min(num_threads, count))]
+    try:
+        for future in futures:
+            future.result()
+    finally:  # a failed future left in a local would hold its exception, whose traceback holds this frame: a cycle
+        futures = future = None
     return failures
+
+
+def _sample_error(op: SampleOp, exc: Exception, i: int, iteration: int, sources: list[str]) -> SampleError:
+    source = sources[i] if i < len(sources) else f"sample {i}"
+    return SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on sample {i} of batch {iteration} "
+                       f"[{source}]: {exc}", node=op.node.name, op=op.node.schema.name, sample=i, source=source)
 
 
 def _run_batch_draw(op: SampleOp, values, collectors, iteration: int, first_sample: int, size: int) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,7 +61,7 @@ class BatchRunner:
             try:
                 pending.append(self._split(position, request))
             except RequestError as exc:
-                results[position] = exc
+                results[position] = exc.with_traceback(None)  # its frames would hold this call's requests
         group: list[_Request] = []
         for request in pending:
             if group and sum(r.size for r in group) + request.size > self.max_samples:
@@ -108,22 +109,19 @@ class BatchRunner:
         while group:
             feeds = {spec.name: [s for r in group for s in r.samples[spec.name]] for spec in self.inputs}
             start = time.perf_counter()
-            try:
-                outputs = self.pipe.run(**feeds)
-            except SampleError as exc:
-                self.pipe.clear_fed_inputs()
-                culprit = _owner(group, exc.sample)
+            outputs, error = self._try_run(feeds)
+            if isinstance(error, SampleError):
+                culprit = _owner(group, error.sample)
                 if culprit is None:
-                    self._run_alone(group, results, exc)
+                    self._run_alone(group, results, error)
                     return
                 request, index = culprit
                 results[request.position] = RequestError(
-                    f"sample {index} of this request: {exc.op} (node '{exc.node}') failed: {_cause(exc)}")
+                    f"sample {index} of this request: {error.op} (node '{error.node}') failed: {_cause(error)}")
                 group = [r for r in group if r is not request]
                 continue
-            except Exception as exc:  # noqa: BLE001 - not tied to one sample: find the culprit by running alone
-                self.pipe.clear_fed_inputs()
-                self._run_alone(group, results, exc)
+            if error is not None:  # not tied to one sample: find the culprit by running alone
+                self._run_alone(group, results, error)
                 return
             ran = time.perf_counter()
             for batch in outputs:  # GPU batches are made on the pipeline's stream: done before they are handed on
@@ -136,9 +134,19 @@ class BatchRunner:
                     results[request.position] = [_rows(batch, offset, request.size, name)
                                                  for batch, name in zip(outputs, self.output_names, strict=True)]
                 except RequestError as exc:
-                    results[request.position] = exc
+                    results[request.position] = exc.with_traceback(None)
                 offset += request.size
             return
+
+    def _try_run(self, feeds: dict[str, list]) -> tuple[tuple | None, Exception | None]:
+        """One pipeline run: (outputs, None), or (None, the exception) with its tracebacks dropped (`_forget`), so
+        that nothing of the failed run outlives it."""
+        try:
+            return self.pipe.run(**feeds), None
+        except Exception as exc:  # noqa: BLE001 - answered to the requests, never raised
+            self.pipe.clear_fed_inputs()
+            _forget(exc)
+            return None, exc
 
     def _run_alone(self, group: list[_Request], results: list, error: Exception) -> None:
         if len(group) == 1:
@@ -146,6 +154,23 @@ class BatchRunner:
             return
         for request in group:
             self._run_group([request], results)
+
+
+def _forget(error: BaseException) -> None:
+    """Clear the frames of the tracebacks of `error`, its causes and contexts, and drop the tracebacks. Those frames
+    hold the failed run's batch: pooled buffers, that the pool reuses only once nothing else refers to them, and up
+    the stack Triton's requests and responses (shared memory). A frame that holds the exception raised through it
+    (a local) makes a cycle that only the cyclic garbage collector frees, late: memory grew by gigabytes when good
+    and bad requests shared batches (issue 26)."""
+    pending, seen = [error], set()
+    while pending:
+        exc = pending.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)  # skips frames still running (this one, the caller's)
+        exc.__traceback__ = None
+        pending += [exc.__cause__, exc.__context__]
 
 
 def _owner(group: list[_Request], sample: int) -> tuple[_Request, int] | None:
