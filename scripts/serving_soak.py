@@ -116,17 +116,25 @@ def shm_bytes(pid: int) -> int:
     return total
 
 
-def gpu_memory(pids: list[int]) -> int | None:
-    """GPU memory used by these processes (nvidia-smi), None where there is no nvidia-smi."""
+def _nvidia_smi(query: str) -> list[list[str]]:
     if shutil.which("nvidia-smi") is None:
-        return None
+        return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
+        out = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=20, check=True).stdout
     except (subprocess.SubprocessError, OSError):
-        return None
-    used = {int(p): int(m) for p, m in (line.split(",") for line in out.strip().splitlines() if "," in line)}
-    return sum(used.get(pid, 0) for pid in pids) * MIB
+        return []
+    return [[part.strip() for part in line.split(",")] for line in out.strip().splitlines() if line.strip()]
+
+
+def gpu_memory(pids: list[int]) -> tuple[int | None, int | None]:
+    """GPU memory used by these processes, and by the whole of GPU 0 (a container may hide the processes), from
+    nvidia-smi; None where it does not tell."""
+    used = {int(row[0]): int(row[1]) for row in _nvidia_smi("--query-compute-apps=pid,used_memory") if len(row) == 2
+            and row[0].isdigit() and row[1].isdigit()}
+    device = [int(row[0]) for row in _nvidia_smi("--query-gpu=memory.used") if row and row[0].isdigit()]
+    ours = sum(used.get(pid, 0) for pid in pids)
+    return (ours * MIB if ours else None), (device[0] * MIB if device else None)
 
 
 def memory_sample(server_pid: int, stubs: list[int], gpu: bool) -> dict:
@@ -136,7 +144,7 @@ def memory_sample(server_pid: int, stubs: list[int], gpu: bool) -> dict:
               "stub_rss": sum(_status_kib(pid, "VmRSS") for pid in stubs) * 1024,
               "dev_shm": shm_bytes(server_pid)}
     if gpu:
-        sample["gpu"] = gpu_memory([server_pid, *stubs])
+        sample["gpu"], sample["gpu_device"] = gpu_memory([server_pid, *stubs])
     return sample
 
 
@@ -146,6 +154,7 @@ class Tally:
 
     every: int
     sampler: object
+    start: float = field(default_factory=time.perf_counter)
     done: int = 0
     good: int = 0
     bad: int = 0
@@ -170,7 +179,7 @@ class Tally:
             take = self.done % self.every == 0
             done = self.done
         if take:
-            self.samples.append({"requests": done, "time": time.perf_counter(), **self.sampler()})
+            self.samples.append({"requests": done, "seconds": time.perf_counter() - self.start, **self.sampler()})
 
 
 def run_load(url: str, good: list[np.ndarray], want: list[np.ndarray], bad: list[np.ndarray], bad_fraction: float,
@@ -249,21 +258,31 @@ def main(argv: list[str] | None = None) -> int:
         with start_server(Path(tmp) / "repo", timeout=180) as server:
             stubs = child_pids(server.pid)
             tally = Tally(args.sample_every, lambda: memory_sample(server.pid, stubs, on_gpu))
-            tally.samples.append({"requests": 0, "time": time.perf_counter(), **tally.sampler()})
-            start = time.perf_counter()
+            tally.samples.append({"requests": 0, "seconds": 0.0, **tally.sampler()})
+            start = tally.start = time.perf_counter()
             run_load(server.grpc_url, good, want, list(bad.values()), args.bad, args.concurrency, tally,
                      seconds=None if args.requests else args.seconds, requests=args.requests)
             elapsed = time.perf_counter() - start
-            tally.samples.append({"requests": tally.done, "time": time.perf_counter(), **tally.sampler()})
+            tally.samples.append({"requests": tally.done, "seconds": elapsed, **tally.sampler()})
             alive = server.process.poll() is None
 
-    keys = ["server_rss", "server_shmem", "stub_rss", "dev_shm"] + (["gpu"] if on_gpu else [])
+    report = summarize(args, tally, elapsed, alive)
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=1))
+    return 0 if report["pass"] else 1
+
+
+def summarize(args: argparse.Namespace, tally: Tally, elapsed: float, alive: bool) -> dict:
+    """Print the memory samples, each figure's growth and the answers' checks; return them as a dict."""
+    keys = ["server_rss", "server_shmem", "stub_rss", "dev_shm"]
+    keys += ["gpu", "gpu_device"] if args.kind == "KIND_GPU" else []
     print(f"{args.kind}, {args.instances} instance(s), concurrency {args.concurrency}, {args.bad:.0%} bad: "
-          f"{tally.done} requests in {elapsed:.1f} s ({tally.done / elapsed:.0f}/s), {tally.good} good, {tally.bad} bad")
-    print("requests  " + "  ".join(f"{k:>12}" for k in keys) + "   (MiB)")
-    for s in tally.samples:
-        print(f"{s['requests']:>8}  " + "  ".join(f"{s[k] / MIB:12.1f}" if s.get(k) is not None else f"{'-':>12}"
-                                                  for k in keys))
+          f"{tally.done} requests in {elapsed:.1f} s ({tally.done / elapsed:.0f}/s), {tally.good} good, "
+          f"{tally.bad} bad")
+    print("requests  seconds  " + "  ".join(f"{k:>12}" for k in keys) + "   (MiB)")
+    for sample in tally.samples:
+        cells = [f"{sample[k] / MIB:12.1f}" if sample.get(k) is not None else f"{'-':>12}" for k in keys]
+        print(f"{sample['requests']:>8}  {sample['seconds']:7.1f}  " + "  ".join(cells))
     ok = alive and not tally.good_errors and not tally.mismatches and not tally.bad_answered
     report = {"kind": args.kind, "instances": args.instances, "concurrency": args.concurrency, "bad": args.bad,
               "seconds": elapsed, "requests": tally.done, "good": tally.good, "bad_requests": tally.bad,
@@ -278,15 +297,12 @@ def main(argv: list[str] | None = None) -> int:
         report["growth"][key] = {"from": grown[0], "to": grown[1], "flat": is_flat}
         print(f"{key}: {grown[0] / MIB:.1f} -> {grown[1] / MIB:.1f} MiB from a third of the run to its end "
               f"({'flat' if is_flat else 'GROWS'})")
-    print(f"errors on good requests: {len(tally.good_errors)}{' e.g. ' + tally.good_errors[0] if tally.good_errors else ''}"
-          f"; good outputs not bit-equal to Pipeline.run: {tally.mismatches}; bad requests answered: "
-          f"{tally.bad_answered}; server alive: {alive}")
+    example = f" (e.g. {tally.good_errors[0]})" if tally.good_errors else ""
+    print(f"errors on good requests: {len(tally.good_errors)}{example}; good outputs not bit-equal to "
+          f"Pipeline.run: {tally.mismatches}; bad requests answered: {tally.bad_answered}; server alive: {alive}")
     print("PASS" if ok else "FAIL")
     report["pass"] = ok
-    if args.json is not None:
-        args.json.write_text(json.dumps(report, indent=1))
-    return 0 if ok else 1
-
+    return report
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -75,6 +75,11 @@ def test_failed_batches_free_their_buffers():
     assert traced[-1] - traced[3] < one_buffer, [t // MIB for t in traced]
 
 
+def _bound(base: int) -> float:
+    """The growth allowed between two rounds: 30 MiB or 5%, whichever is larger."""
+    return max(30 * MIB, 0.05 * base)
+
+
 def _soak():
     """scripts/serving_soak.py as a module (it is a script, not part of a package)."""
     spec = importlib.util.spec_from_file_location("serving_soak", ROOT / "scripts" / "serving_soak.py")
@@ -89,8 +94,7 @@ def _soak():
 def test_mixed_traffic_memory_is_flat(tmp_path: Path):
     """3 rounds of 600 one-image requests at concurrency 16, 10% corrupt: every answer right, and the peak RSS of
     tritonserver and of the model's stub, and the server's shared memory, grow by at most max(30 MiB, 5%) from
-    round 2 to round 3, and both RSS together from round 1 to round 3 (before the fix: 130-330 MiB; after: under
-    10)."""
+    round 2 to round 3, and so do both RSS together (before the fix: 40-310 MiB; after: under 7)."""
     pytest.importorskip("tritonclient.grpc")
     from headrace.serving import start_server
     from headrace.serving.server import child_pids
@@ -108,14 +112,12 @@ def test_mixed_traffic_memory_is_flat(tmp_path: Path):
             tally = soak.Tally(100, lambda: soak.memory_sample(server.pid, stubs, gpu=False))
             soak.run_load(server.grpc_url, good, want, bad, 0.1, 16, tally, requests=600, seed=round_)
             assert tally.done == 600 and tally.bad > 20
-            assert not tally.good_errors and not tally.mismatches and not tally.bad_answered, tally
+            assert not tally.good_errors and not tally.mismatches and not tally.bad_answered, (
+                tally.good_errors[:3], tally.mismatches, tally.bad_answered)
             peaks.append({key: max(s[key] for s in tally.samples) for key in ("server_rss", "stub_rss", "dev_shm")})
-    def bound(base: int) -> float:
-        return max(30 * MIB, 0.05 * base)
-
     figures = {key: [round(p[key] / MIB, 1) for p in peaks] for key in peaks[0]}
     for key in peaks[0]:
-        assert peaks[2][key] - peaks[1][key] <= bound(peaks[1][key]), (key, figures)
-    # a full garbage collection now and then slowed the leak's growth in one round, never over two
+        assert peaks[2][key] - peaks[1][key] <= _bound(peaks[1][key]), (key, figures)
+    # a full garbage collection in the stub may hide most of one round's growth of one process, not of both
     total = [p["server_rss"] + p["stub_rss"] for p in peaks]
-    assert total[2] - total[0] <= bound(total[0]), figures
+    assert total[2] - total[1] <= _bound(total[1]), figures
