@@ -5,18 +5,6 @@
 
 #include "common.cuh"
 
-#define T_U8 0
-#define T_U16 1
-#define T_U32 2
-#define T_U64 3
-#define T_I8 4
-#define T_I16 5
-#define T_I32 6
-#define T_I64 7
-#define T_F16 8
-#define T_F32 9
-#define T_F64 10
-#define T_BOOL 11
 
 __device__ __forceinline__ float half_to_float(unsigned short h) {
   unsigned int sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;

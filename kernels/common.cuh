@@ -49,4 +49,18 @@ ROUND_INT(short, -32768, 32767)
 ROUND_INT(int, -2147483647 - 1, 2147483647)
 #undef ROUND_INT
 
+// DALI's data type numbers (headrace_kernels.dtypes.NUMPY_TYPES), as kernels that switch on a type take them
+#define T_U8 0
+#define T_U16 1
+#define T_U32 2
+#define T_U64 3
+#define T_I8 4
+#define T_I16 5
+#define T_I32 6
+#define T_I64 7
+#define T_F16 8
+#define T_F32 9
+#define T_F64 10
+#define T_BOOL 11
+
 #endif  // HEADRACE_COMMON_CUH

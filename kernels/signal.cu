@@ -6,19 +6,6 @@
 
 #define MAXD 8
 
-// DALI's data type numbers (headrace_kernels.dtypes)
-#define T_U8 0
-#define T_U16 1
-#define T_U32 2
-#define T_U64 3
-#define T_I8 4
-#define T_I16 5
-#define T_I32 6
-#define T_I64 7
-#define T_F16 8
-#define T_F32 9
-#define T_F64 10
-#define T_BOOL 11
 
 // preemphasis_filter: out[j] = in[j] - coeff * in[j - 1], the element before the first given by `border`.
 struct PreemphasisSample {

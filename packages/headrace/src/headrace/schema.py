@@ -290,6 +290,18 @@ COMMON_ARGS = (
 )
 SEED_ARG = Arg("seed", "int", -1, "Seed of this op's random stream; -1 derives it from the pipeline seed and the node.")
 
+_IGNORED = "Accepted for DALI compatibility; headrace reads its files directly and ignores it."
+READER_COMPAT_ARGS = (
+    Arg("initial_fill", "int", 1024, _IGNORED),
+    Arg("read_ahead", "bool", False, _IGNORED),
+    Arg("dont_use_mmap", "bool", False, _IGNORED),
+    Arg("lazy_init", "bool", False, _IGNORED),
+    Arg("prefetch_queue_depth", "int", 1, _IGNORED),
+    Arg("skip_cached_images", "bool", False, _IGNORED),
+)
+"""Arguments every DALI reader takes that change nothing in headrace's readers (they are declared so ported code
+runs)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class OpSchema:

@@ -5,7 +5,7 @@ import numpy as np
 
 from headrace.enums import DALIDataType
 from headrace.output_specs import numpy_dtype
-from headrace.schema import REQUIRED, Arg, Limits, OpSchema, OutputSpec, SpecArgs, registrar
+from headrace.schema import READER_COMPAT_ARGS, REQUIRED, Arg, Limits, OpSchema, OutputSpec, SpecArgs, registrar
 
 register = registrar(__name__)
 
@@ -155,12 +155,7 @@ register(OpSchema(
         Arg("on_error", "str", "raise", _ON_ERROR.replace("An audio file that cannot be decoded",
                                                           "An audio file that cannot be read or decoded"),
             choices=("raise", "skip")),
-        Arg("initial_fill", "int", 1024, _DALI_HINT),
-        Arg("read_ahead", "bool", False, _DALI_HINT),
-        Arg("dont_use_mmap", "bool", False, _DALI_HINT),
-        Arg("lazy_init", "bool", False, _DALI_HINT),
-        Arg("prefetch_queue_depth", "int", 1, _DALI_HINT),
-        Arg("skip_cached_images", "bool", False, _DALI_HINT),
+        *READER_COMPAT_ARGS,
         Arg("tensor_init_bytes", "int", 1048576, _DALI_HINT),
         Arg("bytes_per_sample_hint", "int", [0], _DALI_HINT, list_of=True),
     ),

@@ -4,7 +4,7 @@ import numpy as np
 
 from headrace.enums import DALIDataType
 from headrace.output_specs import declared
-from headrace.schema import REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
+from headrace.schema import READER_COMPAT_ARGS, REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
 
 register = registrar(__name__)
 
@@ -41,12 +41,7 @@ register(OpSchema(
             "it, or 'skip' it: its slot gets the next sample and the epoch keeps its length (a repeat at its end); "
             "Pipeline.skipped lists what was skipped. headrace's own: DALI has no such argument.",
             choices=("raise", "skip")),
-        Arg("initial_fill", "int", 1024, _DALI_HINT),
-        Arg("read_ahead", "bool", False, _DALI_HINT),
-        Arg("dont_use_mmap", "bool", False, _DALI_HINT),
-        Arg("lazy_init", "bool", False, _DALI_HINT),
-        Arg("prefetch_queue_depth", "int", 1, _DALI_HINT),
-        Arg("skip_cached_images", "bool", False, _DALI_HINT),
+        *READER_COMPAT_ARGS,
     ),
     num_outputs=2,
     stateful=True,
