@@ -204,7 +204,10 @@ class Pipeline:
         if states:
             self._consumed_states = {**self._consumed_states, **states}
         if error is not None:
-            raise error
+            try:
+                raise error
+            finally:  # no cycle through this frame: the failed batch goes as soon as the caller drops the error
+                error = None
         return tuple(outputs)
 
     def schedule_run(self) -> None:

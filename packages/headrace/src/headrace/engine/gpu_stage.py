@@ -289,12 +289,17 @@ class GpuStage:
     def _next_cpu_stage(self, iteration: int):
         pending, self._pending = self._pending, None
         if pending is not None:
-            if pending[0] == iteration:
-                return pending[1].result()
-            try:
-                pending[1].result()
-            except BaseException:  # noqa: BLE001 - a look-ahead nobody asked for
-                pass
+            future, wanted = pending[1], pending[0] == iteration
+            pending = None
+            try:  # `future` goes when this returns or raises: no cycle through this frame holds a failed batch
+                if wanted:
+                    return future.result()
+                try:
+                    future.result()
+                except BaseException:  # noqa: BLE001 - a look-ahead nobody asked for
+                    pass
+            finally:
+                future = None
         for ahead, future in list(self._reads.items()):
             if ahead != iteration:  # batches read ahead for another sequence of iterations
                 try:
