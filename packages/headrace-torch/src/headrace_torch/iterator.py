@@ -161,6 +161,8 @@ class GenericIterator:
             try:
                 outputs.append(pipe.run())
             except StopIteration:
+                if error is not None:  # an earlier pipeline's error is what the user must see
+                    raise error from None
                 if self._epoch.size < 0 and self._auto_reset:
                     self.reset()
                 raise

@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import stat
 import sys
 from typing import Any
 
 from headrace import layouts
+from headrace.bounded_io import read_bounded
 from headrace.errors import PipelineFileError, SchemaError
 from headrace.graph import SPLIT_OP, DataNode, Graph, OpNode, check_branch_visibility
 from headrace.schema import INT64_RANGE, SCHEMAS, short_repr
@@ -30,28 +30,6 @@ MAX_TEXT_CHARS = 256 << 20
 """The longest file parsed: 256 Mi characters (a `files` list of ImageNet's 1.28 million paths takes about 80)."""
 
 
-def read_file(path: str | os.PathLike) -> str:
-    """The text of a pipeline file: a regular file of at most MAX_TEXT_CHARS bytes, else a PipelineFileError."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise PipelineFileError(f"cannot read the pipeline file '{path}': {exc.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise PipelineFileError(f"'{path}' is not a regular file, so it is not read as a pipeline file")
-        if info.st_size > MAX_TEXT_CHARS:
-            raise PipelineFileError(f"the pipeline file '{path}' has {info.st_size:,} bytes, more than "
-                                    f"{MAX_TEXT_CHARS:,}")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read(MAX_TEXT_CHARS + 1)
-    finally:
-        os.close(fd)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PipelineFileError(f"the pipeline file '{path}' is not UTF-8 text ({exc.reason} at byte "
-                                f"{exc.start})") from None
 MAX_NESTING = 32
 """The deepest nesting of JSON arrays and objects (a valid file nests 5 deep)."""
 MAX_NODES = 100_000
@@ -172,6 +150,19 @@ def _check_params(params: Any) -> None:
             if not low <= value <= high:
                 want = f"positive and at most {high}" if low == 1 else f"from {low} to {high}"
                 raise _fail(f"pipeline parameter '{key}' must be {want}, got {short_repr(value)}")
+
+
+def read_file(path: str | os.PathLike) -> str:
+    """The text of a pipeline file: a regular file of at most MAX_TEXT_CHARS bytes, else a PipelineFileError."""
+    try:
+        data = read_bounded(path, MAX_TEXT_CHARS)
+    except ValueError as exc:
+        raise PipelineFileError(f"the pipeline file '{path}' {exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PipelineFileError(f"the pipeline file '{path}' is not UTF-8 text ({exc.reason} at byte "
+                                f"{exc.start})") from None
 
 
 def parse(text: str) -> tuple[dict[str, Any], Graph, list[DataNode]]:

@@ -91,7 +91,8 @@ class BatchSkips:
             error = errors[slot]
             self.records.append(Skip(iteration, slot, error.source, error.op, str(error)))
             self.repeats[error.source] += 1
-            if self.repeats[error.source] > self.limit:
+            # one file failing again and again, or every file failing (a bad mount): end the batch either way
+            if self.repeats[error.source] > self.limit or len(self.records) > 4 * self.limit:
                 raise SampleError(f"{error.op} (node '{error.node}'): on_error='skip' found no sample that does not "
                                   f"fail for batch {iteration}: every replacement the readers had failed too "
                                   f"({len(self.records)} tries; last: {error})", node=error.node, op=error.op,

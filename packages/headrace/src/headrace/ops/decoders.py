@@ -12,9 +12,8 @@ CHANNELS = {DALIImageType.RGB: 3, DALIImageType.BGR: 3, DALIImageType.YCbCr: 3, 
 _DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
 
 MAX_PIXELS = 178_956_970
-"""`max_pixels`' default: Pillow's DecompressionBombError threshold (2 x `PIL.Image.MAX_IMAGE_PIXELS`). It passes
-every camera photo (a 151-megapixel 14204x10652 medium-format frame: 537 MB decoded) and refuses a forged header
-(a 4 KB JPEG claiming 30000x30000 = 900 megapixels took 44-60 s and 5 GB to decode)."""
+"""`max_pixels`' default: Pillow's DecompressionBombError threshold (2 x `PIL.Image.MAX_IMAGE_PIXELS`): it passes
+every camera photo (medium-format frames are about 150 megapixels) and refuses a forged 30000x30000 header."""
 
 DECODER_ARGS = (
     Arg("output_type", "image_type", DALIImageType.RGB, "Colour space of the output: RGB, BGR, GRAY or YCbCr."),

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from headrace.bounded_io import read_bounded, reason
 from headrace.errors import SchemaError
 from headrace.schema import short_repr
 from headrace_kernels.registry import reader
@@ -61,16 +62,12 @@ MAX_SAMPLE_BYTES = 1 << 31
 _LABEL = re.compile(r"-?[0-9]{1,10}")
 
 
-def _reason(exc: Exception) -> str:
-    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-
-
 def _list_class_tree(root: Path, filters: list[str], case_sensitive: bool, node: str) -> list[tuple[str, int]]:
     where = f"readers.file (node '{node}'): file_root {short_repr(str(root))}"
     try:
         is_dir = stat.S_ISDIR(os.stat(root).st_mode)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
-        raise SchemaError(f"{where} is not a directory ({_reason(exc)})") from None
+        raise SchemaError(f"{where} is not a directory ({reason(exc)})") from None
     if not is_dir:
         raise SchemaError(f"{where} is not a directory")
     patterns = filters if case_sensitive else [f.lower() for f in filters]
@@ -82,7 +79,7 @@ def _list_class_tree(root: Path, filters: list[str], case_sensitive: bool, node:
     try:
         classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
     except OSError as exc:
-        raise SchemaError(f"{where} cannot be listed ({_reason(exc)})") from None
+        raise SchemaError(f"{where} cannot be listed ({reason(exc)})") from None
     samples = []
     for label, cls in enumerate(classes):
         for dirpath, dirnames, filenames in os.walk(root / cls):
@@ -97,32 +94,9 @@ def _read_file_list(path: str, node: str) -> list[tuple[str, int]]:
     device (/dev/zero) or a FIFO would be read forever or block, so the pipeline file naming it is refused."""
     where = f"readers.file (node '{node}'): file_list {short_repr(path)}"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO must not wait for a writer
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
-        raise SchemaError(f"{where}: cannot read it ({_reason(exc)})") from None
-    limit = f"the limit of {MAX_FILE_LIST_BYTES / 2**30:g} GiB (readers.file.MAX_FILE_LIST_BYTES)"
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a device, FIFO or socket"
-            raise SchemaError(f"{where} is not a regular file ({kind})")
-        if info.st_size > MAX_FILE_LIST_BYTES:
-            raise SchemaError(f"{where} is {info.st_size / 2**30:.1f} GiB, more than {limit}")
-        with open(fd, "rb", closefd=False) as handle:
-            parts, size = [], 0
-            while size <= MAX_FILE_LIST_BYTES:  # in chunks: read(n) would allocate all n bytes at once
-                part = handle.read(min(1 << 20, MAX_FILE_LIST_BYTES + 1 - size))
-                if not part:
-                    break
-                parts.append(part)
-                size += len(part)
-            data = b"".join(parts)
-    except OSError as exc:
-        raise SchemaError(f"{where}: cannot read it ({_reason(exc)})") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_FILE_LIST_BYTES:  # it grew since fstat
-        raise SchemaError(f"{where} is larger than {limit}")
+        data = read_bounded(path, MAX_FILE_LIST_BYTES)
+    except ValueError as exc:
+        raise SchemaError(f"{where} {exc} (readers.file.MAX_FILE_LIST_BYTES)") from None
     samples = []
     # surrogateescape: a path that is not UTF-8 stays the same bytes when it is opened
     for number, line in enumerate(data.decode("utf-8", errors="surrogateescape").splitlines(), 1):

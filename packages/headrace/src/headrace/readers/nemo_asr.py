@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import stat
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from headrace.bounded_io import read_bounded
 from headrace.errors import SampleError, SchemaError
 from headrace.ops import audio_io  # noqa: F401 - registers the schemas of the op this reader implements
 from headrace.readers.file import FileReader
@@ -45,6 +44,10 @@ class ManifestEntry(NamedTuple):
     index: int
 
 
+MAX_MANIFEST_BYTES = 1 << 30
+"""The largest manifest read (1 GiB, millions of entries); a larger one, or anything but a regular file, is refused."""
+
+
 def _float32(value: float) -> float:
     """A duration bound as DALI holds it (a float32 argument compared as a double): 0.1 is 0.100000001."""
     return float(np.float32(value))
@@ -62,14 +65,9 @@ def read_manifest(path: str, node: str, min_duration: float, max_duration: float
     """The kept entries of one manifest file, in order (the rules are in the module docstring)."""
     where = f"{OP} (node '{node}'): manifest {short_repr(path)}"
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):  # a FIFO or device would block or never end
-            raise SchemaError(f"{where} is not a regular file")
-        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
-            lines = handle.read().splitlines()
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SchemaError(f"{where} cannot be read ({reason})") from None
+        lines = read_bounded(path, MAX_MANIFEST_BYTES).decode("utf-8", errors="surrogateescape").splitlines()
+    except ValueError as exc:
+        raise SchemaError(f"{where} cannot be read ({exc})") from None
     entries: list[ManifestEntry] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
