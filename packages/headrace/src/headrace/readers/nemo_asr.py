@@ -155,8 +155,7 @@ class NemoAsrReader(FileReader):
         labels)."""
         numbers = [int(label[0]) for label in labels]
         items = list(zip(slots, data, numbers, strict=True))
-        workers = getattr(self.pool, "_max_workers", 1) if self.pool is not None else 1
-        decoded = list(self.pool.map(self._decode, items)) if workers > 1 and len(items) > 1 else \
+        decoded = list(self.pool.map(self._decode, items)) if self.pool is not None and len(items) > 1 else \
             [self._decode(item) for item in items]
         audio, rates, texts, indices = [], [], [], []
         for result, number in zip(decoded, numbers, strict=True):
