@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+from rounds import Runner, timed_epoch
 from tqdm import tqdm
 
 LIBRARIES = ("headrace", "dali", "torchaudio")
@@ -116,19 +117,6 @@ def asr_pipeline(fn, types, manifest: str, dither: float = 0.0, device: str = "c
     lengths = fn.shapes(log, dtype=types.INT32)
     norm = fn.normalize(log, axes=[1])
     return fn.pad(norm, fill_value=0), lengths
-
-
-class Runner:
-    """One library's loader: `epoch()` yields the sizes of one epoch's batches."""
-
-    name: str
-    partial_warmup = True  # whether a warm-up may stop an epoch part way
-
-    def epoch(self) -> Iterator[int]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
 
 
 class PipelineRunner(Runner):
@@ -241,19 +229,6 @@ def make_runner(name: str, args: argparse.Namespace, manifest: Path) -> Runner:
     if name == "torchaudio":
         return TorchaudioRunner(manifest, args.batch_size, args.threads, args.seed, args.dither)
     return PipelineRunner(name, manifest, args.batch_size, args.threads, args.seed, args.dither)
-
-
-def timed_epoch(runner: Runner, label: str, batches: int | None = None) -> tuple[int, float]:
-    """(samples, seconds) of one whole epoch (or of its first `batches`), with a progress bar."""
-    samples = 0
-    start = time.perf_counter()
-    with tqdm(desc=label, unit="utt", leave=False) as bar:
-        for done, size in enumerate(runner.epoch(), 1):
-            samples += size
-            bar.update(size)
-            if done == batches:
-                break
-    return samples, time.perf_counter() - start
 
 
 # ------------------------------------------------------------------------------------------- fresh-process probe
@@ -643,7 +618,7 @@ def main_gpu(args: argparse.Namespace, manifest: Path) -> None:
                 warm_up(runner, args.warmup_batches)
                 samples, seconds = 0, 0.0
                 for epoch in range(args.epochs):
-                    n, s = timed_epoch(runner, f"round {round_} {name} epoch {epoch}")
+                    n, s = timed_epoch(runner, f"round {round_} {name} epoch {epoch}", unit="utt")
                     samples, seconds = samples + n, seconds + s
             except Exception:  # noqa: BLE001
                 print(f"round {round_}: {name} FAILED, left out from here on:")
@@ -808,10 +783,10 @@ def main(argv: list[str] | None = None) -> None:
         for name in rotated:
             runner = runners[name]
             timed_epoch(runner, f"round {round_} {name} warm-up", args.warmup_batches if runner.partial_warmup
-                        else None)
+                        else None, unit="utt")
             samples, seconds = 0, 0.0
             for epoch in range(args.epochs):
-                n, s = timed_epoch(runner, f"round {round_} {name} epoch {epoch}")
+                n, s = timed_epoch(runner, f"round {round_} {name} epoch {epoch}", unit="utt")
                 samples, seconds = samples + n, seconds + s
             totals[name][0] += samples
             totals[name][1] += seconds

@@ -11,28 +11,16 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tqdm import tqdm
+from rounds import Runner, timed_epoch
 
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 LIBRARIES = ("headrace", "dali", "torchvision")
 
 
-class Runner:
-    """One library's loader: `epoch()` yields the sizes of one epoch's batches."""
-
-    name: str
-    partial_warmup = True  # whether a warm-up may stop an epoch part way
-
-    def epoch(self) -> Iterator[int]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
 
 
 class HeadraceRunner(Runner):
@@ -111,19 +99,6 @@ class TorchvisionRunner(Runner):
 
 RUNNERS: dict[str, Callable[..., Runner]] = {"headrace": HeadraceRunner, "dali": DaliRunner,
                                             "torchvision": TorchvisionRunner}
-
-
-def timed_epoch(runner: Runner, label: str, batches: int | None = None) -> tuple[int, float]:
-    """(images, seconds) of one whole epoch (or of its first `batches`), with a progress bar."""
-    images = 0
-    start = time.perf_counter()
-    with tqdm(desc=label, unit="img", leave=False) as bar:
-        for done, size in enumerate(runner.epoch(), 1):
-            images += size
-            bar.update(size)
-            if done == batches:
-                break
-    return images, time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> None:
