@@ -249,8 +249,9 @@ def child_pids() -> list[int]:
     return pids
 
 
-def probe(args: argparse.Namespace, manifest: Path) -> None:
-    """In a process of its own: import, build + first batch and peak RSS over `--probe-epochs` epochs, as JSON."""
+def first_batch(args: argparse.Namespace, manifest: Path):
+    """Import `--probe`'s library, build its loader and take one batch: (start, imported, first batch) times, the
+    runner and its epoch's batch iterator."""
     before = time.perf_counter()
     if args.probe == "headrace":
         import headrace  # noqa: F401
@@ -262,7 +263,12 @@ def probe(args: argparse.Namespace, manifest: Path) -> None:
     runner = make_runner(args.probe, args, manifest)
     batches = runner.epoch()
     next(batches)
-    first = time.perf_counter()
+    return before, imported, time.perf_counter(), runner, batches
+
+
+def probe(args: argparse.Namespace, manifest: Path) -> None:
+    """In a process of its own: import, build + first batch and peak RSS over `--probe-epochs` epochs, as JSON."""
+    before, imported, first, runner, batches = first_batch(args, manifest)
     for _ in batches:
         pass
     for _ in range(args.probe_epochs - 1):
@@ -520,18 +526,7 @@ def probe_gpu(args: argparse.Namespace, manifest: Path) -> None:
     """--probe in GPU mode: import, build + first batch (GPU work done), host peak RSS and the GPU memory it added
     (the most seen after any batch over `--probe-epochs` epochs, over the CUDA context's), as JSON."""
     context = gpu_used_mib()  # creates the primary CUDA context, which cupy, torch and DALI share
-    before = time.perf_counter()
-    if args.probe == "headrace":
-        import headrace  # noqa: F401
-    elif args.probe == "dali":
-        import nvidia.dali  # noqa: F401
-    else:
-        import torchaudio  # noqa: F401
-    imported = time.perf_counter()
-    runner = make_runner(args.probe, args, manifest)
-    batches = runner.epoch()
-    next(batches)
-    first = time.perf_counter()
+    before, imported, first, runner, batches = first_batch(args, manifest)
     peak = gpu_used_mib()
     for _ in batches:
         peak = max(peak, gpu_used_mib())

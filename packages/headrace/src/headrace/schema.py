@@ -301,6 +301,14 @@ READER_COMPAT_ARGS = (
 )
 """Arguments every DALI reader takes that change nothing in headrace's readers (they are declared so ported code
 runs)."""
+SHARD_ARGS = (
+    Arg("shard_id", "int", 0, "Which shard this pipeline reads."),
+    Arg("num_shards", "int", 1, "Into how many shards the data set is split."),
+    Arg("stick_to_shard", "bool", False, "Keep reading the same shard every epoch instead of moving on."),
+    Arg("pad_last_batch", "bool", False, "Fill the last batch of a shard by repeating its last sample, so "
+        "batches never span epochs."),
+)
+"""The sharding arguments of the readers that split a data set across pipelines (DALI's names and defaults)."""
 
 
 @dataclasses.dataclass(frozen=True)

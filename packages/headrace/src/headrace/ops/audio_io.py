@@ -5,7 +5,17 @@ import numpy as np
 
 from headrace.enums import DALIDataType
 from headrace.output_specs import numpy_dtype
-from headrace.schema import READER_COMPAT_ARGS, REQUIRED, Arg, Limits, OpSchema, OutputSpec, SpecArgs, registrar
+from headrace.schema import (
+    READER_COMPAT_ARGS,
+    REQUIRED,
+    SHARD_ARGS,
+    Arg,
+    Limits,
+    OpSchema,
+    OutputSpec,
+    SpecArgs,
+    registrar,
+)
 
 register = registrar(__name__)
 
@@ -147,11 +157,7 @@ register(OpSchema(
             "random_shuffle and an explicit stick_to_shard=True."),
         Arg("shuffle_after_epoch_seed", "int", None, "Seed of shuffle_after_epoch's permutations."),
         Arg("seed", "int", -1, "Seed of random_shuffle; -1 derives it from the pipeline seed."),
-        Arg("shard_id", "int", 0, "Which shard this pipeline reads."),
-        Arg("num_shards", "int", 1, "Into how many shards the data set is split."),
-        Arg("stick_to_shard", "bool", False, "Keep reading the same shard every epoch instead of moving on."),
-        Arg("pad_last_batch", "bool", False, "Fill the last batch of a shard by repeating its last sample, so "
-            "batches never span epochs."),
+        *SHARD_ARGS,
         Arg("on_error", "str", "raise", _ON_ERROR.replace("An audio file that cannot be decoded",
                                                           "An audio file that cannot be read or decoded"),
             choices=("raise", "skip")),

@@ -4,7 +4,7 @@ import numpy as np
 
 from headrace.enums import DALIDataType
 from headrace.output_specs import declared
-from headrace.schema import READER_COMPAT_ARGS, REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
+from headrace.schema import READER_COMPAT_ARGS, REQUIRED, SHARD_ARGS, Arg, OpSchema, OutputSpec, SpecArgs, registrar
 
 register = registrar(__name__)
 
@@ -32,11 +32,7 @@ register(OpSchema(
         Arg("shuffle_after_epoch", "bool", False, "Shuffle the whole data set every epoch, with a seed all shards "
             "share (this reader's `seed`, else a fixed one), so an epoch's shards still partition the data set."),
         Arg("seed", "int", -1, "Seed of the shuffle; -1 derives it from the pipeline seed."),
-        Arg("shard_id", "int", 0, "Which shard this pipeline reads."),
-        Arg("num_shards", "int", 1, "Into how many shards the data set is split."),
-        Arg("stick_to_shard", "bool", False, "Keep reading the same shard every epoch instead of moving on."),
-        Arg("pad_last_batch", "bool", False, "Fill the last batch of a shard by repeating its last sample, so "
-            "batches never span epochs."),
+        *SHARD_ARGS,
         Arg("on_error", "str", "raise", "A file that cannot be read (gone, no permission): 'raise' an error naming "
             "it, or 'skip' it: its slot gets the next sample and the epoch keeps its length (a repeat at its end); "
             "Pipeline.skipped lists what was skipped. headrace's own: DALI has no such argument.",
