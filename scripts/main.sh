@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e "packages/headrace-kernels[cpu]" -e "packages/headrace[cli]"
+.venv/bin/python -m pip install -q -e "packages/headrace-kernels[cpu]" -e "packages/headrace[cli]" \
+    -e packages/headrace-torch   # the PyTorch iterators of the README's examples (brings torch)
 .venv/bin/headrace demo "$@"

@@ -88,7 +88,8 @@ def test_run_batches_and_parameter_overrides(capsys, train_file):
                              "--no-progress")
     assert status == 0
     assert "batch size 4, 1 threads" in out
-    assert "run: 2 batches, 8 samples" in out and rate_of("throughput:", out) > 0
+    assert "run: 3 batches; after the first (timed with the build): 2 batches, 8 samples" in out
+    assert rate_of("throughput:", out) > 0
 
 
 def test_run_without_a_reader_runs_ten_batches(capsys, tmp_path):
@@ -97,7 +98,7 @@ def test_run_without_a_reader_runs_ten_batches(capsys, tmp_path):
         pipe.set_outputs(fn.random.uniform(range=[0, 1], shape=[3]))
     pipe.serialize(tmp_path / "noise.json")
     status, out, _ = run_cli(capsys, "run", tmp_path / "noise.json", "--no-progress")
-    assert status == 0 and "run: 9 batches, 36 samples" in out
+    assert status == 0 and "run: 10 batches; after the first (timed with the build): 9 batches, 36 samples" in out
 
 
 def test_run_data_overrides_the_file_root(capsys, train_file, image_folder, tmp_path):
@@ -134,7 +135,7 @@ def test_demo_generates_data_runs_and_writes_the_pipeline_file(capsys, tmp_path)
     status, out, _ = run_cli(capsys, "demo", "--images", "10", "--workdir", tmp_path, "--epochs", "1",
                              "--batch-size", "4", "--out", out_file, "--no-progress")
     assert status == 0
-    assert "10 images in" in out and re.search(r"epoch 0: \d+ images, [\d,]+ images/s", out)
+    assert "10 images in" in out and re.search(r"epoch 0: 10 images in \d+ batches.*, [\d,]+ images/s", out)
     images, labels = Pipeline.load(out_file).run()
     assert images.as_array().shape == (4, 3, 224, 224) and len(labels) == 4
 
@@ -270,6 +271,14 @@ def test_preview_tiles_are_the_denormalized_outputs(capsys, train_file, tmp_path
         assert np.abs(tile - expected[i]).max() <= 1, f"tile {i}"  # float16 outputs: within one level
 
 
+def test_preview_shows_at_most_max_samples(capsys, train_file, tmp_path):
+    status, out, _ = run_cli(capsys, "preview", train_file, "--out", tmp_path / "two.png", "--max", "2")
+    batch = len(Pipeline.load(train_file).run()[0])
+    assert status == 0 and f"(2 samples of {batch}; --max to show more" in out
+    with Image.open(tmp_path / "two.png") as image:
+        assert image.size == sheet_layout([(HEIGHT, WIDTH)] * 2).size
+
+
 def test_preview_captions_carry_the_labels(train_file):
     from headrace.cli.preview import captions
 
@@ -312,6 +321,14 @@ def test_bench_reports_throughput_first_batch_and_memory(capsys, train_file):
     rss = float(re.search(r"peak host RSS\s+([\d,]+) MiB", out).group(1).replace(",", ""))
     assert 10 < rss < 100_000
     assert re.search(r"peak GPU memory in use\s+no GPU used", out)
+
+
+def test_bench_ratios_say_which_way_they_go():
+    from headrace.cli.bench import ratio_text
+
+    assert ratio_text(119.0, 100.0, "faster", "slower") == "1.19x (faster)"
+    assert ratio_text(2.26, 2.0, "slower", "faster") == "1.13x (slower)"  # a longer time to the first batch
+    assert ratio_text(80.0, 100.0, "more", "less") == "0.80x (less)"
 
 
 def test_torchvision_plans_of_the_resnet50_pipelines(image_folder):

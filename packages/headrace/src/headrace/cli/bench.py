@@ -136,8 +136,15 @@ def _report(results: list[Result]) -> None:
         f"{(f'{r.peak_gpu / MIB:,.0f} MiB' if r.peak_gpu is not None else 'no GPU used'):>{width}}" for r in results))
     if len(results) == 2:
         ours, theirs = results
-        say(f"headrace / {theirs.name}: throughput x{ours.rate / theirs.rate:.2f}, time to first batch "
-            f"x{ours.first_batch / theirs.first_batch:.2f}, peak RSS x{ours.peak_rss / theirs.peak_rss:.2f}")
+        say(f"headrace / {theirs.name}: throughput {ratio_text(ours.rate, theirs.rate, 'faster', 'slower')}, "
+            f"time to first batch {ratio_text(ours.first_batch, theirs.first_batch, 'slower', 'faster')}, "
+            f"peak RSS {ratio_text(ours.peak_rss, theirs.peak_rss, 'more', 'less')}")
+
+
+def ratio_text(ours: float, theirs: float, above: str, below: str) -> str:
+    """'1.19x (faster)': headrace's figure over the peer's, and what that means for this figure."""
+    ratio = ours / theirs if theirs else float("inf")
+    return f"{ratio:.2f}x ({above if ratio > 1 else below if ratio < 1 else 'the same'})"
 
 
 def main(args: argparse.Namespace) -> int:

@@ -48,9 +48,11 @@ def main(args: argparse.Namespace) -> int:
         size = pipe.epoch_size("Reader")
         say(f"{size} images in {data}; build + first batch {startup:.2f} s")
         batches = batches_per_epoch(pipe)
+        fill = batches * args.batch_size - size
         for epoch in range(args.epochs):
             span = run_span(pipe, batches, f"epoch {epoch}", progress=not args.no_progress)
-            say(f"epoch {epoch}: {span.samples} images, {rate_text(span.rate, 'images')}")
+            extra = f" (its last batch filled with {fill} from the next epoch)" if fill > 0 else ""
+            say(f"epoch {epoch}: {size} images in {batches} batches{extra}, {rate_text(span.rate, 'images')}")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         pipe.serialize(args.out)
         say(f"pipeline file written to {args.out} (try: headrace inspect {args.out} --out graph.svg)")

@@ -24,7 +24,8 @@ def add_parser(subparsers) -> None:
     add_loading_options(parser)
     parser.add_argument("--out", type=Path, required=True, help="the contact sheet (.png, .jpg or .webp)")
     parser.add_argument("--output", type=int, help="which pipeline output to show (default: the first image output)")
-    parser.add_argument("--samples", type=positive_int, help="show only the first N samples of the batch")
+    parser.add_argument("--max", "--samples", dest="max", type=positive_int, default=32,
+                        help="show at most the first N samples of the batch (default 32: captions stay readable)")
     parser.add_argument("--cols", type=positive_int, help="tiles per row (default: a near-square grid)")
     parser.add_argument("--max-tile", type=positive_int, default=256,
                         help="shrink samples whose longer side exceeds this many pixels (default 256)")
@@ -172,12 +173,13 @@ def main(args: argparse.Namespace) -> int:
     else:
         shapes = ", ".join(f"{i}: {np.asarray(b.at(0)).shape}" for i, b in enumerate(outputs))
         raise CliError(f"no output of this pipeline is an image (first sample shapes: {shapes})")
-    count = min(len(outputs[shown]), args.samples or len(outputs[shown]))
+    count = min(len(outputs[shown]), args.max)
     samples = [np.asarray(outputs[shown].at(j)) for j in range(count)]
     tiles, how = viewable(samples, pipe.outputs[shown], layouts[shown])
     tiles = [shrink(t, args.max_tile) for t in tiles]
     layout = write_sheet(tiles, captions(outputs, pipe.outputs, shown, count), args.out, args.cols)
     height, width = samples[0].shape[:2] if layouts[shown] != "CHW" else samples[0].shape[1:]
-    say(f"output {shown} ({count} samples of {height} x {width}, {how}) written to {args.out} "
+    of = f" of {len(outputs[shown])}; --max to show more" if count < len(outputs[shown]) else ""
+    say(f"output {shown} ({count} samples{of}, {height} x {width}, {how}) written to {args.out} "
         f"({layout.size[0]} x {layout.size[1]} px)")
     return 0

@@ -61,8 +61,12 @@ def main(args: argparse.Namespace) -> int:
             total.samples += span.samples
             total.seconds += span.seconds
             what = f"epoch {epoch}" if by_epoch else "run"
-            say(f"{what}: {span.batches} batches, {span.samples} samples in {span.seconds:.2f} s, "
-                f"{rate_text(span.rate)}")
+            if epoch == 0:
+                say(f"{what}: {span.batches + 1} batches; after the first (timed with the build): {span.batches} "
+                    f"batches, {span.samples} samples in {span.seconds:.2f} s, {rate_text(span.rate)}")
+            else:
+                say(f"{what}: {span.batches} batches, {span.samples} samples in {span.seconds:.2f} s, "
+                    f"{rate_text(span.rate)}")
         if total.batches == 0:  # one batch only: its rate includes building the pipeline
             say(f"throughput: {rate_text(len(outputs[0]) / startup)} (one batch, build included)")
             return 0
