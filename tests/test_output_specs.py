@@ -29,7 +29,8 @@ def test_every_output_spec_says_in_one_line_what_the_output_is():
 
 def test_every_op_has_the_family_of_its_module():
     families = {m.name for m in pkgutil.iter_modules(ops.__path__)}
-    strays = sorted(name for name, schema in SCHEMAS.items() if schema.family not in families)
+    strays = sorted(name for name, schema in SCHEMAS.items()
+                    if schema.family not in families and not schema.plugin_module)  # user ops: their own module
     assert not strays, f"ops whose family is not an ops module: {', '.join(strays)}"
     assert SCHEMAS["resize"].family == "geometry" and SCHEMAS["reductions.sum"].family == "reductions"
     assert SCHEMAS["external_source"].family == "readers" and SCHEMAS["copy"].family == "transfer"

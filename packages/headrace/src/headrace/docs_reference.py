@@ -29,9 +29,12 @@ def family_of(schema: OpSchema) -> str:
 
 
 def families() -> dict[str, list[OpSchema]]:
-    """Every registered op, by family, both sorted by name."""
+    """Every op headrace declares (not user ops a process registered through headrace.plugin), by family, both
+    sorted by name."""
     by_family: dict[str, list[OpSchema]] = {}
     for schema in SCHEMAS.values():
+        if schema.plugin_module:
+            continue
         by_family.setdefault(family_of(schema), []).append(schema)
     return {f: sorted(s, key=lambda x: x.name) for f, s in sorted(by_family.items())}
 

@@ -7,7 +7,7 @@ import os
 import queue
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -308,7 +308,7 @@ class Pipeline:
     def _graph_fingerprint(self) -> str:
         if self._fingerprint is None:
             self._fingerprint = checkpoints.fingerprint(
-                pipeline_file.graph_to_dict(self.params, self.graph.nodes, self.outputs))
+                pipeline_file.graph_to_dict(self.params, self.graph.nodes, self.outputs, for_file=False))
         return self._fingerprint
 
     def _check_checkpoint_rules(self) -> None:
@@ -327,14 +327,15 @@ class Pipeline:
         return text
 
     @classmethod
-    def load(cls, source: str | os.PathLike, **overrides: Any) -> Pipeline:
-        """A pipeline from a pipeline file (a path, or the text itself). `overrides` replace pipeline parameters
-        (batch_size, num_threads, device_id, seed, prefetch_queue_depth) or add `checkpoint=` to continue from or
-        `executor_options=` (how it runs; not in the file)."""
+    def load(cls, source: str | os.PathLike, allowed_modules: Sequence[str] = (), **overrides: Any) -> Pipeline:
+        """A pipeline from a pipeline file (a path, or the text itself). User code it names (python_function's
+        function, a user op's module) is imported only from `allowed_modules` (modules or packages). `overrides`
+        replace pipeline parameters (batch_size, num_threads, device_id, seed, prefetch_queue_depth) or add
+        `checkpoint=` to continue from or `executor_options=` (how it runs; not in the file)."""
         text = str(source)
         if not text.lstrip().startswith("{"):
             text = pipeline_file.read_file(source)
-        params, graph, outputs = pipeline_file.parse(text)
+        params, graph, outputs = pipeline_file.parse(text, allowed_modules)
         pipe = cls(**{**params, **overrides})
         pipe.graph, pipe.outputs = graph, outputs
         return pipe

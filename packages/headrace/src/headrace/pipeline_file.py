@@ -10,9 +10,10 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
-from headrace import layouts
+from headrace import function_refs, layouts
 from headrace.bounded_io import read_bounded
 from headrace.errors import PipelineFileError, SchemaError
 from headrace.graph import SPLIT_OP, DataNode, Graph, OpNode, check_branch_visibility
@@ -38,14 +39,19 @@ MAX_NAME_CHARS = 1024
 """The longest node name (names appear in every error message about the node)."""
 
 
-def graph_to_dict(params: dict[str, Any], nodes: list[OpNode], outputs: list[DataNode]) -> dict:
-    """The file's content for a graph: pipeline parameters, the nodes (only the arguments given), the outputs."""
+def graph_to_dict(params: dict[str, Any], nodes: list[OpNode], outputs: list[DataNode],
+                  for_file: bool = True) -> dict:
+    """The file's content for a graph: pipeline parameters, the nodes (only the arguments given), the outputs.
+    User functions are stored by reference (a SchemaError for one that cannot be); with `for_file=False` (a
+    fingerprint of the graph) by name only."""
     out_nodes = []
     for node in nodes:
         schema_args = node.schema.all_args
-        args = {k: schema_args[k].to_json(v) for k, v in sorted(node.args.items())
+        args = {k: _arg_to_json(node, schema_args[k], v, for_file) for k, v in sorted(node.args.items())
                 if schema_args[k].serializable and k not in ("device", "name")}
         entry: dict[str, Any] = {"name": node.name, "op": node.schema.name, "device": node.device}
+        if node.schema.plugin_module:
+            entry["plugin"] = node.schema.plugin_module
         if node.inputs:
             entry["inputs"] = [[d.op.name, d.index] for d in node.inputs]
         if node.arg_inputs:
@@ -57,6 +63,14 @@ def graph_to_dict(params: dict[str, Any], nodes: list[OpNode], outputs: list[Dat
         out_nodes.append(entry)
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "pipeline": params, "nodes": out_nodes,
             "outputs": [[o.op.name, o.index] for o in outputs]}
+
+
+def _arg_to_json(node: OpNode, arg: Any, value: Any, for_file: bool) -> Any:
+    if arg.kind != "function" or value is None:
+        return arg.to_json(value)
+    if not for_file:
+        return function_refs.short_name(value)
+    return function_refs.reference(value, f"{node.schema.name} (node '{node.name}') argument '{arg.name}'")
 
 
 def dumps(content: dict) -> str:
@@ -165,8 +179,9 @@ def read_file(path: str | os.PathLike) -> str:
                                 f"{exc.start})") from None
 
 
-def parse(text: str) -> tuple[dict[str, Any], Graph, list[DataNode]]:
-    """Validate a pipeline file's text and build its graph: (pipeline parameters, graph, outputs)."""
+def parse(text: str, allowed_modules: Sequence[str] = ()) -> tuple[dict[str, Any], Graph, list[DataNode]]:
+    """Validate a pipeline file's text and build its graph: (pipeline parameters, graph, outputs). User code (the
+    functions of python_function and the like, user ops' modules) is imported only from `allowed_modules`."""
     content = _load_json(text)
     if not isinstance(content, dict) or content.get("format") != FORMAT:
         raise _fail(f"'format' must be '{FORMAT}'")
@@ -194,7 +209,7 @@ def parse(text: str) -> tuple[dict[str, Any], Graph, list[DataNode]]:
             raise _fail(f"node #{position}: its name {short_repr(name)} is longer than {MAX_NAME_CHARS} characters")
         if name in entries:
             raise _fail(f"node '{name}' appears twice")
-        extra = set(entry) - {"name", "op", "device", "inputs", "arg_inputs", "args", "guard"}
+        extra = set(entry) - {"name", "op", "device", "inputs", "arg_inputs", "args", "guard", "plugin"}
         if extra:
             raise _fail(f"node '{name}': unknown keys {[short_repr(k) for k in sorted(extra)]}")
         entries[name] = entry
@@ -208,7 +223,7 @@ def parse(text: str) -> tuple[dict[str, Any], Graph, list[DataNode]]:
 
     graph = Graph()
     for name in order:
-        graph.add(_build_node(entries[name], refs[name], graph))
+        graph.add(_build_node(entries[name], refs[name], graph, tuple(allowed_modules)))
     raw_outputs = content.get("outputs", [])
     if not isinstance(raw_outputs, list):
         raise _fail(f"a value has the wrong type: 'outputs' must be a list of [node name, output index], got "
@@ -259,10 +274,22 @@ def _topological_order(deps: dict[str, set[str]]) -> list[str]:
     return order
 
 
-def _build_node(entry: dict, refs: _Refs, graph: Graph) -> OpNode:
+def _user_op(name: str, op: Any, module: Any, allowed_modules: tuple[str, ...]) -> None:
+    """Import the trusted module that declares user op `op` (the node's "plugin" entry)."""
+    if not isinstance(module, str):
+        raise _fail(f"node '{name}': 'plugin' must be the name of the module that declares its op")
+    function_refs.import_trusted(module, allowed_modules, f"op {short_repr(op)} (node '{name}')")
+    schema = SCHEMAS.get(op) if isinstance(op, str) else None
+    if schema is None or schema.plugin_module != module:
+        raise _fail(f"node '{name}': module '{module}' does not declare op {short_repr(op)}")
+
+
+def _build_node(entry: dict, refs: _Refs, graph: Graph, allowed_modules: tuple[str, ...] = ()) -> OpNode:
     """The node of a validated entry, checked as `fn.*` checks a call: arguments, inputs, devices, layouts,
     branches and output specs."""
     name, op = entry["name"], entry.get("op")
+    if "plugin" in entry:
+        _user_op(name, op, entry["plugin"], allowed_modules)
     schema = SCHEMAS.get(op) if isinstance(op, str) else None
     if schema is None:
         raise _fail(f"node '{name}': unknown op {short_repr(op)}")
@@ -278,6 +305,10 @@ def _build_node(entry: dict, refs: _Refs, graph: Graph) -> OpNode:
             raise _fail(f"node '{name}' ({op}): argument '{key}' cannot be stored in a pipeline file")
         if key in ("device", "name"):
             raise _fail(f"node '{name}' ({op}): '{key}' belongs to the node, not to 'args'")
+    functions = {key: function_refs.resolve(value, allowed_modules, f"{op} (node '{name}') argument '{key}'")
+                 for key, value in args.items() if key in schema.all_args
+                 and schema.all_args[key].kind == "function" and value is not None}
+    args = {**args, **functions}
     try:
         canonical = schema.validate_args(name, args, per_sample=refs.arg_inputs)
         schema.check_rule(name, set(canonical) | set(refs.arg_inputs))

@@ -145,6 +145,10 @@ def _coerce_scalar(kind: str, value: Any, non_finite: bool = False) -> Any:
         if member is enums.DALIDataType.NO_TYPE:
             raise TypeError("types.NO_TYPE is not an element type")
         return member
+    if kind == "function":  # user code: a pipeline file stores it by reference (headrace.function_refs)
+        if not callable(value):
+            raise TypeError(f"expected a function, got {type(value).__name__}")
+        return value
     if kind == "callable":
         if not callable(value) and not hasattr(value, "__iter__"):
             raise TypeError(f"expected a callable or an iterable, got {type(value).__name__}")
@@ -345,6 +349,9 @@ class OpSchema:
     known (erase: "HW")."""
     family: str = ""
     """The op's family: the module that declares it (headrace.ops.<family>), filled by `register`."""
+    plugin_module: str = ""
+    """For a user op (headrace.plugin.register_op): the module that declares it, which a pipeline file names so
+    that loading imports it, when trusted."""
 
     def __post_init__(self) -> None:
         if self.state not in (None, *CHECKPOINT_RULES):

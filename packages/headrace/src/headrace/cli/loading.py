@@ -41,6 +41,9 @@ def add_loading_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--set", action="append", default=[], metavar="NODE.ARG=VALUE", dest="overrides",
                        help="override a node argument; VALUE is JSON (a number, true, [1, 2], \"text\") or plain "
                             "text (repeatable)")
+    group.add_argument("--allow-module", action="append", default=[], metavar="MODULE", dest="allowed_modules",
+                       help="trust this module (or package) for the user code the file names: python_function's "
+                            "functions, user ops (repeatable; nothing is imported otherwise)")
     group.add_argument("--batch-size", type=positive_int, help="override the file's batch_size")
     group.add_argument("--threads", type=positive_int, help="override the file's num_threads")
     group.add_argument("--seed", type=int, help="override the file's seed")
@@ -92,7 +95,7 @@ def load_pipeline(args: argparse.Namespace, *, for_running: bool = True) -> Load
         changes += place_on_device(edited, args.device)
     text = pipeline_file.dumps(edited)
     try:
-        pipeline_file.parse(text)
+        pipeline_file.parse(text, args.allowed_modules)
     except PipelineFileError as exc:
         raise CliError(f"{args.file} after the overrides ({'; '.join(changes)}): {exc}") from None
     if for_running:
@@ -101,7 +104,7 @@ def load_pipeline(args: argparse.Namespace, *, for_running: bool = True) -> Load
             require_gpu(asked=args.device == "gpu")
     params = {key: value for key, value in (("batch_size", args.batch_size), ("num_threads", args.threads),
                                             ("seed", args.seed)) if value is not None}
-    pipe = Pipeline.load(text, **params)
+    pipe = Pipeline.load(text, allowed_modules=args.allowed_modules, **params)
     changes += [f"{key}={value}" for key, value in params.items()]
     return Loaded(pipe, args.file, edited, changes)
 

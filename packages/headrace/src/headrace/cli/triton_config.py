@@ -21,6 +21,9 @@ def add_parser(subparsers) -> None:
                         help="where the model instances run (default cpu)")
     parser.add_argument("--instance-count", type=positive_int, default=1,
                         help="model instances Triton runs side by side (default 1)")
+    parser.add_argument("--allow-module", action="append", default=[], metavar="MODULE", dest="allowed_modules",
+                        help="trust this module for the user code the file names (repeatable); the served model "
+                             "gets the same list as its allowed_modules parameter")
     parser.add_argument("--out", type=Path, help="write config.pbtxt here instead of printing it")
 
 
@@ -45,7 +48,8 @@ def main(args: argparse.Namespace) -> int:
     read_pipeline_file(args.file)  # a missing or malformed file is reported as for every other subcommand
     model_name = args.model_name or args.file.stem
     text = triton_config(pipeline_file=str(args.file), model_name=model_name, max_batch_size=args.max_batch_size,
-                         instance_kind=INSTANCE_KINDS[args.instance_kind], instance_count=args.instance_count)
+                         instance_kind=INSTANCE_KINDS[args.instance_kind], instance_count=args.instance_count,
+                         allowed_modules=args.allowed_modules)
     if args.out is None:
         print(text, end="" if text.endswith("\n") else "\n")
         return 0

@@ -34,10 +34,12 @@ def triton_type(dtype) -> str:
         raise SchemaError(f"dtype {np.dtype(dtype)} has no Triton equivalent") from None
 
 
-def load_pipeline(pipeline_file: str | os.PathLike | Pipeline) -> Pipeline:
+def load_pipeline(pipeline_file: str | os.PathLike | Pipeline, allowed_modules: Sequence[str] = ()) -> Pipeline:
     from headrace.pipeline import Pipeline
 
-    return pipeline_file if isinstance(pipeline_file, Pipeline) else Pipeline.load(pipeline_file)
+    if isinstance(pipeline_file, Pipeline):
+        return pipeline_file
+    return Pipeline.load(pipeline_file, allowed_modules=allowed_modules)
 
 
 def output_names(pipe: Pipeline) -> list[str]:
@@ -109,14 +111,15 @@ def triton_config(pipeline_file: str | os.PathLike | Pipeline, model_name: str, 
                   preferred_batch_sizes: Sequence[int] = (),
                   gpus: Sequence[int] | None = None, pipeline_filename: str = DEFAULT_PIPELINE_FILENAME,
                   num_threads: int | None = None, backend: str = BACKEND_NAME,
-                  parameters: Mapping[str, str] | None = None) -> str:
+                  parameters: Mapping[str, str] | None = None, allowed_modules: Sequence[str] = ()) -> str:
     """The config.pbtxt text serving `pipeline_file` with headrace's backend.
 
     max_batch_size defaults to the pipeline's batch_size and may not exceed it (a run takes at most batch_size
     samples). Inputs with a variable extent (encoded images: UINT8 [-1]) allow ragged batching, so requests with
     images of different lengths share a pipeline run. `parameters` adds backend parameters (e.g. log_timing_every:
-    log where execute spends its time every that many calls)."""
-    pipe = load_pipeline(pipeline_file)
+    log where execute spends its time every that many calls). `allowed_modules` are the modules trusted for the
+    user code the file names; the backend imports them from the model's folder or its Python path."""
+    pipe = load_pipeline(pipeline_file, allowed_modules)
     batch_size = pipe.batch_size
     max_batch_size = batch_size if max_batch_size is None else int(max_batch_size)
     if not 1 <= max_batch_size <= batch_size:
@@ -149,6 +152,8 @@ def triton_config(pipeline_file: str | os.PathLike | Pipeline, model_name: str, 
     params = {"pipeline_file": pipeline_filename, "output_names": ",".join(name for name, _ in outputs)}
     if num_threads is not None:
         params["num_threads"] = str(int(num_threads))
+    if allowed_modules:
+        params["allowed_modules"] = ",".join(allowed_modules)
     params.update({str(k): str(v) for k, v in (parameters or {}).items()})
     for key, value in params.items():
         lines.append(f"parameters {{\n  key: {_quote(key)}\n  value: {{ string_value: {_quote(value)} }}\n}}")

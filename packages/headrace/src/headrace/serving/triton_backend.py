@@ -10,6 +10,7 @@ arrays (GPU) by `Tensor.from_dlpack`."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -65,7 +66,12 @@ class TritonPythonModel:
         if "num_threads" in params:
             overrides["num_threads"] = int(params["num_threads"])
         overrides["executor_options"] = executor_options(params)
-        self.pipe = Pipeline.load(pipeline_path, **overrides)
+        allowed = [m.strip() for m in params.get("allowed_modules", "").split(",") if m.strip()]
+        if allowed:  # user code may sit beside the pipeline file, or in the model's folder
+            for folder in (version_dir, version_dir.parent):
+                if str(folder) not in sys.path:
+                    sys.path.append(str(folder))
+        self.pipe = Pipeline.load(pipeline_path, allowed_modules=allowed, **overrides)
         self.pipe.build()  # a pipeline that cannot be built fails the model's load, not its first request
         names = params["output_names"].split(",") if params.get("output_names") else output_names(self.pipe)
         configured = [entry["name"] for entry in config["output"]]

@@ -1,0 +1,1 @@
+"""The numba plugin's `fn` namespace (DALI's `nvidia.dali.plugin.numba.fn`)."""
