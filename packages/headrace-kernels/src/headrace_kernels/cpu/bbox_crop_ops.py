@@ -1,0 +1,358 @@
+"""CPU kernel of random_bbox_crop: DALI's search for a crop window (a threshold drawn per try, windows drawn until
+the boxes' IoU or overlap reaches it, the best window kept when attempts run out), drawn from the sample's own
+stream, and the boxes kept and remapped to the window in float32 as DALI does. `crop_boxes` (window -> boxes) is
+deterministic and shared with the GPU kernel and the tests."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from headrace_kernels.cpu.bbox_ops import F32, box_rows, label_rows, read_corners, write_corners
+from headrace_kernels.registry import cpu_kernel
+
+OP = "random_bbox_crop"
+SEARCH_LIMIT = 100_000
+"""Attempts after which a search that DALI would run forever (no window can succeed, no total_num_attempts) uses
+the best window so far."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CropPlan:
+    """What random_bbox_crop's arguments say, checked once per sample."""
+
+    ndim: int
+    layout: str
+    options: tuple[float | None, ...]
+    """The thresholds one is drawn from per try; None is 'no crop'."""
+    scaling: tuple[float, float]
+    aspect_ratios: tuple[tuple[float, float], ...]
+    overlap: bool
+    all_boxes: bool
+    prune: float | None
+    num_attempts: int
+    total_attempts: int
+
+
+def _pair(values, name: str) -> tuple[float, float]:
+    low, high = float(values[0]), float(values[1])
+    if not 0 <= low <= high:
+        raise ValueError(f"{OP}: argument '{name}' must be a range with 0 <= min <= max, got [{low}, {high}]")
+    return low, high
+
+
+def crop_plan(args: dict, ncoords: int) -> CropPlan:
+    """The plan of one sample whose boxes have `ncoords` coordinates; a ValueError naming the argument otherwise."""
+    if ncoords not in (4, 6):
+        raise ValueError(f"{OP}: input 0 (boxes) must have 4 (2D) or 6 (3D) coordinates per box, got {ncoords}")
+    ndim = ncoords // 2
+    layout = args["bbox_layout"]
+    if layout is None:
+        ltrb = True if args["ltrb"] is None else args["ltrb"]
+        layout = ("xyXY" if ltrb else "xyWH") if ndim == 2 else ("xyzXYZ" if ltrb else "xyzWHD")
+    if len(layout) != ncoords:
+        raise ValueError(f"{OP}: argument 'bbox_layout' {layout!r} does not fit boxes of {ncoords} coordinates")
+    thresholds = [float(t) for t in args["thresholds"]]
+    if not thresholds or any(not 0.0 <= t <= 1.0 for t in thresholds):
+        raise ValueError(f"{OP}: argument 'thresholds' must be values in [0, 1], got {thresholds}")
+    fixed = args["crop_shape"] is not None
+    allow_no_crop = args["allow_no_crop"]
+    if allow_no_crop is None:
+        allow_no_crop = not fixed
+    if fixed and allow_no_crop:
+        raise ValueError(f"{OP}: argument 'allow_no_crop' cannot be True with crop_shape")
+    ratios = [float(v) for v in args["aspect_ratio"]]
+    if len(ratios) not in (2, 6):
+        raise ValueError(f"{OP}: argument 'aspect_ratio' takes 2 values (or 6 for 3D boxes), got {len(ratios)}")
+    aspect = tuple(_pair(ratios[i:i + 2], "aspect_ratio") for i in range(0, len(ratios), 2))
+    if args["num_attempts"] < 1:
+        raise ValueError(f"{OP}: argument 'num_attempts' must be positive, got {args['num_attempts']}")
+    total = args["total_num_attempts"]
+    if total == 0 or total < -1:
+        raise ValueError(f"{OP}: argument 'total_num_attempts' must be positive (or -1: no limit), got {total}")
+    prune = args["bbox_prune_threshold"]
+    if prune is not None and not 0.0 <= prune <= 1.0:
+        raise ValueError(f"{OP}: argument 'bbox_prune_threshold' must be in [0, 1], got {prune}")
+    return CropPlan(ndim, layout, tuple(thresholds) + ((None,) if allow_no_crop else ()),
+                    _pair(args["scaling"], "scaling"), aspect, args["threshold_type"] == "overlap",
+                    args["all_boxes_above_threshold"], prune, int(args["num_attempts"]), int(total))
+
+
+def pixel_shapes(args: dict, ndim: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(input_shape, crop_shape) as int64 [ndim] in x, y(, z) order (from shape_layout's), or None."""
+    names = "WHD"[:ndim]
+    layout = args["shape_layout"] or names
+    if sorted(layout) != sorted(names):
+        raise ValueError(f"{OP}: argument 'shape_layout' {layout!r} must be a permutation of {names!r}")
+    order = [layout.index(c) for c in names]
+    shapes = []
+    for name in ("input_shape", "crop_shape"):
+        value = args[name]
+        if value is None:
+            shapes.append(None)
+            continue
+        shape = np.asarray(value).reshape(-1)
+        if shape.size != ndim:
+            raise ValueError(f"{OP}: argument '{name}' must have {ndim} values ({layout}), got {shape.tolist()}")
+        if np.any(shape <= 0):
+            raise ValueError(f"{OP}: argument '{name}' must be positive, got {shape.tolist()}")
+        shapes.append(shape.astype(np.int64)[order])
+    return shapes[0], shapes[1]
+
+
+def iou(lo, hi, box_lo, box_hi) -> np.ndarray:
+    """IoU (float32) of the window (lo, hi) with each box: 0 where they do not overlap."""
+    extent = np.minimum(hi, box_hi) - np.maximum(lo, box_lo)
+    overlaps = np.all(extent > 0, axis=1)
+    inter = np.where(overlaps, np.prod(extent, axis=1, dtype=F32), F32(0.0))
+    union = np.prod(hi - lo, dtype=F32) + np.prod(box_hi - box_lo, axis=1, dtype=F32) - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(overlaps, inter / union, F32(0.0)).astype(F32)
+
+
+def covered(lo, hi, box_lo, box_hi) -> np.ndarray:
+    """The fraction (float32) of each box's volume inside the window (lo, hi)."""
+    extent = np.minimum(hi, box_hi) - np.maximum(lo, box_lo)
+    inter = np.where(np.all(extent > 0, axis=1), np.prod(extent, axis=1, dtype=F32), F32(0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (inter / np.prod(box_hi - box_lo, axis=1, dtype=F32)).astype(F32)
+
+
+def crop_boxes(box_lo: np.ndarray, box_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+               prune: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lo, hi, indices) of the boxes kept by the relative window (lo, hi), remapped to it and clipped to [0, 1]:
+    those whose center is inside (lo <= c < hi), or with bbox_prune_threshold those with at least that fraction of
+    their volume inside (some of it, for 0)."""
+    if prune is None:
+        center = (box_lo + box_hi) * F32(0.5)
+        keep = np.all((center >= lo) & (center < hi), axis=1)
+    else:
+        fraction = covered(lo, hi, box_lo, box_hi)
+        keep = (fraction >= F32(prune)) & (fraction > 0)
+    indices = np.nonzero(keep)[0]
+    extent = hi - lo
+    start = (np.maximum(lo, box_lo[indices]) - lo) / extent
+    end = (np.minimum(hi, box_hi[indices]) - lo) / extent
+    return np.clip(start, F32(0.0), F32(1.0)), np.clip(end, F32(0.0), F32(1.0)), indices.astype(np.int32)
+
+
+def _uniform(rng: np.random.Generator, low: float, high: float) -> np.float32:
+    return F32(F32(low) + F32(rng.random(dtype=np.float32)) * (F32(high) - F32(low)))
+
+
+def _fix_aspect(shape: np.ndarray, plan: CropPlan, scales: np.ndarray, rng: np.random.Generator) -> None:
+    """Where an aspect ratio range is one value, make the extents keep it (in a random order of axes), then
+    rescale so that the largest extent is unchanged (DALI's FixAspectRatios)."""
+    ndim = plan.ndim
+    fixed = np.zeros((ndim, ndim))
+    k = 0
+    for d0 in range(ndim):
+        for d1 in range(d0 + 1, ndim):
+            low, high = plan.aspect_ratios[k]
+            if low == high and low > 0:  # in relative extents: ratio * extent(d1) / extent(d0) of the input
+                relative = low * scales[d1] / scales[d0]
+                fixed[d0, d1], fixed[d1, d0] = relative, 1.0 / relative
+            k = (k + 1) % len(plan.aspect_ratios)
+    if not fixed.any():
+        return
+    largest = shape.max()
+    order = rng.permutation(ndim)
+    for i0 in range(ndim):
+        for i1 in range(i0 + 1, ndim):
+            d0, d1 = order[i0], order[i1]
+            if fixed[d1, d0] > 0:
+                shape[d1] = shape[d0] * F32(fixed[d1, d0])
+    shape *= F32(largest / shape.max()) if shape.max() > 0 else F32(1.0)
+
+
+def _aspect_ok(shape: np.ndarray, plan: CropPlan, scales: np.ndarray) -> bool:
+    k = 0
+    for i in range(plan.ndim):
+        for j in range(i + 1, plan.ndim):
+            low, high = plan.aspect_ratios[k]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = float(shape[i]) * scales[i] / (float(shape[j]) * scales[j])
+            if not low <= ratio <= high:
+                return False
+            k = (k + 1) % len(plan.aspect_ratios)
+    return True
+
+
+@dataclasses.dataclass
+class Window:
+    """A chosen window: in output units (relative, or pixels with crop_shape) and relative, with its boxes."""
+
+    out_lo: np.ndarray
+    out_hi: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    kept: tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _draw_window(plan: CropPlan, rng: np.random.Generator, input_shape, crop_shape):
+    """One try: (out lo, out hi, rel lo, rel hi), or None when its aspect ratio is out of range."""
+    ndim = plan.ndim
+    if crop_shape is not None:
+        anchor = np.array([rng.integers(0, input_shape[d] - crop_shape[d] + 1) if input_shape[d] > crop_shape[d]
+                           else 0 for d in range(ndim)], dtype=F32)
+        size = crop_shape.astype(F32)
+        scale = input_shape.astype(F32)
+        lo = anchor / scale
+        return anchor, anchor + size, lo, size / scale + lo
+    scales = input_shape.astype(np.float64) if input_shape is not None else np.ones(ndim)
+    shape = np.array([_uniform(rng, *plan.scaling) for _ in range(ndim)], dtype=F32)
+    _fix_aspect(shape, plan, scales, rng)
+    if not _aspect_ok(shape, plan, scales):
+        return None
+    lo = np.array([_uniform(rng, 0.0, 1.0 - float(shape[d])) for d in range(ndim)], dtype=F32)
+    hi = lo + shape
+    return lo, hi, lo, hi
+
+
+def find_window(box_lo: np.ndarray, box_hi: np.ndarray, plan: CropPlan, rng: np.random.Generator,
+                input_shape, crop_shape) -> Window:
+    """DALI's search: draw a threshold (or no crop), try num_attempts windows for it, again until one succeeds
+    (its metric reaches the threshold and it keeps a box) or total_num_attempts run out (then the best so far)."""
+    ndim = plan.ndim
+    count, best_metric = 0, -1.0
+    zero = np.zeros(ndim, dtype=F32)
+    chosen = Window(zero, zero, zero, zero, (np.zeros((0, ndim), F32), np.zeros((0, ndim), F32),
+                                             np.zeros(0, np.int32)))
+    success = False
+    limit = plan.total_attempts if plan.total_attempts > 0 else SEARCH_LIMIT
+    while not success and count < limit:
+        threshold = plan.options[rng.integers(len(plan.options))]
+        if threshold is None:
+            hi = np.ones(ndim, dtype=F32) * (input_shape.astype(F32) if crop_shape is not None else F32(1.0))
+            every = np.arange(box_lo.shape[0], dtype=np.int32)
+            return Window(zero, hi, zero, np.ones(ndim, dtype=F32), (box_lo, box_hi, every))
+        for _ in range(plan.num_attempts):
+            count += 1
+            window = _draw_window(plan, rng, input_shape, crop_shape)
+            if window is None:
+                continue
+            out_lo, out_hi, lo, hi = window
+            if box_lo.shape[0]:
+                values = covered(lo, hi, box_lo, box_hi) if plan.overlap else iou(lo, hi, box_lo, box_hi)
+                metric = float(values.min() if plan.all_boxes else values.max())
+            else:
+                metric = 0.0
+            valid = metric >= threshold
+            if metric <= best_metric and not valid:
+                continue
+            best_metric = metric
+            chosen = Window(out_lo, out_hi, lo, hi, crop_boxes(box_lo, box_hi, lo, hi, plan.prune))
+            success = valid and chosen.kept[2].size > 0
+    return chosen
+
+
+def check_boxes(box_lo: np.ndarray, box_hi: np.ndarray) -> None:
+    """DALI's bounds: every box inside [0, 1] (lo >= 0, hi <= 1)."""
+    outside = np.nonzero(np.any((box_lo < 0) | (box_hi > 1), axis=1))[0]
+    if outside.size:
+        i = int(outside[0])
+        raise ValueError(f"{OP}: input 0 (boxes): box {i} (corners {box_lo[i].tolist()}, {box_hi[i].tolist()}) is "
+                         "outside [0, 1]; boxes are relative to the image")
+
+
+def bbox_crop_sample(inputs: list, args: dict, rng: np.random.Generator) -> tuple:
+    """All outputs of random_bbox_crop for one sample (shared with the GPU kernel, which draws on the host)."""
+    boxes = box_rows(inputs[0], OP)
+    plan = crop_plan(args, boxes.shape[1])
+    labels = label_rows(inputs[1], boxes.shape[0], OP) if len(inputs) > 1 else None
+    input_shape, crop_shape = pixel_shapes(args, plan.ndim)
+    if crop_shape is not None and input_shape is None:
+        raise ValueError(f"{OP}: argument 'crop_shape' needs input_shape")
+    box_lo, box_hi = read_corners(boxes, plan.layout)
+    check_boxes(box_lo, box_hi)
+    window = find_window(box_lo, box_hi, plan, rng, input_shape, crop_shape)
+    kept_lo, kept_hi, indices = window.kept
+    outputs = [window.out_lo.astype(F32), (window.out_hi - window.out_lo).astype(F32),
+               write_corners(kept_lo, kept_hi, plan.layout)]
+    if labels is not None:
+        outputs.append(labels[indices])
+    if args["output_bbox_indices"]:
+        outputs.append(indices)
+    return tuple(outputs)
+
+
+@cpu_kernel(OP)
+def random_bbox_crop(inputs, args, ctx):
+    return bbox_crop_sample(inputs, args, ctx.rng)
+
+
+# ssd_random_crop (DALI's deprecated SSD crop: fixed thresholds, image cropped in the op)
+
+SSD_OPTIONS = (-1.0, 0.1, 0.3, 0.5, 0.7, 0.9, None)
+"""ssd_random_crop's choices: the least IoU of every box with the window (-1: any), or None for no crop."""
+
+
+def _round_away(value: float) -> int:
+    """std::llround: halves away from zero."""
+    return int(np.floor(value + 0.5)) if value >= 0 else -int(np.floor(-value + 0.5))
+
+
+def ssd_window(boxes: np.ndarray, num_attempts: int, rng: np.random.Generator):
+    """(left, top, w, h) of the window ssd_random_crop chooses (doubles from float32 draws), with the indices of
+    the boxes whose center is inside, or None for no crop."""
+    if num_attempts < 1:
+        raise ValueError(f"ssd_random_crop: argument 'num_attempts' must be positive, got {num_attempts}")
+    area = (boxes[:, 3] - boxes[:, 1]) * (boxes[:, 2] - boxes[:, 0])
+    centers = 0.5 * (boxes[:, :2].astype(np.float64) + boxes[:, 2:].astype(np.float64))
+    while True:
+        min_iou = SSD_OPTIONS[rng.integers(len(SSD_OPTIONS))]
+        if min_iou is None:
+            return None
+        for _ in range(num_attempts):
+            w, h = _uniform(rng, 0.3, 1.0), _uniform(rng, 0.3, 1.0)
+            if w / h < F32(0.5) or w / h > F32(2.0):
+                continue
+            left, top = float(_uniform(rng, 0.0, 1.0 - float(w))), float(_uniform(rng, 0.0, 1.0 - float(h)))
+            right, bottom = left + float(w), top + float(h)
+            window = np.array([left, top, right, bottom], dtype=F32)
+            delta = np.minimum(boxes[:, 2:], window[2:]) - np.maximum(boxes[:, :2], window[:2])
+            inter = np.maximum(delta[:, 0], F32(0.0)) * np.maximum(delta[:, 1], F32(0.0))
+            window_area = (window[3] - window[1]) * (window[2] - window[0])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ious = inter / (area + window_area - inter)
+            if np.any(ious < F32(min_iou)):
+                continue
+            inside = np.nonzero((centers[:, 0] >= left) & (centers[:, 0] <= right) & (centers[:, 1] >= top)
+                                & (centers[:, 1] <= bottom))[0]
+            if inside.size:
+                return (left, top, float(w), float(h)), inside
+
+
+def ssd_crop_sample(shape: tuple[int, ...], boxes, labels, num_attempts: int, rng: np.random.Generator):
+    """(pixel window (x0, y0, x1, y1) or None for no crop, boxes out, labels out) of ssd_random_crop for an image
+    of `shape`."""
+    op = "ssd_random_crop"
+    if len(shape) != 3:
+        raise ValueError(f"{op}: input 0 (image) must be HWC, got shape {tuple(shape)}")
+    boxes = box_rows(boxes, op, 4, what="input 1 (boxes)")
+    labels = np.asarray(labels)
+    if labels.dtype != np.int32 or labels.ndim not in (1, 2) or labels.shape[0] != boxes.shape[0]:
+        raise ValueError(f"{op}: input 2 (labels) must be int32 with one row per box ({boxes.shape[0]}), got "
+                         f"{labels.dtype} {labels.shape}")
+    chosen = ssd_window(boxes, num_attempts, rng)
+    if chosen is None:
+        return None, boxes.copy(), labels.copy()
+    (left, top, w, h), inside = chosen
+    shift = np.array([left, top, left, top])
+    scale = np.array([w, h, w, h])
+    out = np.clip((boxes[inside].astype(np.float64) - shift) / scale, 0.0, 1.0).astype(F32)
+    height, width = shape[:2]
+    pixels = (_round_away(left * width), _round_away(top * height), _round_away((left + w) * width),
+              _round_away((top + h) * height))
+    return pixels, out, labels.reshape(labels.shape[0], -1)[inside, 0]
+
+
+@cpu_kernel("ssd_random_crop")
+def ssd_random_crop(inputs, args, ctx):
+    image = np.asarray(inputs[0])
+    pixels, boxes, labels = ssd_crop_sample(image.shape, inputs[1], inputs[2], args["num_attempts"], ctx.rng)
+    if pixels is not None:
+        x0, y0, x1, y1 = pixels
+        image = image[y0:y1, x0:x1]
+    return np.ascontiguousarray(image), boxes, labels
