@@ -106,11 +106,13 @@ def decode_image(data, output_type: int = RGB, adjust_orientation: bool = True,
                  window: tuple[int, int, int, int] | None = None, max_pixels: int = 0) -> np.ndarray:
     """Decode to HWC uint8; `window` = (y, x, h, w) decodes only that region (ROI decode). An image of more than
     `max_pixels` pixels (0: no limit) is refused from its header."""
-    return _decode_stream(code_stream(data, max_pixels), output_type, adjust_orientation, window)
+    return decode_stream(code_stream(data, max_pixels), output_type, adjust_orientation, window)
 
 
-def _decode_stream(stream, output_type: int, adjust_orientation: bool,
-                   window: tuple[int, int, int, int] | None) -> np.ndarray:
+def decode_stream(stream, output_type: int, adjust_orientation: bool,
+                  window: tuple[int, int, int, int] | None) -> np.ndarray:
+    """Decode a parsed code stream to HWC uint8 in `output_type`; `window` = (y, x, h, w) of the displayed image
+    decodes only that region."""
     nv = nvimgcodec_module()
     if window is not None:
         y, x, h, w = window
@@ -134,10 +136,11 @@ def _decode_stream(stream, output_type: int, adjust_orientation: bool,
 def image_size(data, adjust_orientation: bool = True) -> tuple[int, int, bool]:
     """(height, width, rotated) of an encoded image from its header alone, in the displayed frame when
     `adjust_orientation` (the frame in which the decoder takes a region)."""
-    return _displayed_size(code_stream(data), data, adjust_orientation)
+    return displayed_size(code_stream(data), data, adjust_orientation)
 
 
-def _displayed_size(stream, data, adjust_orientation: bool) -> tuple[int, int, bool]:
+def displayed_size(stream, data, adjust_orientation: bool) -> tuple[int, int, bool]:
+    """(height, width, rotated) of a parsed image as displayed: exchanged where its EXIF orientation turns it."""
     rotated = adjust_orientation and exif.swaps_axes(exif.orientation(_as_bytes(data).data))
     return (stream.width, stream.height, True) if rotated else (stream.height, stream.width, False)
 
@@ -151,10 +154,10 @@ def decode(inputs, args, ctx):
 @cpu_kernel("decoders.image_random_crop")
 def decode_random_crop(inputs, args, ctx):
     stream = code_stream(inputs[0], args["max_pixels"])  # parsed once: its header gives the window, then decoded
-    height, width, _ = _displayed_size(stream, inputs[0], args["adjust_orientation"])
+    height, width, _ = displayed_size(stream, inputs[0], args["adjust_orientation"])
     window = random_crop_window(height, width, args["random_area"], args["random_aspect_ratio"],
                                 args["num_attempts"], ctx.rng)
-    return _decode_stream(stream, int(args["output_type"]), args["adjust_orientation"], window)
+    return decode_stream(stream, int(args["output_type"]), args["adjust_orientation"], window)
 
 
 @functools.lru_cache(maxsize=1)

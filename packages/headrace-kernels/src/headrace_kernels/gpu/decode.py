@@ -133,7 +133,8 @@ def _displayed(turned: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> t
 
 
 class MixedDecoder:
-    """One decoders.image / decoders.image_random_crop node on the GPU."""
+    """One decoders.image / decoders.image_random_crop node on the GPU (image_crop / image_slice too: gpu/decode_roi.py
+    hands `prepare` their window rule)."""
 
     def __init__(self, args: dict, device_id: int, num_threads: int, random_crop: bool, capacity: int = 0,
                  c_api: bool = True):
@@ -239,13 +240,15 @@ class MixedDecoder:
         if isinstance(decoder, capi.Decoder):
             decoder.close()
 
-    def prepare(self, encoded: list, seed: int, first_sample: int) -> Prepared:
+    def prepare(self, encoded: list, seed: int, first_sample: int, region=None) -> Prepared:
         """Parse every header and, for random crops, choose the windows (sample i's from the per-sample stream
         keyed by (seed, first_sample + i), as the CPU kernel draws it) and cut the sub code streams (host work).
+        `region(i, height, width)`, where given, chooses sample i's window (y, x, h, w) in the displayed frame
+        instead (image_crop, image_slice); its ValueError fails that sample.
         A header that claims more than `max_pixels` pixels fails its sample here, before anything is allocated."""
         cpu_decode.check_max_pixels(self.max_pixels)
         if self.c_api:
-            return self._prepare_c(encoded, seed, first_sample)
+            return self._prepare_c(encoded, seed, first_sample, region)
         nv = cpu_decode.nvimgcodec_module()
         streams = []
         for i, data in enumerate(encoded):
@@ -255,7 +258,7 @@ class MixedDecoder:
                 message = str(exc)
                 streams.clear()  # the batch's code streams go now, not with the error's traceback
                 raise SampleFailureError(i, message) from None
-        if not self.random_crop:
+        if not self.random_crop and region is None:
             return Prepared(streams, [None] * len(streams), encoded)
         args = self.args
         heights = np.fromiter((s.height for s in streams), np.int64, len(streams))
@@ -263,10 +266,13 @@ class MixedDecoder:
         if args["adjust_orientation"]:  # windows in the displayed frame, as the CPU kernel and the decoder take them
             turned = self._turned([np.ascontiguousarray(d, np.uint8) for d in encoded])
             heights, widths = _displayed(turned, heights, widths)
-        boxes = batch_crop_windows(heights, widths, args["random_area"], args["random_aspect_ratio"],
-                                   args["num_attempts"], seed, first_sample)
-        region = nv.Region
-        streams = [s.get_sub_code_stream(region=region(start=(y, x), end=(y + h, x + w)))
+        try:
+            boxes = self._windows(heights, widths, seed, first_sample, region)
+        except SampleFailureError:
+            streams.clear()
+            raise
+        cut = nv.Region
+        streams = [s.get_sub_code_stream(region=cut(start=(y, x), end=(y + h, x + w)))
                    for s, (y, x, h, w) in zip(streams, boxes.tolist(), strict=True)]
         return Prepared(streams, [tuple(b) for b in boxes.tolist()], encoded)
 
@@ -274,7 +280,22 @@ class MixedDecoder:
         """Whether each image's EXIF orientation swaps its axes (as the CPU kernel reads it)."""
         return exif.batch_orientations(encoded) >= 5  # exif.swaps_axes, for the whole batch in one numba call
 
-    def _prepare_c(self, encoded: list, seed: int, first_sample: int) -> Prepared:
+    def _windows(self, heights: np.ndarray, widths: np.ndarray, seed: int, first_sample: int,
+                 region) -> np.ndarray:
+        """The (N, 4) windows (y, x, h, w): `region`'s per sample where given, else the random crops'."""
+        if region is None:
+            args = self.args
+            return np.asarray(batch_crop_windows(heights, widths, args["random_area"], args["random_aspect_ratio"],
+                                                 args["num_attempts"], seed, first_sample), np.int64)
+        boxes = np.zeros((len(heights), 4), np.int64)
+        for i, (height, width) in enumerate(zip(heights.tolist(), widths.tolist(), strict=True)):
+            try:
+                boxes[i] = region(i, int(height), int(width))
+            except (ValueError, TypeError) as exc:
+                raise SampleFailureError(i, str(exc)) from None
+        return boxes
+
+    def _prepare_c(self, encoded: list, seed: int, first_sample: int, region=None) -> Prepared:
         arrays = []
         for i, data in enumerate(encoded):
             array = np.asarray(data)
@@ -287,7 +308,7 @@ class MixedDecoder:
         _raise_first_failure(streams)
         channels = np.full(len(arrays), 1 if self.output_type == GRAY else 3, np.int64)
         heights, widths = streams.heights, streams.widths
-        if not self.random_crop:
+        if not self.random_crop and region is None:
             if self.args["adjust_orientation"]:  # the decoder turns by the orientation it parsed
                 rotated = streams.infos["orientation"]["rotated"]
                 turned = (rotated // 90) % 2 == 1
@@ -298,9 +319,11 @@ class MixedDecoder:
         if args["adjust_orientation"]:  # windows in the displayed frame, as the CPU kernel and the decoder take them
             turned = self._turned(arrays)
             heights, widths = _displayed(turned, heights, widths)
-        boxes = batch_crop_windows(heights, widths, args["random_area"], args["random_aspect_ratio"],
-                                   args["num_attempts"], seed, first_sample)
-        boxes = np.asarray(boxes, np.int64)
+        try:
+            boxes = self._windows(heights, widths, seed, first_sample, region)
+        except SampleFailureError:
+            streams.close()
+            raise
         streams.cut(boxes)
         _raise_first_failure(streams)
         shapes = np.stack([boxes[:, 2], boxes[:, 3], channels], axis=1)

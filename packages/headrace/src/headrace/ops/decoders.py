@@ -78,3 +78,90 @@ register(OpSchema(
     random=True,
     state="rng", output_spec=decoded,
 ))
+
+CROP_ARGS = (
+    Arg("crop", "float", None, "Window size (crop_H, crop_W); excludes crop_h / crop_w.", list_of=True,
+        list_len=(2, 3), tensor_input=True),
+    Arg("crop_h", "float", 0.0, "Window height in pixels, with crop_w (none given: the whole image).",
+        tensor_input=True),
+    Arg("crop_w", "float", 0.0, "Window width in pixels, with crop_h.", tensor_input=True),
+    Arg("crop_d", "float", 0.0, "Window depth, for volumes only: " + _DALI_HINT, tensor_input=True),
+    Arg("crop_pos_x", "float", 0.5, "Horizontal position of the window, 0 (left) to 1 (right): its left column is "
+        "crop_pos_x * (W - crop_W).", tensor_input=True),
+    Arg("crop_pos_y", "float", 0.5, "Vertical position of the window, 0 (top) to 1 (bottom): its top row is "
+        "crop_pos_y * (H - crop_H).", tensor_input=True),
+    Arg("crop_pos_z", "float", 0.5, "Depth position, for volumes only: " + _DALI_HINT, tensor_input=True),
+    Arg("rounding", "str", "round", "How the window's position becomes whole pixels: 'round' (half away from zero) "
+        "or 'truncate'.", choices=("round", "truncate")),
+)
+
+SLICE_ARGS = (
+    Arg("axes", "int", None, "The axes the coordinates refer to, in order (default [1, 0]: x before y); negative "
+        "counts from the end.", list_of=True),
+    Arg("axis_names", "str", None, "The axes by the letters of HWC (default 'WH'); takes precedence over axes."),
+    Arg("normalized_anchor", "bool", True, "A float anchor input is a fraction of the image's extents."),
+    Arg("normalized_shape", "bool", True, "A float shape input is a fraction of the image's extents."),
+    Arg("start", "int", None, "Start coordinates.", list_of=True, tensor_input=True),
+    Arg("rel_start", "float", None, "Start coordinates as fractions of the extents.", list_of=True, tensor_input=True),
+    Arg("end", "int", None, "End coordinates (exclusive).", list_of=True, tensor_input=True),
+    Arg("rel_end", "float", None, "End coordinates as fractions of the extents.", list_of=True, tensor_input=True),
+    Arg("shape", "int", None, "Extents of the window.", list_of=True, tensor_input=True),
+    Arg("rel_shape", "float", None, "Extents as fractions of the image's.", list_of=True, tensor_input=True),
+)
+
+
+def _crop_rule(given: frozenset[str]) -> str | None:
+    """DALI's: the window's size is `crop` or crop_h with crop_w, not both."""
+    extents = sorted(given & {"crop_h", "crop_w", "crop_d"})
+    if "crop" in given and extents:
+        return f"crop and {', '.join(extents)} exclude each other"
+    if len(given & {"crop_h", "crop_w"}) == 1:
+        return "crop_h and crop_w must be given together"
+    return None
+
+
+def _slice_rule(given: frozenset[str]) -> str | None:
+    """DALI's: one way to give the start and one to give the end; axes and axis_names exclude each other."""
+    for group in (("start", "rel_start"), ("end", "rel_end", "shape", "rel_shape"), ("axes", "axis_names")):
+        both = sorted(given & set(group))
+        if len(both) > 1:
+            return f"{' and '.join(both)} exclude each other"
+    return None
+
+
+def _decoded_crop(a: SpecArgs) -> list[OutputSpec]:
+    """Decoded windows: uint8 HWC in the colour space `output_type`, of the crop's size where it is fixed."""
+    (spec,) = decoded(a)
+    crop = a.literal("crop")
+    extents = crop if crop and len(crop) == 2 else (a.literal("crop_h"), a.literal("crop_w"))
+    if all(extents):  # given, and not per sample (a missing crop_h / crop_w is the whole image: unknown)
+        spec = OutputSpec(spec.dtype, spec.layout, (int(extents[0]), int(extents[1]), spec.dims[2]), spec.note)
+    return [spec]
+
+
+_ROI_DOC = (" Only the window is decoded where the format allows it (nvImageCodec's ROI decode), on the CPU and "
+            "mixed alike; coordinates refer to the image as displayed (after its EXIF orientation, when "
+            "adjust_orientation). A window that is empty or reaches outside the image is the sample's error, as in "
+            "DALI.")
+
+register(OpSchema(
+    name="decoders.image_crop",
+    doc="Decodes a fixed-size window of each image: `crop` (or crop_h with crop_w; fractions truncated, as DALI's) "
+        "placed at (crop_pos_y, crop_pos_x) as fractions of the free space." + _ROI_DOC,
+    args=DECODER_ARGS + CROP_ARGS,
+    min_inputs=1, max_inputs=1,
+    devices=("cpu", "mixed"), rule=_crop_rule,
+    state="none", output_spec=_decoded_crop,
+))
+
+register(OpSchema(
+    name="decoders.image_slice",
+    doc="Decodes a window of each image given as slice gives it: positional inputs `anchor` and `shape` (1D per "
+        "sample; integers are absolute, floats normalized unless normalized_anchor / normalized_shape are False), "
+        "or the arguments start / rel_start with end / rel_end / shape / rel_shape, over `axes` or `axis_names` "
+        "(default 'WH': x before y). Coordinates round half away from zero." + _ROI_DOC,
+    args=DECODER_ARGS + SLICE_ARGS,
+    min_inputs=1, max_inputs=3,
+    devices=("cpu", "mixed"), rule=_slice_rule,
+    state="none", output_spec=decoded,
+))
