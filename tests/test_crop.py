@@ -232,7 +232,8 @@ def test_crop_matches_dali(image):
              dict(crop=(80, 100), out_of_bounds_policy="pad", fill_values=[5.0]),
              dict(crop=(65, 95), crop_pos_x=0.5, crop_pos_y=0.5, out_of_bounds_policy="pad", fill_values=[1, 2, 3]),
              dict(crop=(70, 40), crop_pos_x=0.0, crop_pos_y=1.0, out_of_bounds_policy="pad"),
-             dict(crop=(80, 30), out_of_bounds_policy="trim_to_shape"), dict(crop_h=10, crop_w=12)]
+             dict(crop=(80, 30), out_of_bounds_policy="trim_to_shape"), dict(crop_h=10, crop_w=12),
+             dict(crop=(30.5, 40.7)), dict(crop_h=20.6, crop_w=10.5, crop_pos_x=0.3)]  # fractions truncate
     for kwargs in cases:
         ours = run_headrace(lambda x, kw=kwargs: fn.crop(x, **kw), [image])[0][0]
         dali = run_dali(lambda x, f, kw=kwargs: f.crop(x, **kw), [image])[0][0]
@@ -249,7 +250,8 @@ def test_crop_mirror_normalize_matches_dali(image):
              dict(dtype=types.UINT8, mean=[128.0], std=[1.0], scale=2.0, shift=100.0, output_layout="HWC"),
              dict(dtype=types.FLOAT, crop=(70, 90), crop_pos_x=0.2, crop_pos_y=0.9, out_of_bounds_policy="pad",
                   fill_values=[7.0], mirror=1, output_layout="HWC", pad_output=True),
-             dict(dtype=types.INT8, mean=MEAN, std=STD, scale=50.0)]
+             dict(dtype=types.INT8, mean=MEAN, std=STD, scale=50.0),
+             dict(dtype=types.FLOAT, crop=(30.5, 40.7), mean=MEAN, std=STD)]
     for kwargs in cases:
         ours = run_headrace(lambda x, kw=kwargs: fn.crop_mirror_normalize(x, **kw), [image])[0][0]
         dali = run_dali(lambda x, f, kw=kwargs: f.crop_mirror_normalize(x, **kw), [image])[0][0]

@@ -48,13 +48,14 @@ def crop_anchor(extent: int, crop: int, pos: float) -> int:
 
 
 def crop_size(args: dict[str, Any], height: int, width: int) -> tuple[int, int]:
-    """(h, w) of the crop window from `crop` or `crop_h`/`crop_w`; a missing extent means the whole axis."""
+    """(h, w) of the crop window from `crop` or `crop_h`/`crop_w`; a missing extent means the whole axis. A
+    fractional extent is truncated, as DALI's crop and crop_mirror_normalize do (30.5 -> 30)."""
     crop = args.get("crop")
     if crop:
         h, w = crop
     else:
         h, w = args.get("crop_h") or 0, args.get("crop_w") or 0
-    return (round_half_up(h) if h else height), (round_half_up(w) if w else width)
+    return (int(h) if h else height), (int(w) if w else width)
 
 
 def _requested_size(height: int, width: int, args: dict[str, Any]) -> tuple[np.float32, np.float32]:

@@ -42,10 +42,10 @@ def _crop_window(a: SpecArgs) -> tuple[int, int]:
         return -1, -1
     if a.args["crop"]:
         height, width = a.args["crop"]
-        return round_half_up(height), round_half_up(width)
+        return int(height), int(width)
     whole = hwc_dims(a.first)
     extents = [a.literal("crop_h"), a.literal("crop_w")]
-    return tuple(-1 if value is None else round_half_up(value) if value else whole[axis]
+    return tuple(-1 if value is None else int(value) if value else whole[axis]
                  for axis, value in enumerate(extents))
 
 
