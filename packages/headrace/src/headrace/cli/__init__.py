@@ -1,4 +1,4 @@
-"""The `headrace` command: run, inspect, preview, benchmark and serve pipeline files.
+"""The `headrace` command: run, inspect, preview, benchmark and serve pipeline files; index record files.
 
 Every subcommand lives in its own module with `add_parser(subparsers)` and `main(args) -> int`. Errors a user can
 cause print one line and exit non-zero; `--debug` shows the traceback instead.
@@ -12,7 +12,7 @@ import sys
 
 from headrace.cli.common import CliError, OneLineParser, user_error_message
 
-SUBCOMMANDS = ("run", "demo", "inspect_graph", "preview", "bench", "triton_config", "serve")
+SUBCOMMANDS = ("run", "demo", "inspect_graph", "preview", "bench", "triton_config", "serve", "tfrecord2idx", "wds2idx")
 
 
 def build_parser() -> argparse.ArgumentParser:

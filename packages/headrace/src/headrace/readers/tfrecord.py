@@ -1,0 +1,129 @@
+"""`readers.tfrecord`: tf.train.Example records from TFRecord files, located by DALI's index files.
+
+A TFRecord is its length (uint64, little-endian), the masked crc32c of those 8 bytes, the data (a serialized
+tf.train.Example) and the data's masked crc32c; both CRCs are checked. An index file (`headrace tfrecord2idx`, DALI's
+tfrecord2idx) has one 'offset size' line per record, the size covering the whole record. Each feature becomes one
+output, as DALI's parser makes it (headrace.ops.record_readers says how); a record that is not what its index says,
+a CRC mismatch or an Example that does not parse is a SampleError naming the file and the record.
+"""
+
+from __future__ import annotations
+
+import struct
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from headrace import tfrecord
+from headrace.errors import SchemaError
+from headrace.ops.record_readers import feature_dims
+from headrace.readers.recordio import Record, RecordReader, file_size, read_index
+from headrace.schema import short_repr
+from headrace_kernels.registry import reader
+
+OP = "readers.tfrecord"
+_LISTS = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"}
+_DTYPES = {"int64": np.int64, "float32": np.float32, "string": np.uint8}
+
+
+def index_records(node: str, file: int, path: str, index_path: str) -> list[Record]:
+    """The records of one TFRecord file from its index; a SchemaError for a malformed index or one that points past
+    the file's end (a stale index)."""
+    size = file_size(OP, node, path, "TFRecord file")
+    records = []
+    for number, line in enumerate(read_index(OP, node, index_path).splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        where = f"{OP} (node '{node}'): index file {short_repr(index_path)}, line {number}"
+        if len(fields) != 2 or not all(f.isdigit() for f in fields):
+            raise SchemaError(f"{where}: expected 'offset size', got {short_repr(line)}")
+        offset, length = int(fields[0]), int(fields[1])
+        if offset + length > size:
+            raise SchemaError(f"{where}: a record of {length} bytes at offset {offset} runs past the end of "
+                              f"{short_repr(path)} ({size} bytes): a stale index?")
+        records.append(Record(file, offset, length, f"record {len(records)}"))
+    return records
+
+
+def parse_record(data: bytes) -> memoryview:
+    """The Example bytes of one TFRecord (a view, not a copy), its length and CRCs checked; ValueError says what is
+    wrong."""
+    if len(data) < 16:
+        raise ValueError(f"{len(data)} bytes, less than a TFRecord's 16 bytes of framing")
+    view = memoryview(data)
+    length, length_crc = struct.unpack_from("<QI", view)
+    if length_crc != tfrecord.masked_crc32c(view[:8]):
+        raise ValueError("the CRC of the record's length does not match (not a TFRecord, or a wrong offset)")
+    if length + 16 != len(data):
+        raise ValueError(f"the record says it holds {length} bytes of data, its index gives it {len(data) - 16}")
+    payload = view[12:12 + length]
+    if struct.unpack_from("<I", view, 12 + length)[0] != tfrecord.masked_crc32c(payload):
+        raise ValueError("the CRC of the record's data does not match (corrupt data)")
+    return payload
+
+
+def feature_output(name: str, feature: dict, example) -> np.ndarray:
+    """One feature of a parsed Example as DALI's parser gives it; ValueError if it does not fit the declaration."""
+    dtype = _DTYPES[feature["type"]]
+    features = example.features.feature
+    if name not in features:
+        return _missing(feature)
+    encoded = features[name]
+    kind = encoded.WhichOneof("kind")
+    if kind is not None and kind != _LISTS[feature["type"]]:
+        raise ValueError(f"feature {short_repr(name)} holds a {kind}, it is declared {feature['type']}")
+    values = getattr(encoded, _LISTS[feature["type"]]).value
+    if feature["type"] == "string":
+        return np.frombuffer(values[0], np.uint8) if len(values) else _missing(feature)
+    array = np.array(values, dtype)
+    if feature["kind"] == "var":
+        dims = feature_dims(feature)[1:]
+        block = int(np.prod(dims)) if dims else 1
+        if block == 0 or array.size % block:
+            raise ValueError(f"feature {short_repr(name)} has {array.size} values, not a whole number of rows of "
+                             f"partial_shape {list(dims)}")
+        return array.reshape(array.size // block, *dims)
+    dims = feature_dims(feature)
+    out = np.full(dims, tfrecord.default_value(feature) or 0, dtype)
+    if array.size > out.size:
+        raise ValueError(f"feature {short_repr(name)} has {array.size} values, more than its shape {list(dims)} holds")
+    out.reshape(-1)[:array.size] = array
+    return out
+
+
+def _missing(feature: dict) -> np.ndarray:
+    """What a record lacking a feature gives: its default in its shape (fixed), empty rows (variable)."""
+    default = tfrecord.default_value(feature)
+    if feature["type"] == "string":
+        return np.frombuffer((default or "").encode("utf-8", "surrogateescape"), np.uint8)
+    if feature["kind"] == "var":
+        return np.empty((0, *feature_dims(feature)[1:]), _DTYPES[feature["type"]])
+    return np.full(feature_dims(feature), default or 0, _DTYPES[feature["type"]])
+
+
+@reader(OP)
+class TFRecordReader(RecordReader):
+    """Reads one shard of the records of TFRecord files (the format is in the module docstring)."""
+
+    op = OP
+
+    def __init__(self, node: str, args: dict, batch_size: int, seed: int, pool: ThreadPoolExecutor | None):
+        paths, indices = list(args["path"]), list(args["index_path"])
+        if len(paths) != len(indices):
+            raise SchemaError(f"{OP} (node '{node}'): {len(paths)} files in `path` but {len(indices)} in "
+                              "`index_path` (one index per file)")
+        records = [r for k, (p, i) in enumerate(zip(paths, indices, strict=True)) for r in index_records(node, k, p, i)]
+        self.features = [(name, feature) for name, feature in args["features"]]
+        self.num_outputs = len(self.features)
+        self.example = tfrecord.example_class()
+        super().__init__(node, args, batch_size, seed, pool, paths, records)
+
+    def parse(self, index: int, data: bytes) -> tuple:
+        from google.protobuf.message import DecodeError
+
+        try:
+            example = self.example.FromString(parse_record(data))
+        except DecodeError as exc:
+            raise ValueError(f"not a tf.train.Example ({exc})") from None
+        return tuple(feature_output(name, feature, example) for name, feature in self.features)
