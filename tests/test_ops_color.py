@@ -102,13 +102,17 @@ def test_match_dali():
     cases = [("hsv", dict(hue=30.0, saturation=0.5, value=1.2)), ("hsv", dict(hue=-75.0, saturation=2.0)),
              ("color_twist", dict(hue=-20.0, saturation=1.5, brightness=1.1, contrast=0.7)),
              ("brightness_contrast", dict(brightness=1.1, contrast=0.7, brightness_shift=0.05)),
-             ("brightness_contrast", dict(brightness=0.9, contrast=1.8, contrast_center=60.0))]
+             ("brightness_contrast", dict(brightness=0.9, contrast=1.8, contrast_center=60.0)),
+             # ties: every uint8 value, where a float64 offset put some a level off DALI's
+             ("brightness_contrast", dict(contrast=1.3, contrast_center=100.0)),
+             ("brightness_contrast", dict(contrast=1.7, contrast_center=60.0))]
+    every_level = [np.arange(768, dtype=np.int64).reshape(16, 16, 3).astype(np.uint8)]
     for op, kwargs in cases:
-        for images in (IMAGES, FLOATS):
+        for images in (IMAGES, FLOATS, every_level):
             ours = run_headrace(op, images, layout="HWC", **kwargs)
             theirs = run_dali(op, images, layout="HWC", **kwargs)
             for a, b in zip(ours, theirs, strict=True):
                 assert a.dtype == b.dtype
                 # uint8 from uint8: exact; uint8 from float: one level (ties); float: float32 rounding
-                tolerance = 1e-5 if a.dtype != np.uint8 else 0 if images is IMAGES else 1
+                tolerance = 1e-5 if a.dtype != np.uint8 else 1 if images is FLOATS else 0
                 assert max_abs_diff(a, b) <= tolerance, (op, kwargs)

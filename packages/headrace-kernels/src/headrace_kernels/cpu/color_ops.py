@@ -76,9 +76,17 @@ def brightness_contrast(inputs, args, ctx):
     if center is None:
         center = 0.5 * top if image.dtype.kind == "f" else math.ceil(0.5 * top)
     brightness, contrast = np.float32(args["brightness"]), np.float32(args["contrast"])
-    offset = np.float32(args["brightness_shift"] * type_range(dtype) + brightness * center * (1 - contrast))
+    offset = brightness_contrast_addend(args["brightness_shift"], type_range(dtype), brightness, contrast, center)
     out = image.astype(np.float32) * (brightness * contrast) + offset
     return round_saturate(out, dtype)
+
+
+def brightness_contrast_addend(shift: float, out_range: float, brightness: float, contrast: float,
+                               center: float) -> np.float32:
+    """shift * range + brightness * (center - contrast * center), each step in float32 in DALI's order: values
+    that fall on a tie then round as DALI's do (float64 here put some a level off)."""
+    f = np.float32
+    return f(f(f(shift) * f(out_range)) + f(f(brightness) * f(f(center) - f(f(contrast) * f(center)))))
 
 
 # ---- color_space_conversion ----

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from headrace_kernels.cpu.color_ops import (
+    brightness_contrast_addend,
     check_color_space_input,
     color_conversion,
     hsv_matrix,
@@ -50,7 +51,7 @@ def _coefficients(op: str, args: dict, in_dtype: np.dtype) -> tuple[int, np.ndar
     dtype = numpy_dtype(args["dtype"]) if args.get("dtype") is not None else in_dtype
     center = half if args["contrast_center"] is None else args["contrast_center"]
     brightness, contrast = np.float32(args["brightness"]), np.float32(args["contrast"])
-    offset = np.float32(args["brightness_shift"] * type_range(dtype) + brightness * center * (1 - contrast))
+    offset = brightness_contrast_addend(args["brightness_shift"], type_range(dtype), brightness, contrast, center)
     return MODE_SCALE, np.eye(3), brightness * contrast, offset
 
 

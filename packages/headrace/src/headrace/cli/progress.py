@@ -46,9 +46,9 @@ def check_runnable(pipe: Pipeline) -> None:
 
 def batches_per_epoch(pipe: Pipeline) -> int:
     """How many batches one epoch of the pipeline's only reader takes (its shard, rounded up)."""
-    readers = [n.name for n in pipe.graph.nodes if n.schema.name == "readers.file"]
+    readers = [n.name for n in pipe.graph.nodes if n.schema.state == "reader"]
     if len(readers) != 1:
-        raise CliError(f"epochs need exactly one file reader, this pipeline has {len(readers)}; use --batches N")
+        raise CliError(f"epochs need exactly one reader, this pipeline has {len(readers)}; use --batches N")
     meta = pipe.reader_meta(readers[0])
     per_shard = meta["epoch_size_padded"] // meta["number_of_shards"] if meta["pad_last_batch"] \
         else -(-meta["epoch_size"] // meta["number_of_shards"])

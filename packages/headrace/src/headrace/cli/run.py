@@ -31,7 +31,7 @@ def plan(pipe, args: argparse.Namespace) -> tuple[int, int, bool]:
     batches counts as one 'epoch'."""
     if args.batches is not None:
         return 1, args.batches, False
-    has_reader = any(n.schema.name == "readers.file" for n in pipe.graph.nodes)
+    has_reader = any(n.schema.state == "reader" for n in pipe.graph.nodes)
     if args.epochs is None and not has_reader:
         return 1, 10, False
     return args.epochs or args.default_epochs, batches_per_epoch(pipe), True
