@@ -244,3 +244,27 @@ def test_exif_orientation_parser(encoded, picture):
     for name in ("jpeg", "png", "webp", "bmp"):
         assert exif.orientation(encoded[name].tobytes()) == 1
     assert exif.orientation(b"\xff\xd8\xff\xe1\x00") == 1  # cut short: no orientation, no exception
+
+
+def test_a_missing_nvimgcodec_is_one_line_saying_what_to_install():
+    """A plain install without the codec extra: the first decode says which package to install."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+sys.modules["nvidia.nvimgcodec"] = None  # as if the wheel were not installed
+import numpy as np
+from headrace import fn, pipeline_def, types
+@pipeline_def(batch_size=1, num_threads=1, device_id=None)
+def pipe():
+    return fn.decoders.image(fn.external_source(source=lambda: [np.zeros(8, np.uint8)]), output_type=types.RGB)
+p = pipe()
+p.build()
+try:
+    p.run()
+except Exception as exc:
+    print(str(exc).splitlines()[-1])
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "nvImageCodec, which is not installed: pip install 'headrace-kernels[cpu]'" in done.stdout, done.stderr

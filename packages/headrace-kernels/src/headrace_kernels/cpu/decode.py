@@ -21,6 +21,10 @@ _load_lock = threading.Lock()
 _nvimgcodec = None
 
 
+NVIMGCODEC_MISSING = ("headrace decodes images with NVIDIA nvImageCodec, which is not installed: pip install "
+                      "'headrace-kernels[cpu]' (or [cuda13] / [cuda12] for the GPU)")
+
+
 def nvimgcodec_module():
     """The nvimgcodec module, imported once with its loading chatter about absent GPU libraries silenced."""
     global _nvimgcodec
@@ -30,7 +34,10 @@ def nvimgcodec_module():
                 from headrace_kernels.quiet import native_stderr_captured
 
                 with native_stderr_captured():
-                    from nvidia import nvimgcodec
+                    try:
+                        from nvidia import nvimgcodec
+                    except ImportError:
+                        raise ImportError(NVIMGCODEC_MISSING) from None
 
                     nvimgcodec.Decoder(device_id=nvimgcodec.NVIMGCODEC_DEVICE_CPU_ONLY,
                                        backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.CPU_ONLY)])
