@@ -42,7 +42,7 @@ def _permutations(batch_size: int, iterations: int, seed: int = 4, device_id=Non
     @pipeline_def(batch_size=batch_size, num_threads=2, device_id=device_id, seed=seed)
     def pipe():
         x = fn.external_source(source=lambda: data, batch=True)
-        indices = fn.batch_permutation(**kwargs)
+        indices = fn.batch_permutation(**kwargs, name="perm")  # named: the same random stream on both devices
         return indices, fn.permute_batch(x, indices=indices)
 
     p = pipe()
@@ -138,7 +138,7 @@ def _gpu_permutations(batch_size: int, iterations: int, **kwargs) -> np.ndarray:
     @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0, seed=4)
     def pipe():
         x = fn.external_source(source=lambda: data, batch=True).gpu()
-        indices = fn.batch_permutation(**kwargs, device="gpu")
+        indices = fn.batch_permutation(**kwargs, device="gpu", name="perm")
         return indices.cpu(), fn.permute_batch(x, indices=indices.cpu()).cpu()
 
     p = pipe()
