@@ -87,11 +87,13 @@ def test_erase_matches_dali():
 
 
 def paste_reference(image, ratio, px, py, fill, min_canvas=0.0):
+    """DALI's placement: the canvas and the offsets in float32, truncated."""
     h, w, c = image.shape
-    out_h, out_w = max(round(h * ratio), round(min_canvas)), max(round(w * ratio), round(min_canvas))
+    f = np.float32
+    out_h, out_w = max(int(f(h) * f(ratio)), int(f(min_canvas))), max(int(f(w) * f(ratio)), int(f(min_canvas)))
     out = np.empty((out_h, out_w, c), image.dtype)
     out[...] = np.asarray(fill, image.dtype)
-    top, left = round(py * (out_h - h)), round(px * (out_w - w))
+    top, left = int(f(py) * f(out_h - h)), int(f(px) * f(out_w - w))
     out[top:top + h, left:left + w] = image
     return out
 

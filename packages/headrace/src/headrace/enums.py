@@ -54,9 +54,13 @@ globals().update(DALIDataType.__members__)
 globals().update(DALIImageType.__members__)
 globals().update(DALIInterpType.__members__)
 
-# Layout names are plain strings, as in DALI ("HWC", "CHW", ...).
-NHWC = "NHWC"
-NCHW = "NCHW"
+# Layout names are plain strings with DALI's values: its N-prefixed names are the layouts of a sample (types.NCHW is
+# "CHW", what crop_mirror_normalize(output_layout=types.NCHW) asks for).
+NHWC = "HWC"
+NCHW = "CHW"
+NFHWC = "FHWC"
+NFCHW = "FCHW"
+SAME = ""
 HWC = "HWC"
 CHW = "CHW"
 

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
+
 from headrace import ops  # noqa: F401  (registers the schemas)
-from headrace.graph import add_op
-from headrace.schema import SCHEMAS, OpSchema
-
-
-def _op_function(schema: OpSchema):
-    def call(*inputs, **kwargs):
-        return add_op(schema.name, inputs, kwargs)
-
-    call.__name__ = schema.name.rsplit(".", 1)[-1]
-    call.__qualname__ = schema.name
-    call.__doc__ = schema.docstring()
-    return call
+from headrace.graph import op_function
+from headrace.legacy.namespace import deprecated_target
+from headrace.schema import SCHEMAS
 
 
 class _Namespace:
@@ -32,10 +25,18 @@ class _Namespace:
 
 def _lookup(full_name: str):
     if full_name in SCHEMAS:
-        return _op_function(SCHEMAS[full_name])
+        return op_function(SCHEMAS[full_name])
     if any(n.startswith(full_name + ".") for n in SCHEMAS):
         return _Namespace(full_name)
-    raise AttributeError(f"headrace.fn has no op '{full_name}'")
+    alias = deprecated_target(full_name) if "." not in full_name else None
+    if alias is not None:  # DALI's older top-level names (fn.image_decoder, fn.uniform, fn.file_reader)
+        return op_function(SCHEMAS[alias])
+    if full_name.startswith("__"):  # dunder probes (copy, inspect) get the plain error
+        raise AttributeError(full_name)
+    names = sorted(SCHEMAS) + sorted({n.rsplit(".", 1)[0] for n in SCHEMAS if "." in n})
+    close = difflib.get_close_matches(full_name, names, n=3, cutoff=0.7) if len(full_name) < 100 else []
+    hint = f" Did you mean {' or '.join(f'fn.{c}' for c in close)}?" if close else ""
+    raise AttributeError(f"headrace.fn has no op '{full_name}'.{hint}")
 
 
 def __getattr__(attr: str):

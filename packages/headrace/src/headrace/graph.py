@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -82,6 +83,19 @@ class DataNode:
         """This data on the host (a copy node)."""
         return add_op("copy", (self,), {"device": "cpu"}) if self.device != "cpu" else self
 
+    def shape(self, *, dtype: Any = None, device: str = "cpu") -> DataNode:
+        """The shape of each sample, as DALI's `DataNode.shape()` (fn.shapes)."""
+        kwargs = {"dtype": dtype} if dtype is not None else {}
+        return add_op("shapes", (self,), {**kwargs, "device": device})
+
+    def property(self, key: str, *, device: str = "cpu") -> DataNode:
+        """A property of each sample ('source_info', 'layout'), as DALI's `DataNode.property()` (fn.get_property)."""
+        return add_op("get_property", (self,), {"key": key, "device": device})
+
+    def source_info(self, *, device: str = "cpu") -> DataNode:
+        """Where each sample came from, as DALI's `DataNode.source_info()`."""
+        return self.property("source_info", device=device)
+
     def __bool__(self) -> bool:
         raise SchemaError(
             f"DataNode {self.name} used as a Python bool: use `&`, `|`, `^` for element-wise logic, "
@@ -128,11 +142,112 @@ class DataNode:
     def __abs__(self): return _unary_node(self, "abs")
 
 
+class ScalarConstant:
+    """A scalar `types.Constant` made outside a pipeline definition, as DALI's ScalarConstant: a value and its DALI
+    type, which becomes a scalar operand, an argument value or a constant node where a pipeline uses it."""
+
+    def __init__(self, value: Any, dtype: enums.DALIDataType | None = None):
+        if hasattr(value, "dtype") and hasattr(value, "item"):  # numpy scalars and 0-d arrays keep their type
+            dtype = enums.from_numpy_dtype(value.dtype) if dtype is None else dtype
+            value = value.item()
+        if not isinstance(value, bool | int | float):
+            raise SchemaError(f"types.Constant: a scalar constant must be a bool, int or float, got "
+                              f"{type(value).__name__}")
+        self.dtype = enums.DALIDataType(dtype) if dtype is not None else _scalar_dtype(value, "Constant")
+        numpy_type = enums.to_numpy_dtype(self.dtype)
+        self.value = bool(value) if numpy_type == np.bool_ else int(value) if numpy_type.kind in "iu" else float(value)
+
+    @property
+    def scalar_value(self) -> bool | int | float:
+        """The Python value, what an op argument given this constant receives."""
+        return self.value
+
+    def node(self) -> DataNode:
+        """The constant as a node of the pipeline being defined."""
+        return constant_node(self.value, dtype=self.dtype)
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __repr__(self) -> str:
+        return f"{self.value}:{self.dtype.name}"
+
+    def _with(self, other: Any, op: str, reflected: bool = False) -> Any:
+        if not isinstance(other, DataNode):
+            return NotImplemented
+        return _binary_node(other, self, op) if reflected else _binary_node(self, other, op)
+
+    def __add__(self, o): return self._with(o, "add")
+    def __radd__(self, o): return self._with(o, "add", True)
+    def __sub__(self, o): return self._with(o, "sub")
+    def __rsub__(self, o): return self._with(o, "sub", True)
+    def __mul__(self, o): return self._with(o, "mul")
+    def __rmul__(self, o): return self._with(o, "mul", True)
+    def __truediv__(self, o): return self._with(o, "div")
+    def __rtruediv__(self, o): return self._with(o, "div", True)
+    def __floordiv__(self, o): return self._with(o, "floordiv")
+    def __rfloordiv__(self, o): return self._with(o, "floordiv", True)
+    def __mod__(self, o): return self._with(o, "mod")
+    def __rmod__(self, o): return self._with(o, "mod", True)
+    def __pow__(self, o): return self._with(o, "pow")
+    def __rpow__(self, o): return self._with(o, "pow", True)
+
+
+class DeferredConstant:
+    """A `types.Constant` tensor made outside a pipeline definition. DALI makes its node there and the pipeline
+    that uses it adopts it; here each use inside a pipeline definition makes the constant node (an op input, an
+    operand, an output)."""
+
+    def __init__(self, value: Any, dtype: Any = None, shape: Any = None, layout: str | None = None,
+                 device: str | None = None):
+        self.value, self.dtype, self.shape = np.array(value), dtype, shape
+        self.layout, self.device = layout, device or "cpu"
+
+    def node(self) -> DataNode:
+        """The constant as a node of the pipeline being defined."""
+        value = self.value if self.value.ndim else self.value.item()
+        return constant_node(value, self.shape, self.dtype, self.device, self.layout)
+
+    def gpu(self) -> DataNode:
+        return self.node().gpu()
+
+    def cpu(self) -> DataNode:
+        return self.node().cpu()
+
+    def _with(self, other: Any, op: str, reflected: bool = False) -> Any:
+        if not isinstance(other, DataNode):
+            return NotImplemented
+        return _binary_node(other, self.node(), op) if reflected else _binary_node(self.node(), other, op)
+
+    def __add__(self, o): return self._with(o, "add")
+    def __radd__(self, o): return self._with(o, "add", True)
+    def __sub__(self, o): return self._with(o, "sub")
+    def __rsub__(self, o): return self._with(o, "sub", True)
+    def __mul__(self, o): return self._with(o, "mul")
+    def __rmul__(self, o): return self._with(o, "mul", True)
+    def __truediv__(self, o): return self._with(o, "div")
+    def __rtruediv__(self, o): return self._with(o, "div", True)
+    def __floordiv__(self, o): return self._with(o, "floordiv")
+    def __rfloordiv__(self, o): return self._with(o, "floordiv", True)
+    def __mod__(self, o): return self._with(o, "mod")
+    def __rmod__(self, o): return self._with(o, "mod", True)
+    def __pow__(self, o): return self._with(o, "pow")
+    def __rpow__(self, o): return self._with(o, "pow", True)
+
+
 def _binary_node(left: Any, right: Any, op: str) -> DataNode:
+    left = left.node() if isinstance(left, DeferredConstant) else left
+    right = right.node() if isinstance(right, DeferredConstant) else right
     if isinstance(left, DataNode) and isinstance(right, DataNode):
         return add_op("math.binary", (left, right), {"op": op, "device": _common_device(left, right)})
     node, scalar, on_left = (right, left, True) if isinstance(right, DataNode) else (left, right, False)
-    dtype = _scalar_dtype(scalar, op)
+    dtype = scalar.dtype if isinstance(scalar, ScalarConstant) else _scalar_dtype(scalar, op)
     return add_op("math.binary", (node,), {"op": op, "scalar": float(scalar), "scalar_dtype": dtype,
                                            "scalar_on_left": on_left, "device": node.device})
 
@@ -228,15 +343,40 @@ def _device_of(schema: OpSchema, device: str | None, inputs: list[DataNode]) -> 
     return device
 
 
+def as_node(value: Any) -> Any:
+    """A pipeline output or op input in the forms DALI takes (a number, list, numpy array or scalar constant
+    becomes a constant node); anything else as it is."""
+    return _constant_input(value)
+
+
 def _constant_input(value: Any) -> Any:
     """A number, list of numbers or numpy array given as an op input becomes a constant node, as in DALI
     (Python ints give INT32, floats FLOAT)."""
+    if isinstance(value, ScalarConstant | DeferredConstant):
+        return value.node()
     if isinstance(value, DataNode) or isinstance(value, str | bytes) or hasattr(value, "undefined_message"):
         return value
     if isinstance(value, int | float | bool | np.number | np.ndarray | list | tuple):
         array = np.asarray(value)
         if array.dtype.kind in "biuf":
             return constant_node(array) if isinstance(value, np.ndarray | np.number) else constant_node(value)
+    return value
+
+
+def _tensor_literal(arg: Any, value: Any) -> Any:
+    """An argument value as the node DALI makes of it: a constant of types.Constant (deferred), or a literal array
+    of 2 or more dimensions for a per-sample argument (every sample's value, as a constant node)."""
+    if isinstance(value, DeferredConstant):
+        return value.node()
+    if arg is None or not arg.tensor_input or isinstance(value, DataNode | str | bytes):
+        return value
+    if isinstance(value, np.ndarray | list | tuple):
+        try:
+            array = np.asarray(value)
+        except ValueError:  # ragged
+            return value
+        if array.ndim >= 2 and array.dtype.kind in "biuf":
+            return constant_node(value)
     return value
 
 
@@ -256,6 +396,7 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
         raise SchemaError(f"{schema.name} (node '{node_name}'): takes {schema.min_inputs} to {schema.max_inputs} "
                           f"inputs, got {len(inputs)}")
     known = schema.all_args
+    kwargs = {k: _tensor_literal(known.get(k), v) for k, v in kwargs.items()}
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
     for key, value in kwargs.items():
         if hasattr(value, "undefined_message"):
@@ -285,6 +426,25 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
     node._output_specs = schema.output_specs(args, arg_inputs, [d.spec for d in inputs])
     graph.add(node)
     return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)
+
+
+def op_function(schema: OpSchema) -> Callable[..., Any]:
+    """The `fn.*` callable of `schema`, which the legacy `ops.*` classes call too. An op that takes no inputs and has
+    a `source` argument (external_source) takes the source positionally, as DALI's does; one given `num_outputs`
+    returns its outputs as a tuple even when there is one."""
+
+    def call(*inputs, **kwargs):
+        if inputs and schema.max_inputs == 0 and "source" in schema.all_args and "source" not in kwargs:
+            kwargs["source"], inputs = inputs[0], inputs[1:]
+        out = add_op(schema.name, inputs, kwargs)
+        if kwargs.get("num_outputs") is not None and "num_outputs" in schema.all_args and isinstance(out, DataNode):
+            return (out,)
+        return out
+
+    call.__name__ = schema.name.rsplit(".", 1)[-1]
+    call.__qualname__ = schema.name
+    call.__doc__ = schema.docstring()
+    return call
 
 
 def needed_nodes(nodes: list[OpNode], outputs: list[DataNode]) -> list[OpNode]:
@@ -335,6 +495,13 @@ def _default_constant_type(value, array: np.ndarray) -> enums.DALIDataType:
     if array.dtype == np.bool_:
         return enums.DALIDataType.BOOL
     from_numpy = isinstance(value, np.ndarray | np.generic)
+    if from_numpy and array.dtype in (np.int64, np.uint64):  # DALI narrows 64-bit integer arrays to 32 bits
+        narrow = np.int32 if array.dtype == np.int64 else np.uint32
+        limits = np.iinfo(narrow)
+        if array.size and (array.min() < limits.min or array.max() > limits.max):
+            raise SchemaError(f"types.Constant: a value of {array.dtype} does not fit {limits.dtype}, the type DALI "
+                              "gives a 64-bit integer array; pass dtype= to keep 64 bits")
+        return enums.from_numpy_dtype(narrow)
     if np.issubdtype(array.dtype, np.integer):
         return enums.from_numpy_dtype(array.dtype) if from_numpy else enums.DALIDataType.INT32
     if from_numpy and array.dtype == np.float16:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
+import difflib
 import functools
 import os
 import queue
 import random
 import threading
+import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,9 +20,13 @@ from headrace import pipeline_file
 from headrace.batch import TensorListCPU
 from headrace.engine.executor import Executor
 from headrace.engine.options import ExecutorOptions
+from headrace.engine.workers import WorkerOptions
 from headrace.errors import SchemaError
-from headrace.graph import DataNode, Graph, building
+from headrace.graph import DataNode, Graph, as_node, building
 
+_CPU_ONLY_DEVICE_ID = -99999
+_PIPELINE_ARGS = ("batch_size", "num_threads", "device_id", "seed", "prefetch_queue_depth", "enable_checkpointing",
+                  "enable_conditionals", "checkpoint", "executor_options")
 _DALI_ONLY = ("exec_async", "exec_pipelined", "exec_dynamic", "experimental_exec_dynamic", "set_affinity",
               "max_streams", "default_cuda_stream_priority", "bytes_per_sample", "py_num_workers",
               "py_start_method", "enable_memory_stats", "output_dtype", "output_ndim")
@@ -33,12 +41,19 @@ class Pipeline:
                  executor_options: ExecutorOptions | dict | None = None, **dali_options: Any):
         unknown = set(dali_options) - set(_DALI_ONLY)
         if unknown:
-            raise SchemaError(f"Pipeline: unknown arguments {sorted(unknown)}")
+            close = difflib.get_close_matches(sorted(unknown)[0], [*_PIPELINE_ARGS, *_DALI_ONLY], n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise SchemaError(f"Pipeline: unknown arguments {sorted(unknown)}.{hint}")
+        self.py_num_workers = int(dali_options.get("py_num_workers", 1))
+        self.py_start_method = str(dali_options.get("py_start_method", "fork"))
+        if self.py_num_workers < 1 or self.py_start_method not in ("fork", "spawn", "forkserver"):
+            raise SchemaError(f"Pipeline: py_num_workers must be >= 1 and py_start_method 'fork', 'spawn' or "
+                              f"'forkserver', got {self.py_num_workers} and {self.py_start_method!r}")
         if isinstance(prefetch_queue_depth, dict):  # DALI's {"cpu_size": .., "gpu_size": ..}
             prefetch_queue_depth = max(prefetch_queue_depth.values())
         self.batch_size = batch_size
         self.num_threads = num_threads if num_threads > 0 else min(4, os.cpu_count() or 1)
-        self.device_id = device_id
+        self.device_id = None if device_id == _CPU_ONLY_DEVICE_ID else device_id  # DALI's types.CPU_ONLY_DEVICE_ID
         self.seed = seed if seed != -1 else random.getrandbits(31)
         self._seed_given = seed != -1
         self.prefetch_queue_depth = max(1, int(prefetch_queue_depth))
@@ -46,7 +61,7 @@ class Pipeline:
         self.enable_conditionals = enable_conditionals
         self.executor_options = ExecutorOptions.of(executor_options)  # how it runs, not what: not in the file
         self.graph = Graph()
-        self.outputs: list[DataNode] = []
+        self.outputs: list[DataNode] = OutputNodes([], self)
         self._executor: Executor | None = None
         self._prefetcher: _Prefetcher | None = None
         self._iteration = 0
@@ -68,7 +83,16 @@ class Pipeline:
     def __exit__(self, *exc) -> None:
         self._context.__exit__(*exc)
 
+    def define_graph(self) -> Any:
+        """DALI's legacy definition: a subclass returns its outputs from here; `build()` calls it once."""
+        raise NotImplementedError
+
+    def _defines_graph(self) -> bool:
+        return type(self).define_graph is not Pipeline.define_graph
+
     def set_outputs(self, *outputs: DataNode) -> None:
+        with building(self.graph):  # numbers and constants become nodes of this pipeline, as in DALI
+            outputs = tuple(as_node(out) for out in outputs)
         for i, out in enumerate(outputs):
             if hasattr(out, "undefined_message"):
                 raise SchemaError(f"pipeline output {i}: {out.undefined_message}")
@@ -77,7 +101,12 @@ class Pipeline:
             if out.op.guard is not None:
                 raise SchemaError(f"pipeline output {i} ({out.name}) is computed inside a branch of an `if` on "
                                   "data; assign it in both branches so that it is merged after the `if`")
-        self.outputs = list(outputs)
+        self.outputs = OutputNodes(outputs, self)
+
+    @property
+    def max_batch_size(self) -> int:
+        """DALI's name of the batch size (the most samples a batch holds)."""
+        return self.batch_size
 
     @property
     def params(self) -> dict[str, Any]:
@@ -89,6 +118,10 @@ class Pipeline:
     def build(self) -> None:
         if self._executor is not None:
             return
+        if not self.outputs and self._defines_graph():
+            with self:
+                outputs = self.define_graph()
+            self.set_outputs(*(outputs if isinstance(outputs, tuple | list) else (outputs,)))
         if not self.outputs:
             raise SchemaError("the pipeline has no outputs: return them from the @pipeline_def function or call "
                               "set_outputs()")
@@ -100,7 +133,13 @@ class Pipeline:
             if not self._seed_given:  # a pipeline left to pick its seed takes the checkpoint's
                 self.seed = pending["seed"]
         self._executor = Executor(self.graph.nodes, self.outputs, self.batch_size, self.num_threads, self.seed,
-                                  self.device_id, self.prefetch_queue_depth, self.executor_options)
+                                  self.device_id, self.prefetch_queue_depth, self.executor_options,
+                                  workers=WorkerOptions(self.py_num_workers, self.py_start_method))
+        _LIVE.add(self)
+        # registered (again) after the executor imported its libraries (CuPy registers exit handlers of its own):
+        # exit handlers run last-registered first, so the pipelines close while those libraries still work
+        atexit.unregister(_close_live_pipelines)
+        atexit.register(_close_live_pipelines)
         self._executor.record_states = self.enable_checkpointing
         self._consumed_states = self._executor.states()
         if pending is not None:
@@ -121,7 +160,7 @@ class Pipeline:
             return []
         saved = self._iteration, self._consumed_states, self._ran
         try:
-            for out in self.run(**inputs):
+            for out in self._run(**inputs):
                 getattr(out, "synchronize", lambda: None)()
         finally:
             self.clear_fed_inputs()
@@ -167,8 +206,11 @@ class Pipeline:
         """Names of the external sources with no `source`: they take data from `run(name=...)`."""
         return [n.name for n in self.graph.nodes if n.schema.name == "external_source" and n.arg("source") is None]
 
-    def feed_input(self, name: str, data) -> None:
-        """Queue a batch for the external source `name`."""
+    def feed_input(self, name: str | DataNode, data, layout: str | None = None, **dali_options: Any) -> None:
+        """Queue a batch for the external source `name` (or its DataNode, as DALI's legacy `iter_setup` passes).
+        `layout` and DALI's copy options are accepted; the layout is the source's own."""
+        if isinstance(name, DataNode):
+            name = name.op.name
         self.build()
         if name not in self.fed_inputs:
             raise SchemaError(f"no external_source named '{name}' (fed inputs: {', '.join(self.fed_inputs)})")
@@ -182,8 +224,16 @@ class Pipeline:
                 if getattr(op, "needs_feed", False):
                     op.fed.clear()
 
+    def iter_setup(self) -> None:
+        """DALI's legacy hook, called before every `run()`: a subclass feeds its external sources here."""
+
     def run(self, **inputs) -> tuple[TensorListCPU, ...]:
         """The next batch of every output. Keyword arguments feed external sources by name for this batch."""
+        self.build()
+        self.iter_setup()
+        return self._run(**inputs)
+
+    def _run(self, **inputs) -> tuple[TensorListCPU, ...]:
         self.build()
         self._ran = True
         for name, data in inputs.items():
@@ -319,12 +369,25 @@ class Pipeline:
                     "pipeline using it cannot be checkpointed")
 
     # The pipeline file
-    def serialize(self, filename: str | os.PathLike | None = None) -> str:
-        """The pipeline file's text; also written to `filename` when given."""
-        text = pipeline_file.dumps(pipeline_file.graph_to_dict(self.params, self.graph.nodes, self.outputs))
+    def serialize(self, define_graph: Callable | str | os.PathLike | None = None,
+                  filename: str | os.PathLike | None = None) -> PipelineBytes:
+        """The pipeline file (UTF-8 JSON bytes, as DALI's serialize returns bytes); also written to `filename` when
+        given. The first argument is DALI's deprecated `define_graph`, or the file name (headrace's older form)."""
+        if isinstance(define_graph, str | os.PathLike):
+            define_graph, filename = None, define_graph
+        if define_graph is not None:
+            if self.outputs:
+                raise SchemaError("serialize(define_graph): this pipeline's outputs are set already")
+            with self:
+                outputs = define_graph()
+            self.set_outputs(*(outputs if isinstance(outputs, tuple | list) else (outputs,)))
+        elif not self.outputs and self._defines_graph():
+            self.build()
+        data = PipelineBytes(
+            pipeline_file.dumps(pipeline_file.graph_to_dict(self.params, self.graph.nodes, self.outputs)).encode())
         if filename is not None:
-            Path(filename).write_text(text)
-        return text
+            Path(filename).write_bytes(data)
+        return data
 
     @classmethod
     def load(cls, source: str | os.PathLike, allowed_modules: Sequence[str] = (), **overrides: Any) -> Pipeline:
@@ -332,15 +395,87 @@ class Pipeline:
         function, a user op's module) is imported only from `allowed_modules` (modules or packages). `overrides`
         replace pipeline parameters (batch_size, num_threads, device_id, seed, prefetch_queue_depth) or add
         `checkpoint=` to continue from or `executor_options=` (how it runs; not in the file)."""
-        text = str(source)
+        text = source.decode() if isinstance(source, bytes | bytearray) else str(source)
         if not text.lstrip().startswith("{"):
             text = pipeline_file.read_file(source)
         params, graph, outputs = pipeline_file.parse(text, allowed_modules)
         pipe = cls(**{**params, **overrides})
-        pipe.graph, pipe.outputs = graph, outputs
+        pipe.graph, pipe.outputs = graph, OutputNodes(outputs, pipe)
         return pipe
 
-    deserialize = load
+    @classmethod
+    def deserialize(cls, serialized_pipeline: bytes | str | None = None, filename: str | os.PathLike | None = None,
+                    **kwargs: Any) -> Pipeline:
+        """DALI's: a built pipeline from `serialize()`'s bytes or from `filename` (exactly one); `kwargs` replace
+        pipeline parameters."""
+        if (serialized_pipeline is None) == (filename is None):
+            raise SchemaError("Pipeline.deserialize: give exactly one of serialized_pipeline and filename")
+        pipe = cls.load(serialized_pipeline if serialized_pipeline is not None else filename, **kwargs)
+        pipe.build()
+        return pipe
+
+
+_PREFETCHERS: weakref.WeakSet[_Prefetcher] = weakref.WeakSet()
+_EXIT_GUARD: list[threading.Thread] = []
+_EXIT_GUARD_LOCK = threading.Lock()
+EXIT_WAIT_S = 30.0
+"""How long the interpreter's exit waits for the batches being computed ahead."""
+
+
+def _watch_at_exit(prefetcher: _Prefetcher) -> None:
+    """Have `prefetcher` stopped when the main thread ends. At interpreter exit a daemon thread is frozen wherever it
+    stands, inside native code too, which can abort the process ("terminate called without an active exception");
+    the interpreter waits for non-daemon threads first, and one such thread (for all pipelines) stops the
+    prefetchers and waits for their batches (bounded, so that a source blocked for good cannot hang the exit)."""
+    _PREFETCHERS.add(prefetcher)
+    with _EXIT_GUARD_LOCK:
+        if not any(t.is_alive() for t in _EXIT_GUARD):
+            _EXIT_GUARD[:] = [threading.Thread(target=_stop_prefetchers_at_exit, daemon=False,
+                                               name="headrace-exit-guard")]
+            _EXIT_GUARD[0].start()
+
+
+def _stop_prefetchers_at_exit() -> None:
+    threading.main_thread().join()
+    prefetchers = list(_PREFETCHERS)
+    for prefetcher in prefetchers:
+        prefetcher.stopping.set()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for prefetcher in prefetchers:
+        prefetcher.thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+class OutputNodes(list):
+    """The pipeline's output DataNodes; calling it is DALI's `pipe.outputs()` (after `schedule_run()`): the next
+    batch of every output."""
+
+    def __init__(self, nodes, pipe: Pipeline):
+        super().__init__(nodes)
+        self._pipe = weakref.ref(pipe)
+
+    def __call__(self) -> tuple[TensorListCPU, ...]:
+        pipe = self._pipe()
+        if pipe is None:
+            raise SchemaError("the pipeline of these outputs is gone")
+        return pipe.outputs_ready()
+
+
+class PipelineBytes(bytes):
+    """What `serialize()` returns: the pipeline file's UTF-8 bytes, as DALI's serialize returns bytes. It also
+    compares equal to, and searches, the file's text (a str), which headrace's serialize returned before."""
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return self.decode() == other
+        return bytes.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = bytes.__hash__
+
+    def __contains__(self, item: object) -> bool:
+        return bytes.__contains__(self, item.encode() if isinstance(item, str) else item)
 
 
 class _Prefetcher:
@@ -355,9 +490,14 @@ class _Prefetcher:
         self.thread = threading.Thread(target=self._loop, args=(first_iteration,), daemon=True,
                                        name="headrace-prefetch")
         self.thread.start()
+        _watch_at_exit(self)
+
+    def _running(self) -> bool:
+        """Whether to go on: not stopped (by `stop()`, or at interpreter exit by `_stop_prefetchers_at_exit`)."""
+        return not self.stopping.is_set()
 
     def _loop(self, iteration: int) -> None:
-        while not self.stopping.is_set():
+        while self._running():
             outputs, error = None, None
             try:
                 outputs = self.executor.run(iteration)[0]
@@ -370,7 +510,7 @@ class _Prefetcher:
             states = self.executor.take_states_after(iteration) if self.snapshots else None
             item: Any = self._END if outputs is self._END else (outputs, states, error)
             iteration += 1
-            while not self.stopping.is_set():
+            while self._running():
                 try:
                     self.queue.put(item, timeout=0.1)
                     break
@@ -433,3 +573,15 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs: Any):
         return create
 
     return decorate(fn) if fn is not None else decorate
+
+
+_LIVE: weakref.WeakSet[Pipeline] = weakref.WeakSet()
+"""Built pipelines, closed at interpreter exit: DALI scripts never call close()."""
+
+
+def _close_live_pipelines() -> None:
+    for pipe in list(_LIVE):
+        try:
+            pipe.close()
+        except Exception:  # noqa: BLE001 - at exit, one pipeline's failure must not keep the others open
+            pass

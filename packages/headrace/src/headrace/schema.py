@@ -34,6 +34,15 @@ NON_FINITE_ARGS = frozenset({"fill_value", "fill_values", "fdata", "scalar", "on
 """Float arguments that are data values, not sizes, positions or factors: NaN and +-inf are legitimate there (a NaN
 fill), and their magnitude is not limited to float32's. Every other float argument must be finite."""
 
+EXTENT_ARGS = frozenset({"size", "crop", "output_size", "max_size", "min_size", "window_size", "mask_size"})
+"""List arguments that give one extent per spatial axis: where their length is fixed (2 or 3), one value stands for
+all, as DALI's `size=256` does. Other lists (an interval's two ends, a matrix, an axis) take no such shortcut."""
+
+
+def plain_value(value: Any) -> Any:
+    """A `types.Constant` scalar (or anything carrying `scalar_value`) as its Python value; anything else as is."""
+    return value.scalar_value if hasattr(value, "scalar_value") else value
+
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
@@ -130,6 +139,8 @@ def _coerce_scalar(kind: str, value: Any, non_finite: bool = False) -> Any:
         return value
     if kind in _ENUMS:
         enum = _ENUMS[kind]
+        if enum is enums.DALIDataType and _is_numpy_type(value):  # np.float32, np.dtype("uint8")
+            value = enums.from_numpy_dtype(np.dtype(value))
         if isinstance(value, str):
             try:
                 member = enum[value]
@@ -154,6 +165,11 @@ def _coerce_scalar(kind: str, value: Any, non_finite: bool = False) -> Any:
             raise TypeError(f"expected a callable or an iterable, got {type(value).__name__}")
         return value
     raise AssertionError(f"unknown argument kind {kind}")
+
+
+def _is_numpy_type(value: Any) -> bool:
+    """Whether `value` names a numpy element type (np.float32, np.dtype("uint8")), which a dtype argument takes."""
+    return isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic))
 
 
 def _is_integral(value: Any) -> bool:
@@ -194,14 +210,21 @@ class Arg:
     """The range of the values; default ARG_LIMITS's entry for the argument's name and kind, if any."""
 
     def coerce(self, value: Any) -> Any:
-        """Validate `value` for this argument, returning its canonical form; raise TypeError/ValueError otherwise."""
+        """Validate `value` for this argument, returning its canonical form; raise TypeError/ValueError otherwise.
+        The forms DALI's argument parsing takes are accepted: numpy arrays and scalars, tuples, `types.Constant`
+        scalars, a bool where an int is taken, an int where a float is, and one value where a fixed number of
+        extents is (`size=256` for (256, 256); see `broadcasts`). A bool for a float or a number for a bool, which
+        DALI also takes, is refused as the likely slip it is."""
         non_finite = self.name in NON_FINITE_ARGS
+        value = plain_value(value)
         if self.list_of:
             if hasattr(value, "tolist"):  # numpy arrays and scalars
                 value = value.tolist()
             if isinstance(value, str | bytes) or not isinstance(value, Sequence):
                 value = [value]
-            values = [_coerce_scalar(self.kind, v, non_finite) for v in value]
+            values = [_coerce_scalar(self.kind, plain_value(v), non_finite) for v in value]
+            if len(values) == 1 and self.broadcasts:
+                values = values * self.list_len[0]
             if self.list_len and not self.list_len[0] <= len(values) <= self.list_len[1]:
                 lo, hi = self.list_len
                 want = f"{lo}" if lo == hi else f"{lo} to {hi}"
@@ -213,6 +236,13 @@ class Arg:
             raise ValueError(f"expected one of {list(self.choices)}, got {short_repr(coerced)}")
         self._check_limits([coerced])
         return coerced
+
+    @property
+    def broadcasts(self) -> bool:
+        """Whether one value stands for all of a fixed number of extents, as DALI's `size=256` does for
+        (256, 256): an EXTENT_ARGS list of a fixed length of 2 or 3."""
+        return (self.list_len is not None and self.list_len[0] == self.list_len[1] and 2 <= self.list_len[0] <= 3
+                and self.kind in ("int", "float") and self.name in EXTENT_ARGS)
 
     def _check_limits(self, values: list) -> None:
         limits = self.limits or ARG_LIMITS.get(self.name)

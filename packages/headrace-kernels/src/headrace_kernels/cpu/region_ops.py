@@ -79,13 +79,15 @@ def paste_canvas(image_shape: tuple[int, ...], args: dict) -> tuple[int, int, in
     ratio = args["ratio"]
     if ratio < 1:
         raise ValueError(f"ratio must be at least 1, got {ratio}")
-    out_h = max(int(round(height * ratio)), int(round(args["min_canvas_size"])))
-    out_w = max(int(round(width * ratio)), int(round(args["min_canvas_size"])))
+    # DALI's placement: float32 products truncated, for the canvas and for the offset into its free space
+    f32 = np.float32
+    out_h = max(int(f32(height) * f32(ratio)), int(f32(args["min_canvas_size"])))
+    out_w = max(int(f32(width) * f32(ratio)), int(f32(args["min_canvas_size"])))
     for name in ("paste_x", "paste_y"):
         if not 0 <= args[name] <= 1:
             raise ValueError(f"{name} must be in [0, 1], got {args[name]}")
-    top = int(round(args["paste_y"] * (out_h - height)))
-    left = int(round(args["paste_x"] * (out_w - width)))
+    top = int(f32(args["paste_y"]) * f32(out_h - height))
+    left = int(f32(args["paste_x"]) * f32(out_w - width))
     fill = np.asarray(args["fill_value"], dtype=np.float64).ravel()
     if fill.size not in (1, channels):
         raise ValueError(f"fill_value has {fill.size} values; the image has {channels} channels")

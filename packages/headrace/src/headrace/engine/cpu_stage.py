@@ -10,6 +10,7 @@ from headrace.batch import BufferPool
 from headrace.engine.context import Collector, SampleOp, node_seed
 from headrace.engine.samples import run_samples
 from headrace.engine.skips import SKIPPED, batch_skips, read_failures
+from headrace.engine.workers import WorkerOptions
 from headrace.errors import SchemaError
 from headrace.graph import DataNode, OpNode
 from headrace_kernels.registry import get_cpu_kernel, get_reader
@@ -58,6 +59,18 @@ class CpuStage:
             else:
                 self.steps.append(("samples", [op]))
         self.skipping = False  # set by the executor: whether any op of the pipeline skips failed samples
+
+    def start_workers(self, options: WorkerOptions) -> None:
+        """Start the worker processes of the batch ops that run Python in them (a parallel external_source)."""
+        for op in self.batch_ops.values():
+            if hasattr(op, "use_workers"):
+                op.use_workers(options)
+
+    def close(self) -> None:
+        """Release what the batch ops hold outside this process (worker processes)."""
+        for op in self.batch_ops.values():
+            if hasattr(op, "close"):
+                op.close()
 
     def run(self, iteration: int) -> tuple[Values, list[str], dict, int]:
         """Readers and CPU ops of batch `iteration`: (values, sources, collectors, batch size)."""

@@ -9,6 +9,7 @@ from headrace.engine.cpu_stage import CpuStage
 from headrace.engine.gpu_stage import GpuStage, check_device, gpu_stage_nodes
 from headrace.engine.options import ExecutorOptions
 from headrace.engine.skips import SkipLog, Skipped, check_replaceable
+from headrace.engine.workers import WorkerOptions
 from headrace.errors import SchemaError
 from headrace.graph import DataNode, OpNode, needed_nodes
 
@@ -17,7 +18,8 @@ class Executor:
     """Runs batches of a validated graph; `run(iteration)` must be called with consecutive iterations."""
 
     def __init__(self, nodes: list[OpNode], outputs: list[DataNode], batch_size: int, num_threads: int, seed: int,
-                 device_id: int | None, prefetch_queue_depth: int, options: ExecutorOptions | None = None):
+                 device_id: int | None, prefetch_queue_depth: int, options: ExecutorOptions | None = None,
+                 workers: WorkerOptions | None = None):
         self.options = options or ExecutorOptions()
         self.nodes = needed_nodes(nodes, outputs)
         self.outputs = outputs
@@ -34,6 +36,7 @@ class Executor:
         reader_pool = self.pool if not has_gpu or self.options.parallel_reads else None
         self.cpu = CpuStage([n for n in self.nodes if n.name not in gpu_nodes], outputs, batch_size,
                             self.num_threads, seed, self.buffers, reader_pool, self.pool)
+        self.cpu.start_workers(workers or WorkerOptions())
         self.cpu.skipping = check_replaceable(self.nodes, self.cpu.batch_ops)
         self.skip_log = SkipLog() if self.cpu.skipping else None
         self.gpu: GpuStage | None = None  # GPU ops and whatever reads their outputs
@@ -73,7 +76,7 @@ class Executor:
         for out in self.outputs:
             key = (out.op.name, out.index)
             collector = collectors.get(key)
-            layout = out.op.arg("output_layout") or "" if "output_layout" in out.op.schema.all_args else ""
+            layout = output_layout(out)
             if isinstance(values.get(key), TensorListGPU):
                 batches.append(values[key].with_metadata(layout, sources))
             elif collector is not None and not collector.ragged and collector.buffer is not None:
@@ -115,4 +118,14 @@ class Executor:
             self.gpu.close()
             self.gpu = None  # now, in this thread: the CUDA stream and memory pool go with it
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.cpu.close()
         self.buffers.release()
+
+
+def output_layout(out: DataNode) -> str:
+    """The layout a returned batch carries, as DALI's `layout()`: the output's known layout (its spec, or the op's
+    `output_layout`), '' when none is known."""
+    spec_layout = out.spec.layout
+    if spec_layout:
+        return spec_layout
+    return (out.op.arg("output_layout") or "") if "output_layout" in out.op.schema.all_args else ""

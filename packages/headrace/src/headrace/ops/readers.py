@@ -4,7 +4,17 @@ import numpy as np
 
 from headrace.enums import DALIDataType
 from headrace.output_specs import declared
-from headrace.schema import READER_COMPAT_ARGS, REQUIRED, SHARD_ARGS, Arg, OpSchema, OutputSpec, SpecArgs, registrar
+from headrace.schema import (
+    READER_COMPAT_ARGS,
+    REQUIRED,
+    SHARD_ARGS,
+    Arg,
+    Limits,
+    OpSchema,
+    OutputSpec,
+    SpecArgs,
+    registrar,
+)
 
 register = registrar(__name__)
 
@@ -45,6 +55,11 @@ register(OpSchema(
     state="reader", output_spec=_file_and_label,
 ))
 
+def _external(a: SpecArgs) -> list[OutputSpec]:
+    """The data the source gives, of the element type, layout and number of dimensions declared (every output)."""
+    return declared(a) * (a.args.get("num_outputs") or 1)
+
+
 register(OpSchema(
     name="external_source",
     doc="Data fed from Python: a `source` callable or iterable, or, when there is none (as in a loaded pipeline "
@@ -61,15 +76,21 @@ register(OpSchema(
         Arg("layout", "str", None, "Layout of each sample, e.g. 'HWC'."),
         Arg("no_copy", "bool", False, _DALI_HINT),
         Arg("blocking", "bool", False, _DALI_HINT),
-        Arg("parallel", "bool", False, _DALI_HINT),
-        Arg("prefetch_queue_depth", "int", 1, _DALI_HINT),
+        Arg("num_outputs", "int", None, "The number of outputs: the source then gives a tuple of that many "
+            "batches (batch=True) or of samples (batch=False), and the op returns a tuple of DataNodes.",
+            limits=Limits(1, 1024)),
+        Arg("parallel", "bool", False, "Run the callable `source` in the pipeline's worker processes "
+            "(Pipeline's py_num_workers, py_start_method), results handed back in shared memory: per sample "
+            "(batch=False, samples of a batch split across the workers) or per batch (batch=True)."),
+        Arg("prefetch_queue_depth", "int", 1, "With parallel=True, how many batches the workers compute ahead."),
         Arg("cuda_stream", "any", None, _DALI_HINT, serializable=False),
         Arg("use_copy_kernel", "bool", False, _DALI_HINT),
     ),
+    num_outputs=lambda args: args.get("num_outputs") or 1,
     devices=("cpu", "gpu"),
     stateful=True,
     batch_op=True,
-    state="source", output_spec=declared,
+    state="source", output_spec=_external,
 ))
 
 register(OpSchema(
