@@ -13,20 +13,16 @@ offsets within 1e-5); their batch logic also runs here with numpy standing in fo
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 from ops_support import needs_dali
 
 from headrace.errors import SampleError, SchemaError
-from headrace.schema import OpSchema
 from headrace_kernels.cpu.bbox_crop_ops import crop_boxes
 from headrace_kernels.cpu.bbox_ops import read_corners, write_corners
 
 RNG = np.random.default_rng(20)
 F32 = np.float32
-OUTPUT_COUNT_FROM_INPUTS = "num_inputs" in inspect.signature(OpSchema.outputs_for).parameters
 
 
 def ltrb_boxes(count: int, low: float = 0.0, high: float = 1.0) -> np.ndarray:
@@ -280,7 +276,6 @@ def test_bbox_rotate_per_sample_angle_matches_dali():
                 dali_run("bbox_rotate", INSIDE, labels, arg_inputs=angles, **kwargs))
 
 
-@pytest.mark.skipif(not OUTPUT_COUNT_FROM_INPUTS, reason="the schema's output count cannot see the inputs yet")
 @needs_dali[0]
 @needs_dali[1]
 def test_bbox_rotate_without_labels_has_one_output():
@@ -480,7 +475,6 @@ def test_random_bbox_crop_3d_boxes_keep_what_their_windows_keep():
         np.testing.assert_allclose(mine, kept[i], atol=2e-6, rtol=0)
 
 
-@pytest.mark.skipif(not OUTPUT_COUNT_FROM_INPUTS, reason="the schema's output count cannot see the inputs yet")
 def test_random_bbox_crop_without_labels_has_three_outputs():
     boxes, _ = crop_batch(3)
     assert len(headrace_run("random_bbox_crop", boxes, scaling=[0.3, 1.0])) == 3
@@ -772,10 +766,3 @@ def test_gpu_ssd_random_crop_matches_cpu():
                                   name="ssd"))
 
 
-@pytest.mark.skipif(OUTPUT_COUNT_FROM_INPUTS, reason="the output count follows the inputs")
-def test_ops_without_labels_say_what_they_need_until_the_count_follows_the_inputs():
-    boxes, _ = crop_batch(2)
-    with pytest.raises(SchemaError, match=r"random_bbox_crop: give the labels as the second input"):
-        headrace_run("random_bbox_crop", boxes)
-    with pytest.raises(SchemaError, match=r"bbox_rotate: give the labels as the second input"):
-        headrace_run("bbox_rotate", boxes, angle=10.0, input_shape=[10, 10])

@@ -422,7 +422,7 @@ def add_op(op_name: str, inputs: tuple, kwargs: dict) -> DataNode | tuple[DataNo
     node = OpNode(node_name, schema, device, args, list(inputs), arg_inputs, guard=graph.guard)
     check_branch_visibility(node)
     out_device = "gpu" if device == "mixed" else device
-    node.outputs = [DataNode(node, i, out_device) for i in range(schema.outputs_for(args))]
+    node.outputs = [DataNode(node, i, out_device) for i in range(schema.outputs_for(args, len(inputs)))]
     node._output_specs = schema.output_specs(args, arg_inputs, [d.spec for d in inputs])
     graph.add(node)
     return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)

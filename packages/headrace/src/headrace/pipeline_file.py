@@ -343,7 +343,7 @@ def _build_node(entry: dict, refs: _Refs, graph: Graph, allowed_modules: tuple[s
         layouts.resolve(schema, name, canonical, inputs)
         check_branch_visibility(node)
         node.outputs = [DataNode(node, i, "gpu" if device == "mixed" else device)
-                        for i in range(schema.outputs_for(canonical))]
+                        for i in range(schema.outputs_for(canonical, len(inputs)))]
         _ = node.output_specs  # as `fn.*` does: an input of the wrong kind is refused now, not in a kernel
     except SchemaError as exc:
         raise _fail(str(exc)) from None

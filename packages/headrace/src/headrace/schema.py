@@ -394,14 +394,21 @@ class OpSchema:
         extra = (SEED_ARG,) if self.random else ()
         return {a.name: a for a in (*COMMON_ARGS, *extra, *self.args)}
 
-    def outputs_for(self, args: dict) -> int:
-        return self.num_outputs(args) if callable(self.num_outputs) else self.num_outputs
+    def outputs_for(self, args: dict, num_inputs: int | None = None) -> int:
+        """How many outputs a node with `args` (and `num_inputs` inputs, where known) has: `num_outputs` itself, or
+        its value for the arguments (a function of two parameters also gets the number of inputs: DALI's box ops
+        have one more output when labels are given)."""
+        if not callable(self.num_outputs):
+            return self.num_outputs
+        if num_inputs is not None and self.num_outputs.__code__.co_argcount > 1:
+            return self.num_outputs(args, num_inputs)
+        return self.num_outputs(args)
 
     def output_specs(self, args: dict, per_sample: Collection[str] = (),
                      inputs: Sequence[OutputSpec] = ()) -> list[OutputSpec]:
         """The spec of each output of a node with literal `args`, per-sample arguments `per_sample` and inputs of
         specs `inputs`; all unknown when the op declares no output spec."""
-        count = self.outputs_for(args)
+        count = self.outputs_for(args, len(inputs) if inputs else None)
         if self.output_spec is None:
             return [UNKNOWN_OUTPUT] * count
         specs = list(self.output_spec(SpecArgs(self.resolve(args), frozenset(per_sample), tuple(inputs))))

@@ -4,7 +4,6 @@ and random_bbox_crop, with DALI's names, arguments and outputs. Boxes are float3
 
 from __future__ import annotations
 
-import inspect
 import itertools
 
 import numpy as np
@@ -34,14 +33,6 @@ def check_bbox_layout(op: str, layout: str | None) -> None:
     if layout is not None and (len(layout) not in (4, 6) or layout not in bbox_layouts(len(layout) // 2)):
         raise SchemaError(f"{op}: argument 'bbox_layout': {layout!r} is not a permutation of {START_END_2D!r} or "
                           f"{START_SHAPE_2D!r} (2D boxes), {START_END_3D!r} or {START_SHAPE_3D!r} (3D boxes)")
-
-
-def labels_input_needed(op: str, a: SpecArgs) -> None:
-    """Until the schema's output count sees the number of inputs (OpSchema.outputs_for(args, num_inputs)), an op
-    whose outputs depend on a labels input needs that input: a SchemaError saying so, not a count mismatch."""
-    if len(a.inputs) < 2 and "num_inputs" not in inspect.signature(OpSchema.outputs_for).parameters:
-        raise SchemaError(f"{op}: give the labels as the second input (without labels, the op's output count "
-                          "cannot be known yet)")
 
 
 def _boxes_like_input(a: SpecArgs) -> list[OutputSpec]:
@@ -138,7 +129,6 @@ def _rotate_outputs(args: dict, num_inputs: int = 2) -> int:
 def _rotated(a: SpecArgs) -> list[OutputSpec]:
     """The rotated boxes (float32 [K, 4]), and with labels the labels of the boxes kept (int32)."""
     check_bbox_layout("bbox_rotate", a.args.get("bbox_layout"))
-    labels_input_needed("bbox_rotate", a)
     boxes = OutputSpec(np.float32, None, (-1, 4))
     if len(a.inputs) > 1:
         label = a.inputs[1]
@@ -195,7 +185,6 @@ def _cropped_boxes(a: SpecArgs) -> list[OutputSpec]:
     """Window anchor and shape (float32 [D]), kept boxes (float32 [K, 2D]), their labels and indices (int32)."""
     layout = a.args.get("bbox_layout")
     check_bbox_layout("random_bbox_crop", layout)
-    labels_input_needed("random_bbox_crop", a)
     box_dims = a.first.dims
     coords = len(layout) if layout else (box_dims[1] if box_dims is not None and len(box_dims) == 2 else -1)
     ndim = coords // 2 if coords > 0 else -1
