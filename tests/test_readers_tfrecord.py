@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from oprun import needs_dali
 
-import headrace
 from headrace import Pipeline, SchemaError, fn, pipeline_def, tfrecord
 from headrace.cli import main as cli_main
 from headrace.errors import SampleError
@@ -164,13 +163,6 @@ def test_outputs_equal_dali_sample_for_sample(records, shards):
         assert meta[key] == dali_meta[key], key
 
 
-def _fn_returns_dicts() -> bool:
-    """Whether fn.* hands a schema's `present` its outputs (the hook fn.readers.tfrecord's dict needs)."""
-    import inspect
-
-    return '"present"' in inspect.getsource(headrace.fn)
-
-
 def test_the_schema_presents_the_outputs_as_a_dict_by_feature_name():
     from headrace.schema import SCHEMAS
 
@@ -179,7 +171,6 @@ def test_the_schema_presents_the_outputs_as_a_dict_by_feature_name():
                                                                                              strict=True))
 
 
-@pytest.mark.xfail(not _fn_returns_dicts(), reason="fn.py does not call OpSchema.present yet", strict=True)
 def test_fn_returns_a_dict_by_feature_name_as_dali(records):
     seen = []
 

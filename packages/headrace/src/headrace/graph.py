@@ -438,8 +438,8 @@ def op_function(schema: OpSchema) -> Callable[..., Any]:
             kwargs["source"], inputs = inputs[0], inputs[1:]
         out = add_op(schema.name, inputs, kwargs)
         if kwargs.get("num_outputs") is not None and "num_outputs" in schema.all_args and isinstance(out, DataNode):
-            return (out,)
-        return out
+            out = (out,)
+        return schema.present(kwargs, out)
 
     call.__name__ = schema.name.rsplit(".", 1)[-1]
     call.__qualname__ = schema.name

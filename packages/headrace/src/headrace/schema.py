@@ -394,6 +394,11 @@ class OpSchema:
         extra = (SEED_ARG,) if self.random else ()
         return {a.name: a for a in (*COMMON_ARGS, *extra, *self.args)}
 
+    def present(self, kwargs: dict, outputs: Any) -> Any:
+        """What the `fn.*` call returns for a node's outputs: them as they are (one DataNode or a tuple); a schema
+        class may name them (readers.tfrecord: a dict by feature name, as DALI's)."""
+        return outputs
+
     def outputs_for(self, args: dict, num_inputs: int | None = None) -> int:
         """How many outputs a node with `args` (and `num_inputs` inputs, where known) has: `num_outputs` itself, or
         its value for the arguments (a function of two parameters also gets the number of inputs: DALI's box ops
