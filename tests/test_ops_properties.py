@@ -61,3 +61,66 @@ def test_bad_input_names_op_and_sample():
         run_headrace("peek_image_shape", [IMAGES[0], np.frombuffer(b"not an image at all", np.uint8)])
     with pytest.raises(SampleError, match=r"peek_image_shape .*sample 0.*1-D uint8 bytes\), got float32"):
         run_headrace("peek_image_shape", [np.zeros(4, np.float32)])
+
+
+def _file_root(tmp_path) -> str:
+    for i in range(3):
+        folder = tmp_path / f"class{i % 2}"
+        folder.mkdir(exist_ok=True)
+        Image.new("RGB", (4 + i, 3)).save(folder / f"{i}.jpg")
+    return str(tmp_path)
+
+
+def _properties(api, file_root: str, device_id=None, gpu: bool = False):
+    """get_property's source_info of a file reader's output and of its decoded images, and the layout of a decoded
+    image and of a fed HW batch, plus the reader's own source_info."""
+
+    @api.pipeline_def(batch_size=3, num_threads=1, device_id=device_id, seed=1)
+    def pipe():
+        jpegs, _ = api.fn.readers.file(file_root=file_root)
+        images = api.fn.decoders.image(jpegs)
+        fed = api.fn.external_source(source=lambda: [np.zeros((2, 2), np.uint8)] * 3, batch=True, layout="HW")
+        if gpu:
+            images, fed = images.gpu(), fed.gpu()
+        outs = (api.fn.get_property(jpegs, key="source_info"), api.fn.get_property(images, key="source_info"),
+                api.fn.get_property(images, key="layout"), api.fn.get_property(fed, key="layout"), jpegs)
+        return tuple(o.cpu() for o in outs[:4]) + outs[4:] if gpu else outs
+
+    p = pipe()
+    if hasattr(p, "build"):
+        p.build()
+    outs = p.run()
+    texts = [[bytes(np.asarray(o.at(i))).decode() for i in range(3)] for o in outs[:4]]
+    own = [outs[4].source_info(i) for i in range(3)] if hasattr(outs[4], "source_info") else None  # headrace's
+    return texts, own
+
+
+def test_get_property_gives_source_info_and_layout(tmp_path):
+    import headrace
+
+    (files, decoded, layouts, fed), sources = _properties(headrace, _file_root(tmp_path))
+    assert files == sources == decoded and all(s.endswith(".jpg") and "class" in s for s in files)
+    assert layouts == ["HWC"] * 3 and fed == ["HW"] * 3
+
+
+@needs_dali[0]
+@needs_dali[1]
+def test_get_property_matches_dali(tmp_path):
+    from nvidia import dali
+
+    import headrace
+
+    root = _file_root(tmp_path)
+    (files, decoded, layouts, fed), _ = _properties(headrace, root)
+    (d_files, d_decoded, d_layouts, d_fed), _ = _properties(dali, root)
+    assert layouts == d_layouts and fed == d_fed
+    # DALI's source_info is the path under file_root; headrace's the full path (as its batches' source_info)
+    assert all(ours.endswith("/" + theirs) for ours, theirs in zip(files + decoded, d_files + d_decoded, strict=True))
+
+
+@pytest.mark.gpu
+def test_get_property_gpu_matches_cpu(tmp_path):
+    import headrace
+
+    root = _file_root(tmp_path)
+    assert _properties(headrace, root, device_id=0, gpu=True) == _properties(headrace, root, device_id=0)

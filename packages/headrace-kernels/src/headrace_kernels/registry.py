@@ -21,6 +21,11 @@ class SampleContext(Protocol):
     @property
     def rng(self) -> np.random.Generator: ...  # this sample's random stream, keyed by (seed, node, sample)
 
+    source: str
+    """Where the sample came from (its source_info: a file path, ...); '' when unknown."""
+    input_layouts: tuple[str, ...]
+    """The layout of each of the node's inputs, as the graph knows it ('' where unknown)."""
+
 
 class GpuBatch(Protocol):
     """What a GPU kernel sees of the batch it runs on (the engine's view; see headrace.engine.gpu_batch)."""
@@ -42,6 +47,10 @@ class GpuBatch(Protocol):
     """What this kernel's own `plan` hook planned for this batch ahead, or None."""
     meanwhile: Any
     """Host work a decoding kernel may run while the decode is under way (planning the steps after it), or None."""
+    sources: list[str]
+    """Where each sample came from (source_info), '' where unknown."""
+    input_layouts: tuple[str, ...]
+    """The layout of each input ('' where unknown)."""
 
     def active(self) -> Any: ...  # a context: CuPy allocates from the pipeline's memory, on its device and stream
     def num_inputs(self) -> int: ...

@@ -33,9 +33,11 @@ def call_user(function: Callable, arguments: Sequence[Any], sample: int | None) 
     try:
         return function(*arguments)
     except Exception as exc:
-        where = "the batch" if sample is None else f"sample {sample}"
-        raise SampleFailureError(sample or 0, f"the function {getattr(function, '__qualname__', function)!s} raised "
-                                 f"on {where}: {type(exc).__name__}: {exc}{user_frame(exc)}") from exc
+        message = (f"the function {getattr(function, '__qualname__', function)!s} raised: {type(exc).__name__}: "
+                   f"{exc}{user_frame(exc)}")
+        if sample is None:  # a call for the whole batch: no one sample to name
+            raise ValueError(message) from exc
+        raise SampleFailureError(sample, message) from exc
 
 
 def checked_array(value: Any, to_array: Callable[[Any], Any], output: int, sample: int) -> Any:
@@ -51,12 +53,15 @@ def checked_array(value: Any, to_array: Callable[[Any], Any], output: int, sampl
     return array
 
 
-def split_outputs(result: Any, count: int, sample: int) -> tuple:
-    """A function's result as `count` outputs: the value itself for one, a tuple or list of `count` for more."""
+def split_outputs(result: Any, count: int, sample: int | None) -> tuple:
+    """A function's result as `count` outputs: the value itself for one, a tuple or list of `count` for more
+    (`sample`: the sample it was called for; None: the whole batch)."""
     if count == 1:
         return (result,)
     if not isinstance(result, tuple | list) or len(result) != count:
         got = f"{len(result)} values" if isinstance(result, tuple | list) else f"a {type(result).__name__}"
+        if sample is None:
+            raise ValueError(f"num_outputs is {count}, and the function returned {got} for the batch")
         raise SampleFailureError(sample, f"num_outputs is {count}, and the function returned {got} for sample "
                                  f"{sample}")
     return tuple(result)
@@ -70,11 +75,11 @@ def run_function(function: Callable, batch_inputs: list[list], count: int, per_b
     if per_batch:
         columns = [to_arrays([sample[k] for sample in batch_inputs]) for k in range(len(batch_inputs[0]))] \
             if size else []
-        outputs = split_outputs(call_user(function, columns, None), count, 0)
+        outputs = split_outputs(call_user(function, columns, None), count, None)
         per_sample: list[list] = [[] for _ in range(size)]
         for k, output in enumerate(outputs):
             if len(output) != size:
-                raise SampleFailureError(0, f"output {k} holds {len(output)} samples; the batch has {size}")
+                raise ValueError(f"output {k} holds {len(output)} samples; the batch has {size}")
             for i, value in enumerate(output):
                 per_sample[i].append(checked_array(value, to_array, k, i))
         rows = per_sample
@@ -158,15 +163,16 @@ def typed_list(arrays: list[np.ndarray]) -> Any:
 
 
 def check_numba_inputs(batch_inputs: list[list], args: dict) -> None:
-    """Each input of the types and ranks `in_types` / `ins_ndim` declare, or a SampleFailureError naming them."""
+    """Each input of the types and ranks `in_types` / `ins_ndim` declare: a ValueError when the declarations do not
+    fit the op, a SampleFailureError naming the sample whose input does not fit them."""
     in_types, ins_ndim = args["in_types"], args["ins_ndim"]
     count = len(batch_inputs[0]) if batch_inputs else len(in_types)
     if len(in_types) != count or len(ins_ndim) != count:
-        raise SampleFailureError(0, f"the op has {count} inputs; in_types gives {len(in_types)} types and ins_ndim "
-                                 f"{len(ins_ndim)} ranks")
+        raise ValueError(f"the op has {count} inputs; in_types gives {len(in_types)} types and ins_ndim "
+                         f"{len(ins_ndim)} ranks")
     if len(args["out_types"]) != len(args["outs_ndim"]):
-        raise SampleFailureError(0, f"out_types gives {len(args['out_types'])} types and outs_ndim "
-                                 f"{len(args['outs_ndim'])} ranks")
+        raise ValueError(f"out_types gives {len(args['out_types'])} types and outs_ndim "
+                         f"{len(args['outs_ndim'])} ranks")
     for i, sample in enumerate(batch_inputs):
         for k, array in enumerate(sample):
             want = numpy_dtype(in_types[k])
@@ -182,9 +188,8 @@ def output_shapes(batch_inputs: list[list], args: dict) -> list[list[tuple[int, 
         first_ndim = batch_inputs[0][0].ndim if size else None
         for k, ndim in enumerate(outs_ndim):
             if first_ndim is not None and ndim != first_ndim:
-                raise SampleFailureError(0, f"without setup_fn every output has the first input's shape, and "
-                                         f"outs_ndim[{k}] = {ndim} differs from its {batch_inputs[0][0].ndim} "
-                                         "dimensions")
+                raise ValueError(f"without setup_fn every output has the first input's shape, and "
+                                 f"outs_ndim[{k}] = {ndim} differs from its {first_ndim} dimensions")
         return [[tuple(sample[0].shape) for sample in batch_inputs] for _ in outs_ndim]
     outs = typed_list([np.zeros((size, ndim), np.int64) for ndim in outs_ndim])
     ins = typed_list([np.array([s[k].shape for s in batch_inputs], np.int64).reshape(size, -1)

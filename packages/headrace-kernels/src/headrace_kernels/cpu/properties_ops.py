@@ -39,3 +39,14 @@ def peeked_shape(data, image_type: int, adjust_orientation: bool) -> tuple[int, 
 def peek_image_shape(inputs, args, ctx):
     shape = peeked_shape(inputs[0], int(args["image_type"]), args["adjust_orientation"])
     return saturate_cast(np.array(shape, np.int64), numpy_dtype(args["dtype"]))
+
+
+def property_bytes(key: str, source: str, layout: str) -> np.ndarray:
+    """get_property's output: the text of `key` ('source_info' or 'layout') as a 1-D uint8 array."""
+    text = source if key == "source_info" else layout
+    return np.frombuffer(text.encode(), np.uint8).copy()
+
+
+@cpu_kernel("get_property")
+def get_property(inputs, args, ctx):
+    return property_bytes(args["key"], ctx.source, ctx.input_layouts[0] if ctx.input_layouts else "")

@@ -32,12 +32,14 @@ def ref_of(data: DataNode) -> Ref:
 
 
 class SampleContext:
-    """What a kernel sees of the sample it works on: a random stream keyed by (node seed, sample number)."""
+    """What a kernel sees of the sample it works on: a random stream keyed by (node seed, sample number), where the
+    sample came from (its batch's source: a file path, ...) and the layouts of the node's inputs ('' if unknown)."""
 
-    __slots__ = ("_rng", "index", "seed")
+    __slots__ = ("_rng", "index", "input_layouts", "seed", "source")
 
-    def __init__(self, seed: int, index: int):
+    def __init__(self, seed: int, index: int, source: str = "", input_layouts: tuple[str, ...] = ()):
         self.seed, self.index, self._rng = seed, index, None
+        self.source, self.input_layouts = source, input_layouts
 
     @property
     def rng(self) -> np.random.Generator:
@@ -53,6 +55,7 @@ class SampleOp:
         self.node, self.kernel, self.seed = node, kernel, seed
         self.static_args = node.resolved_args()
         self.inputs = [ref_of(i) for i in node.inputs]
+        self.input_layouts = tuple(i.spec.layout or "" for i in node.inputs)
         self.arg_inputs = [(node.schema.all_args[name], ref_of(d)) for name, d in node.arg_inputs.items()]
         self.num_outputs = len(node.outputs)
         self.guard = ref_of(node.guard) if node.guard is not None else None

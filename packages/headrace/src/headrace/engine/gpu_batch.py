@@ -91,6 +91,16 @@ class GpuBatchView:
                 sample[name] = value
         return out
 
+    @property
+    def sources(self) -> list[str]:
+        """Where each sample came from (the batch's source strings, as the returned batches' source_info)."""
+        return self.info.sources
+
+    @property
+    def input_layouts(self) -> tuple[str, ...]:
+        """The layout of each input of the step's first op ('' where unknown)."""
+        return tuple(i.spec.layout or "" for i in self.step.parts[0][0].inputs)
+
     def rng(self, index: int) -> np.random.Generator:
         if self._rngs is None:
             self._rngs = self.info.rngs(self.step.seed)

@@ -41,7 +41,8 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
                         args = dict(args)
                         for arg, ref in op.arg_inputs:
                             args[arg.name] = arg_value(values[ref][i], arg)
-                    result = op.kernel(inputs, args, SampleContext(op.seed, first_sample + i))
+                    source = sources[i] if i < len(sources) else ""
+                    result = op.kernel(inputs, args, SampleContext(op.seed, first_sample + i, source, op.input_layouts))
                 except Exception as exc:
                     if not op.skips:  # no local name: a frame holding the exception raised through it is a cycle
                         raise _sample_error(op, exc, i, iteration, sources) from exc

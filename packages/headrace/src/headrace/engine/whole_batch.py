@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from headrace.engine.context import SampleContext, SampleOp, arg_value
 from headrace.errors import SampleError
+from headrace_kernels.registry import SampleFailureError
 
 
 def run_whole_batch(op: SampleOp, values, collectors, first_sample: int, size: int, sources: list[str]) -> None:
@@ -27,7 +28,14 @@ def run_whole_batch(op: SampleOp, values, collectors, first_sample: int, size: i
                                       source=source) from exc
         batch_args.append(args)
     try:
-        results = op.kernel(batch_inputs, batch_args, [SampleContext(op.seed, first_sample + i) for i in active])
+        contexts = [SampleContext(op.seed, first_sample + i, sources[i] if i < len(sources) else "", op.input_layouts)
+                    for i in active]
+        results = op.kernel(batch_inputs, batch_args, contexts)
+    except SampleFailureError as exc:  # the kernel named the sample: say which, and where it came from
+        i = active[exc.index] if 0 <= exc.index < len(active) else exc.index
+        source = sources[i] if 0 <= i < len(sources) else f"sample {i}"
+        raise SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on sample {i} [{source}]: {exc}",
+                          node=op.node.name, op=op.node.schema.name, sample=i, source=source) from exc
     except Exception as exc:
         raise SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on the batch starting at sample "
                           f"{first_sample}: {exc}", node=op.node.name, op=op.node.schema.name) from exc

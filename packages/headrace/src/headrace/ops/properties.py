@@ -1,9 +1,11 @@
 """Schemas of the ops that read a property of their input instead of its values. peek_image_shape: the shape an
-encoded image decodes to, from its header."""
+encoded image decodes to, from its header. get_property: source_info, layout."""
+
+import numpy as np
 
 from headrace.enums import DALIDataType, DALIImageType
 from headrace.output_specs import numpy_dtype
-from headrace.schema import Arg, OpSchema, OutputSpec, SpecArgs, registrar
+from headrace.schema import REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
 
 register = registrar(__name__)
 
@@ -26,4 +28,20 @@ register(OpSchema(
               "the channel count.")),
     min_inputs=1, max_inputs=1, devices=("cpu",),
     state="none", output_spec=_image_shape,
+))
+
+
+def _property(a: SpecArgs) -> list[OutputSpec]:
+    """The property's text as bytes: a 1-D uint8 array per sample."""
+    return [OutputSpec(np.uint8, None, (-1,))]
+
+
+register(OpSchema(
+    name="get_property",
+    doc="A property of each input sample, as a 1-D uint8 array of its text (DALI's byte array): key 'source_info' "
+        "gives where the sample came from (the file a reader read it from: the batch's `source_info`), 'layout' the "
+        "input's layout ('' when unknown).",
+    args=(Arg("key", "str", REQUIRED, "The property: 'source_info' or 'layout'.", choices=("source_info", "layout")),),
+    min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
+    state="none", output_spec=_property,
 ))
