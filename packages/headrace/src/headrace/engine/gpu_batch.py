@@ -19,9 +19,12 @@ class Outputs(tuple):
 
 
 def upload(value) -> TensorListGPU:
-    """A CPU batch (list of arrays) on the GPU, in one transfer when the samples share a shape."""
+    """A CPU batch (list of arrays) on the GPU, in one transfer when the samples share a shape; samples a reader
+    already put on the GPU (readers.numpy through kvikio) are taken as they are."""
     import cupy as cp
 
+    if len(value) and all(hasattr(v, "__cuda_array_interface__") for v in value):
+        return TensorListGPU(list(value))
     arrays = [np.asarray(v) for v in value]
     if arrays and all(a.shape == arrays[0].shape and a.dtype == arrays[0].dtype for a in arrays):
         return TensorListGPU(cp.asarray(np.stack(arrays)))
