@@ -12,7 +12,7 @@ from ops_support import HAS_DALI
 
 from headrace import fn, pipeline_def
 from headrace.errors import InputDataError, SchemaError
-from headrace.parallel_source import WorkerPool
+from headrace_kernels.worker_pool import WorkerPool
 
 
 def per_sample(info):

@@ -146,6 +146,22 @@ def test_wrong_outputs_are_named():
         _run(lambda x: fn.python_function(x, x, function=user.sum_and_difference, num_outputs=3))
 
 
+@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+def test_worker_processes_give_the_serial_outputs(start_method):
+    workers = dict(num_workers=2, worker_start_method=start_method)
+    got = _run(lambda x: (fn.python_function(x, function=user.affine, **workers),
+                          *fn.python_function(x, x, function=user.sum_and_difference, num_outputs=2, **workers)))
+    _equal(got, [[user.affine(s) for s in SAMPLES], [s + s for s in SAMPLES], [s - s for s in SAMPLES]])
+
+
+def test_a_function_failing_in_a_worker_names_the_op_and_the_error():
+    samples = [np.ones(3, np.float32), -np.ones(3, np.float32)]
+    with pytest.raises(SampleError, match=r"python_function .*worker process.*ValueError: negative input"):
+        _run(lambda x: fn.python_function(x, function=user.fails_on_negative, num_workers=2), samples=samples)
+    with pytest.raises(SchemaError, match="worker_start_method"):
+        _run(lambda x: fn.python_function(x, function=user.affine, num_workers=2, worker_start_method="thread"))
+
+
 def test_user_op_declared_with_the_plugin_api():
     (got,) = _run(lambda x: fn.custom_functions_test.scale_add(x, scale=3.0, offset=1.0))
     _equal([got], [[s * 3 + 1 for s in SAMPLES]])

@@ -3,6 +3,7 @@ They see the whole batch, so that a function called once per batch gets it; per-
 
 from __future__ import annotations
 
+import atexit
 import threading
 import traceback
 import weakref
@@ -98,8 +99,62 @@ def _host(value: Any) -> np.ndarray:
 @cpu_kernel("python_function")
 def python_function(batch_inputs: list[list], batch_args: list[dict], contexts: list) -> list:
     args = batch_args[0]
+    if args.get("num_workers", 0) > 0:
+        return run_in_workers(args, batch_inputs)
     return run_function(args["function"], batch_inputs, args["num_outputs"], args["batch_processing"],
                         lambda arrays: arrays, _host)
+
+
+_POOLS: dict[tuple, Any] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def worker_pool(function: Callable, workers: int, start_method: str) -> Any:
+    """The worker processes running `function`: one pool per (function, count, start method), started on first use
+    and stopped at exit."""
+    from headrace_kernels.worker_pool import WorkerPool
+
+    key = (function, workers, start_method)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            if not _POOLS:
+                atexit.register(_close_pools)
+            pool = _POOLS[key] = WorkerPool([function], workers, start_method, name="headrace-python-function")
+        return pool
+
+
+def _close_pools() -> None:
+    with _POOLS_LOCK:
+        for pool in _POOLS.values():
+            pool.close()
+        _POOLS.clear()
+
+
+def run_in_workers(args: dict, batch_inputs: list[list]) -> list:
+    """python_function's per-sample calls on `num_workers` processes: the batch split into one contiguous run per
+    worker, each run's results back in one shared-memory block."""
+    from headrace_kernels.worker_pool import WorkerError
+
+    if args["batch_processing"]:
+        raise ValueError("num_workers runs per-sample calls: give batch_processing=False")
+    pool = worker_pool(args["function"], args["num_workers"], args["worker_start_method"])
+    share = -(-len(batch_inputs) // pool.num_workers) if batch_inputs else 1
+    runs = [batch_inputs[w * share:(w + 1) * share] for w in range(pool.num_workers)]
+    tasks = [(w, pool.submit(w, 0, [tuple(sample) for sample in run])) for w, run in enumerate(runs) if run]
+    results: list = []
+    for w, task in tasks:
+        try:
+            results += pool.result(task)
+        except WorkerError as exc:
+            first = w * share
+            raise ValueError(f"the function raised in a worker process, on one of samples {first} to "
+                             f"{first + len(runs[w]) - 1}: {exc}") from None
+    count = args["num_outputs"]
+    rows = []
+    for i, result in enumerate(results):
+        rows.append([checked_array(v, _host, k, i) for k, v in enumerate(split_outputs(result, count, i))])
+    return [row[0] if count == 1 else tuple(row) for row in rows]
 
 
 class CapsuleArray:

@@ -2,7 +2,7 @@
 pipeline file stores their functions by reference (module, name, source hash: headrace.function_refs)."""
 
 from headrace.output_specs import numpy_dtype
-from headrace.schema import REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
+from headrace.schema import REQUIRED, Arg, Limits, OpSchema, OutputSpec, SpecArgs, registrar
 
 register = registrar(__name__)
 
@@ -47,7 +47,13 @@ register(OpSchema(
         "tuple of `num_outputs` arrays (lists of arrays per batch). On the GPU it runs on the pipeline's CUDA "
         "stream.",
     args=(*_FUNCTION_ARGS,
-          Arg("batch_processing", "bool", False, "Call the function once per batch instead of once per sample.")),
+          Arg("batch_processing", "bool", False, "Call the function once per batch instead of once per sample."),
+          Arg("num_workers", "int", 0, "headrace's own: run the per-sample calls in this many worker processes "
+              "(CPU, batch_processing=False), the batch's samples split between them, results back in shared "
+              "memory: Python that holds the GIL no longer holds up the pipeline. 0: in the pipeline's thread.",
+              limits=Limits(0, 256)),
+          Arg("worker_start_method", "str", "spawn", "How the worker processes start: 'spawn' (safe beside the "
+              "pipeline's threads; the function must be importable) or 'fork'.", choices=("spawn", "fork"))),
     min_inputs=0, max_inputs=MAX_FUNCTION_INPUTS, num_outputs=lambda args: args.get("num_outputs", 1),
     devices=("cpu", "gpu"), whole_batch=True, state="none", output_spec=_function_outputs,
 ))

@@ -1,5 +1,5 @@
 """`external_source`: batches from a Python callable or iterable, or fed by name; with parallel=True the callable
-runs in worker processes (headrace.parallel_source), as DALI's parallel external source."""
+runs in worker processes (headrace_kernels.worker_pool), as DALI's parallel external source."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class ExternalSource:
     def use_workers(self, options) -> None:
         """Start the worker processes of a parallel source (the executor calls this once, at build)."""
         if self.parallel and self._workers is None:
-            from headrace.parallel_source import WorkerPool
+            from headrace_kernels.worker_pool import WorkerPool
 
             self._workers = WorkerPool([self.source], options.num_workers, options.start_method,
                                        name=f"headrace-source-{self.node}")
@@ -131,14 +131,14 @@ class ExternalSource:
                                     for w in range(workers.num_workers) if calls[w * share:(w + 1) * share]]
 
     def _gather(self, tasks: list[int]) -> list | None:
-        from headrace.parallel_source import STOP
+        from headrace_kernels.worker_pool import STOP, WorkerError
 
         results, stopped = [], False
         for task_id in tasks:
             try:
                 part = self._workers.result(task_id)
-            except InputDataError as exc:
-                raise type(exc)(f"external_source '{self.node}': {exc}") from None
+            except WorkerError as exc:
+                raise InputDataError(f"external_source '{self.node}': {exc}") from None
             stopped = stopped or part == STOP
             if part != STOP:
                 results += part

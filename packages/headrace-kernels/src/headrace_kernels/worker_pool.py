@@ -1,7 +1,7 @@
 """Python callables run in worker processes, their results handed back in shared memory: DALI's parallel
-external source (and, later, python_function). A `WorkerPool` runs tasks (a callable's index and the argument of
-each call) on its processes; each result, an array or a tuple of arrays per call, comes back in one shared-memory
-block that the pipeline copies out of and frees."""
+external source and python_function's `num_workers`. A `WorkerPool` runs tasks (a callable's index and the arguments
+of each call) on its processes; each result, an array or a tuple of arrays per call, comes back in one
+shared-memory block that the pipeline copies out of and frees."""
 
 from __future__ import annotations
 
@@ -15,14 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from headrace.errors import InputDataError
-
 STOP = "stop"
 """A task's outcome when a callable raised StopIteration (the end of an epoch)."""
 
 
-class WorkerError(InputDataError):
-    """A callable failed in a worker process; the message carries the worker's traceback."""
+class WorkerError(RuntimeError):
+    """A callable failed in a worker process, or a worker died; the message carries the worker's traceback."""
 
 
 def _as_arrays(result: Any) -> tuple[list[np.ndarray], bool]:
@@ -142,7 +140,7 @@ class WorkerPool:
             self._done[done_id] = (status, payload)
         status, payload = self._done.pop(task_id)
         if status == "error":
-            raise WorkerError(f"a source callable failed in a worker process: {payload}")
+            raise WorkerError(f"a callable failed in a worker process: {payload}")
         if status == STOP:
             return STOP
         return _unpack(*payload)
