@@ -11,7 +11,7 @@ except ImportError:  # numba without its CUDA target: double_cuda is then never 
     cuda = None
 
 from headrace.output_specs import same_as_input
-from headrace.plugin import Arg, OpSchema, cpu_kernel, gpu_kernel, register_op
+from headrace.plugin import Arg, OpSchema, OutputSpec, cpu_kernel, gpu_kernel, reader, register_op
 
 USER_OP = "custom_functions_test.scale_add"
 
@@ -64,7 +64,7 @@ def transpose_plus_one(out0, in0):
 
 
 def transpose_batch(outs, ins):
-    for out, x in zip(outs, ins):
+    for out, x in zip(outs, ins):  # noqa: B905  (numba compiles it: its zip takes no strict=)
         for i in range(x.shape[0]):
             for j in range(x.shape[1]):
                 out[j, i] = x[i, j]
@@ -94,3 +94,42 @@ def scale_add(inputs, args, ctx):
 def scale_add_gpu(batch):
     return [(x * np.float32(a["scale"]) + np.float32(a["offset"])).astype(x.dtype)
             for x, a in zip(batch.samples(0), batch.sample_args(), strict=True)]
+
+
+COUNTER_OP = "custom_functions_test.counter"
+
+
+def _counted(a):
+    """One int64 number per sample, shape (1,)."""
+    return [OutputSpec(np.int64, None, (1,))]
+
+
+register_op(OpSchema(
+    name=COUNTER_OP,
+    doc="A stateful user reader: sample i of the stream is the number start + i (int64, shape (1,)).",
+    args=(Arg("start", "int", 0, "The first number."),),
+    devices=("cpu",), stateful=True, batch_op=True, state="reader",
+    output_spec=_counted,
+))
+
+
+@reader(COUNTER_OP)
+class Counter:
+    """Counts on from where its state says; its state is a checkpoint's part of it."""
+
+    def __init__(self, node, args, batch_size, seed, pool):
+        self.node, self.batch_size, self.next = node, batch_size, args["start"]
+
+    def next_batch(self, iteration):
+        values = [np.array([self.next + i], np.int64) for i in range(self.batch_size)]
+        self.next += self.batch_size
+        return (values,), [f"{self.node}[{v[0]}]" for v in values]
+
+    def get_state(self):
+        return {"next": self.next}
+
+    def set_state(self, state):
+        self.next = int(state["next"])
+
+    def meta(self):
+        return {"epoch_size": 0}

@@ -169,6 +169,24 @@ def test_user_op_declared_with_the_plugin_api():
         _run(lambda x: fn.custom_functions_test.scale_add(x, sclae=3.0))
 
 
+def test_a_stateful_user_reader_resumes_from_a_checkpoint():
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None, enable_checkpointing=True)
+    def counting():
+        return fn.custom_functions_test.counter(start=10)
+
+    pipe = counting()
+    pipe.build()
+    for _ in range(2):
+        pipe.run()
+    state = pipe.checkpoint()
+    (want,) = pipe.run()
+    again = counting(checkpoint=state)
+    again.build()
+    (got,) = again.run()
+    assert [int(np.asarray(got[i])[0]) for i in range(3)] == [int(np.asarray(want[i])[0]) for i in range(3)]
+    assert [int(np.asarray(want[i])[0]) for i in range(3)] == [16, 17, 18]
+
+
 # Pipeline files: user code by reference, loaded only from trusted modules
 @pipeline_def(batch_size=3, num_threads=1, device_id=None)
 def _with_user_code():

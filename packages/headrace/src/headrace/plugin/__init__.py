@@ -1,7 +1,8 @@
 """Framework plugins, at DALI's import paths (`headrace.plugin.pytorch` as `nvidia.dali.plugin.pytorch`), and user
 ops: `register_op(OpSchema(...))` declares an op as headrace declares its own, `cpu_kernel` / `gpu_kernel`
-register its kernels, and it appears in `fn.*` with the same validation, docs and checkpoint rule. A pipeline file
-names the declaring module; `Pipeline.load(..., allowed_modules=[...])` imports it only when trusted."""
+register its kernels (`reader` a stateful batch op's class, with state="reader"), and it appears in `fn.*` with
+the same validation, docs and checkpoint rule. A pipeline file names the declaring module;
+`Pipeline.load(..., allowed_modules=[...])` imports it only when trusted."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import dataclasses
 import sys
 
 from headrace.schema import REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, register
-from headrace_kernels.registry import KernelSetup, SampleFailureError, cpu_kernel, gpu_kernel
+from headrace_kernels.registry import KernelSetup, SampleFailureError, cpu_kernel, gpu_kernel, reader
 
 __all__ = ["REQUIRED", "Arg", "KernelSetup", "OpSchema", "OutputSpec", "SampleFailureError", "SpecArgs", "cpu_kernel",
-           "gpu_kernel", "register_op"]
+           "gpu_kernel", "reader", "register_op"]
 
 
 def register_op(schema: OpSchema, module: str | None = None) -> OpSchema:
