@@ -80,8 +80,8 @@ def reshape(inputs, args, ctx):
             raise ValueError(f"rel_shape {rel} needs one value per input axis ({data.ndim})")
         shape = [-1 if r == -1 else int(round(r * n)) for r, n in zip(rel, data.shape, strict=True)]
         return data.reshape(infer_shape(shape, data.size, data.shape))
-    if args["shape"] is None:
-        raise ValueError("give shape, rel_shape or src_dims")
+    if args["shape"] is None:  # only a layout (DALI relabels the data): the shape kept
+        return data
     return data.reshape(infer_shape(list(args["shape"]), data.size, data.shape))
 
 

@@ -270,8 +270,8 @@ def reshape_shape(shape: tuple, args: dict) -> tuple[int, ...]:
             raise ValueError(f"rel_shape {rel} needs one value per input axis ({len(shape)})")
         wanted = [-1 if r == -1 else int(round(r * n)) for r, n in zip(rel, shape, strict=True)]
         return infer_shape(wanted, size, shape)
-    if args["shape"] is None:
-        raise ValueError("give shape, rel_shape or src_dims")
+    if args["shape"] is None:  # only a layout (DALI relabels the data): the shape kept
+        return tuple(shape)
     return infer_shape(list(args["shape"]), size, shape)
 
 

@@ -29,7 +29,8 @@ def _concatenated(a: SpecArgs) -> list[OutputSpec]:
 
 
 def _reshaped(a: SpecArgs) -> list[OutputSpec]:
-    """The input's data in a new shape (`shape` where it is given), of its type, in the layout named by `layout`."""
+    """The input's data in a new shape (`shape` where it is given; its own with `layout` alone), of its type, in
+    the layout named by `layout`."""
     first, dims = a.first, None
     if a.per_sample & {"shape", "rel_shape"}:
         dims = None
@@ -40,6 +41,8 @@ def _reshaped(a: SpecArgs) -> list[OutputSpec]:
     elif a.args["src_dims"] is not None:
         known = first.dims or ()
         dims = tuple(1 if d == -1 else known[d] if 0 <= d < len(known) else -1 for d in a.args["src_dims"])
+    else:  # only a layout: the data relabelled, its shape kept
+        dims = first.dims
     return [OutputSpec(first.dtype, a.args["layout"], dims)]
 
 
