@@ -29,8 +29,7 @@ def _concatenated(a: SpecArgs) -> list[OutputSpec]:
 
 
 def _reshaped(a: SpecArgs) -> list[OutputSpec]:
-    """The input's data in a new shape (`shape` where it is given; its own with `layout` alone), of its type, in
-    the layout named by `layout`."""
+    """The input's data in a new shape (its own with `layout` alone), of its type, in the layout named by `layout`."""
     first, dims = a.first, None
     if a.per_sample & {"shape", "rel_shape"}:
         dims = None
