@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from headrace import function_refs, layouts
-from headrace.bounded_io import read_bounded
 from headrace.errors import PipelineFileError, SchemaError
 from headrace.graph import SPLIT_OP, DataNode, Graph, OpNode, check_branch_visibility
 from headrace.schema import INT64_RANGE, SCHEMAS, short_repr
+from headrace_kernels.bounded_io import read_bounded
 
 FORMAT = "headrace-pipeline"
 FORMAT_VERSION = 1

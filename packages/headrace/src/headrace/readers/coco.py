@@ -29,11 +29,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from headrace.bounded_io import read_bounded
 from headrace.errors import SampleError, SchemaError
 from headrace.readers.file import MAX_SAMPLE_BYTES
 from headrace.readers.numpy_files import IndexedReader
 from headrace.schema import short_repr
+from headrace_kernels.bounded_io import read_bounded
 from headrace_kernels.registry import reader
 
 OP = "readers.coco"

@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from headrace.bounded_io import read_bounded, reason
 from headrace.errors import SchemaError
 from headrace.schema import short_repr
+from headrace_kernels.bounded_io import read_bounded, reason
 from headrace_kernels.registry import reader
 
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from headrace.bounded_io import reason
 from headrace.errors import SampleError, SchemaError
 from headrace.readers.numpy_files import IndexedReader
 from headrace.schema import short_repr
+from headrace_kernels.bounded_io import reason
 from headrace_kernels.registry import reader
 
 MAX_MAP_BYTES = 1 << 40

@@ -22,11 +22,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from headrace.bounded_io import read_bounded
 from headrace.errors import SampleError, SchemaError
 from headrace.ops import audio_io  # noqa: F401 - registers the schemas of the op this reader implements
 from headrace.readers.file import FileReader
 from headrace.schema import short_repr
+from headrace_kernels.bounded_io import read_bounded
 from headrace_kernels.cpu.audio_io_ops import decode_audio
 from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import reader

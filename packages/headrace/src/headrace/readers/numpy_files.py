@@ -20,11 +20,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from headrace.bounded_io import read_bounded, reason
 from headrace.errors import SampleError, SchemaError
 from headrace.ops import data_readers  # noqa: F401 - registers the schemas of the readers
 from headrace.readers.file import MAX_SAMPLE_BYTES, FileReader
 from headrace.schema import short_repr
+from headrace_kernels.bounded_io import read_bounded, reason
 from headrace_kernels.registry import reader
 
 OP = "readers.numpy"

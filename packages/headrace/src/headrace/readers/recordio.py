@@ -30,11 +30,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from headrace.bounded_io import read_bounded, reason
 from headrace.errors import SampleError, SchemaError
 from headrace.ops import record_readers  # noqa: F401 - registers the schemas of the ops these readers implement
 from headrace.readers.file import MAX_SAMPLE_BYTES, FileReader
 from headrace.schema import short_repr
+from headrace_kernels.bounded_io import read_bounded, reason
 from headrace_kernels.registry import reader
 
 MAX_INDEX_BYTES = 1 << 30
