@@ -97,6 +97,9 @@ class RecordReader(FileReader):
 
     op = ""
     num_outputs = 1
+    decodes = True
+    """Parsing a record (protobuf, CRCs, RecordIO parts) is CPU work: the executor gives the reader its thread pool,
+    and a batch is read as one contiguous run of records per thread."""
 
     def __init__(self, node: str, args: dict, batch_size: int, seed: int, pool: ThreadPoolExecutor | None,
                  files: list[str], records: list[Record]):
