@@ -32,9 +32,7 @@ def wav_files(data: SuiteData) -> list[str]:
     return sorted(str(p) for p in Path(data.audio).rglob("*.wav"))
 
 
-@case(DECODER + " (readers.file over a folder of WAV files)", atol=1e-6,
-      xfail="readers.file's default file_filters lack DALI's audio patterns (*.flac, *.ogg, *.wav): a file_root of WAV "
-            "files gives 'no files found'")
+@case(DECODER + " (readers.file over a folder of WAV files)", atol=1e-6)
 def audio_file_root_decoder(lib: Lib, data: SuiteData) -> Pipe:
     fn, types = lib.fn, lib.types
 

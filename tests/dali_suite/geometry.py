@@ -9,9 +9,6 @@ from dali_suite import Lib, Pipe, SuiteData, batch_source, case
 from dali_suite.images import image_pipeline
 
 SOURCE = "DALI docs/examples/math/geometric_transforms.ipynb"
-TRANSFORM_LAYOUT = ("transforms.*: the output matrices have layout '' where DALI gives '**' (values and shapes "
-                    "match)")
-
 
 @case(SOURCE + " (transforms into warp_affine)", atol=1)
 def transforms_warp_affine(lib: Lib, data: SuiteData) -> Pipe:
@@ -24,7 +21,7 @@ def transforms_warp_affine(lib: Lib, data: SuiteData) -> Pipe:
     return image_pipeline(lib, data, body)
 
 
-@case(SOURCE + " (transforms.combine, shear, crop)", atol=1e-5, xfail=TRANSFORM_LAYOUT)
+@case(SOURCE + " (transforms.combine, shear, crop)", atol=1e-5)
 def transforms_combine(lib: Lib, data: SuiteData) -> Pipe:
     fn = lib.fn
 
@@ -56,7 +53,7 @@ def coord_transform_points(lib: Lib, data: SuiteData) -> Pipe:
     return pipe()
 
 
-@case(SOURCE + " (transforms with reverse_order and the scale's center)", atol=1e-5, xfail=TRANSFORM_LAYOUT)
+@case(SOURCE + " (transforms with reverse_order and the scale's center)", atol=1e-5)
 def transforms_chain_reverse(lib: Lib, data: SuiteData) -> Pipe:
     fn = lib.fn
 
@@ -69,8 +66,7 @@ def transforms_chain_reverse(lib: Lib, data: SuiteData) -> Pipe:
     return pipe()
 
 
-@case(SOURCE + " (per-sample angles and offsets as argument inputs)", atol=1e-5,
-      xfail=TRANSFORM_LAYOUT)
+@case(SOURCE + " (per-sample angles and offsets as argument inputs)", atol=1e-5)
 def transforms_argument_inputs(lib: Lib, data: SuiteData) -> Pipe:
     fn = lib.fn
     angles = [np.array(a, np.float32) for a in (0.0, 30.0, -45.0, 90.0)]

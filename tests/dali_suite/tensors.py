@@ -154,8 +154,7 @@ def permute_batch_example(lib: Lib, data: SuiteData) -> Pipe:
         fn.permute_batch(x, indices=[3, 2, 2, 0]), x))
 
 
-@case(OPTEST + "test_transpose.py",
-      xfail="transpose(transpose_layout=False): the output has layout '' where DALI keeps the input's 'HWC'")
+@case(OPTEST + "test_transpose.py")
 def transpose_example(lib: Lib, data: SuiteData) -> Pipe:
     return image_pipeline(lib, data, lambda fn, types, images: (
         fn.transpose(images, perm=[2, 0, 1]), fn.transpose(images, perm=[1, 0, 2], transpose_layout=False),

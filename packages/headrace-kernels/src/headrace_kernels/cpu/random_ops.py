@@ -35,7 +35,12 @@ def draw_uniform(args, rng: np.random.Generator, shape: tuple[int, ...]) -> np.n
         picked = np.asarray(values, dtype=np.float64)[rng.integers(0, len(values), shape)]
         return saturate_cast(np.asarray(picked), numpy_dtype(args["dtype"]))
     low, high = np.asarray(args["range"], dtype=np.float64).ravel()[:2]
-    return saturate_cast(np.asarray(rng.uniform(low, high, shape)), numpy_dtype(args["dtype"]))
+    draws = np.asarray(rng.uniform(low, high, shape))
+    dtype = numpy_dtype(args["dtype"])
+    if dtype.kind == "f" and high > low:  # [low, high), as DALI's: a draw that rounds to `high` is the value below it
+        top = np.nextafter(dtype.type(high), dtype.type(low))
+        draws = np.minimum(draws.astype(dtype), top)
+    return saturate_cast(draws, dtype)
 
 
 def draw_normal(args, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

@@ -19,7 +19,8 @@ from headrace.schema import (
 register = registrar(__name__)
 
 IMAGE_EXTENSIONS = ("*.jpg", "*.jpeg", "*.png", "*.bmp", "*.tif", "*.tiff", "*.pnm", "*.ppm", "*.pgm", "*.pbm",
-                    "*.jp2", "*.webp")
+                    "*.jp2", "*.webp", "*.flac", "*.ogg", "*.wav")
+"""readers.file's default file_filters, DALI's: the image formats and the audio ones."""
 _DALI_HINT = "Accepted for DALI compatibility; headrace reads files directly and ignores it."
 
 def _file_and_label(a: SpecArgs) -> list[OutputSpec]:

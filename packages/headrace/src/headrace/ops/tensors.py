@@ -48,6 +48,8 @@ def _reshaped(a: SpecArgs) -> list[OutputSpec]:
 def _transposed(a: SpecArgs) -> list[OutputSpec]:
     """The input's axes in the order `perm`, its layout permuted too (or named by `output_layout`)."""
     layout, dims = permuted(a.first, a.args["perm"], a.args["transpose_layout"])
+    if not a.args["transpose_layout"]:  # the axes move, their names stay as they were (DALI's)
+        layout = a.first.layout
     return [OutputSpec(a.first.dtype, a.args["output_layout"] or layout, dims)]
 
 

@@ -20,7 +20,7 @@ def _matrix(a: SpecArgs, ndim: int | None) -> list[OutputSpec]:
     if ndim is None and a.inputs and a.first.dims is not None and len(a.first.dims) == 2:
         ndim = a.first.dims[0]
     dims = (ndim, ndim + 1) if ndim is not None and ndim >= 0 else (-1, -1)
-    return [OutputSpec(np.float32, None, dims)]
+    return [OutputSpec(np.float32, "**", dims)]  # DALI names neither axis
 
 
 def _from_arg(name: str):
