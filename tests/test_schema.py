@@ -68,10 +68,14 @@ def test_wrong_types_name_op_and_argument(body, argument, expected):
 @pytest.mark.parametrize("body, op, argument", [
     (lambda x: fn.cast(x), "cast", "dtype"),
     (lambda x: fn.random_resized_crop(x), "random_resized_crop", "size"),
-    (lambda x: fn.constant(shape=[2]), "constant", "fdata"),
 ])
 def test_missing_required_argument(body, op, argument):
     raises(body, op, f"missing required argument '{argument}'")
+
+
+def test_constant_needs_one_data_form():
+    raises(lambda x: fn.constant(shape=[2]), "constant", "give the values as fdata (floats) or idata (integers)")
+    raises(lambda x: fn.constant(fdata=[1.0], idata=[1]), "constant", "one of them")
 
 
 @pytest.mark.parametrize("body, op", [

@@ -137,8 +137,7 @@ def constant_creation(lib: Lib, data: SuiteData) -> Pipe:
     return tensor_pipeline(lib, [a[:, :2] for a in arrays(4)], body)
 
 
-@case(OPTEST + "test_constant.py (types.Constant and fn.constant)",
-      xfail="fn.constant has no 'idata' argument (DALI's integer data form; only fdata exists)")
+@case(OPTEST + "test_constant.py (types.Constant and fn.constant)")
 def constants_in_graph(lib: Lib, data: SuiteData) -> Pipe:
     def body(fn, types, x):
         return (x + types.Constant(np.array([1, 2, 3, 4, 5, 6], np.float32)),

@@ -89,10 +89,13 @@ def cast(inputs, args, ctx):
 
 @cpu_kernel("constant")
 def constant(inputs, args, ctx):
-    values = np.asarray(args["fdata"], dtype=np.float64)
+    integers = args.get("idata") is not None
+    values = np.asarray(args["idata"] if integers else args["fdata"], dtype=np.int64 if integers else np.float64)
     shape = tuple(args["shape"]) or ((values.size,) if values.size > 1 else ())  # no shape: a flat list
     values = np.broadcast_to(values.reshape(()), shape) if values.size == 1 else values.reshape(shape)
-    return saturate_cast(values, numpy_dtype(args["dtype"]))
+    dtype = numpy_dtype(args["dtype"]) if args.get("dtype") is not None else np.dtype(
+        np.int32 if integers else np.float32)
+    return saturate_cast(values, dtype)
 
 
 @cpu_kernel("copy")

@@ -3,10 +3,9 @@
 import numpy as np
 
 from headrace.enums import DALIDataType
-from headrace.output_specs import declared
+from headrace.output_specs import declared, numpy_dtype
 from headrace.schema import (
     READER_COMPAT_ARGS,
-    REQUIRED,
     SHARD_ARGS,
     Arg,
     Limits,
@@ -94,15 +93,32 @@ register(OpSchema(
     state="source", output_spec=_external,
 ))
 
+def _constant(a: SpecArgs) -> list[OutputSpec]:
+    """The tensor `fdata` or `idata` give, of `dtype` (default FLOAT for fdata, INT32 for idata), in `shape`."""
+    dtype = a.args["dtype"]
+    if dtype is None:
+        dtype = DALIDataType.INT32 if a.args["idata"] is not None else DALIDataType.FLOAT
+    values = a.args["idata"] if a.args["idata"] is not None else a.args["fdata"] or []
+    dims = tuple(a.args["shape"]) or ((len(values),) if len(values) > 1 else ())  # no shape: a flat list
+    return [OutputSpec(numpy_dtype(dtype), a.args["layout"], dims)]
+
+
+def _one_data_form(given: frozenset[str]) -> str | None:
+    if ("fdata" in given) == ("idata" in given):
+        return "give the values as fdata (floats) or idata (integers), one of them"
+    return None
+
+
 register(OpSchema(
     name="constant",
     doc="The same tensor for every sample (what `types.Constant` and scalar arithmetic build).",
     args=(
-        Arg("fdata", "float", REQUIRED, "The values, flattened, row-major.", list_of=True),
+        Arg("fdata", "float", None, "The values as floats, flattened, row-major.", list_of=True),
+        Arg("idata", "int", None, "The values as integers, flattened, row-major.", list_of=True),
         Arg("shape", "int", [], "The shape of each sample.", list_of=True),
-        Arg("dtype", "dtype", DALIDataType.FLOAT, "The element type."),
+        Arg("dtype", "dtype", None, "The element type (default: FLOAT for fdata, INT32 for idata)."),
         Arg("layout", "str", "", "Layout name of the tensor."),
     ),
-    devices=("cpu", "gpu"),
-    state="none", output_spec=declared,
+    devices=("cpu", "gpu"), rule=_one_data_form,
+    state="none", output_spec=_constant,
 ))
