@@ -65,3 +65,14 @@ def run_dali(op: str, *inputs: Sequence[np.ndarray], arg_inputs: dict | None = N
 def max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
     assert a.shape == b.shape, (a.shape, b.shape)
     return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
+
+def assert_specs_agree(pipe, **feed) -> None:
+    """Every output's declared spec (element type, dims, layout) against what the CPU pipeline gives."""
+    for out, batch in zip(pipe.outputs, pipe.run(**feed), strict=True):
+        assert out.spec.dtype == batch.dtype, (out.op.schema.name, out.spec, batch.dtype)
+        for i in range(len(batch)):
+            shape = np.asarray(batch.at(i)).shape
+            assert len(shape) == len(out.spec.dims), (out.op.schema.name, out.spec, shape)
+            assert all(d in (-1, s) for d, s in zip(out.spec.dims, shape, strict=True)), (out.spec, shape)
+        assert not batch.layout() or batch.layout() == out.spec.layout, (out.spec, batch.layout())
+    pipe.close()

@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import pytest
 from gpu_helpers import cpu_and_gpu
-from ops_support import needs_dali
+from ops_support import assert_specs_agree, needs_dali
 
 import headrace
 from headrace.errors import SampleError
@@ -198,16 +198,6 @@ def test_gpu_matches_cpu(op, kwargs):
             np.testing.assert_array_equal(a, b)
 
 
-def assert_specs_agree(pipe, **feed) -> None:
-    """Every output's declared spec (element type, dims, layout) against what the CPU pipeline gives."""
-    for out, batch in zip(pipe.outputs, pipe.run(**feed), strict=True):
-        assert out.spec.dtype == batch.dtype, (out.op.schema.name, out.spec, batch.dtype)
-        for i in range(len(batch)):
-            shape = np.asarray(batch.at(i)).shape
-            assert len(shape) == len(out.spec.dims), (out.op.schema.name, out.spec, shape)
-            assert all(d in (-1, s) for d, s in zip(out.spec.dims, shape, strict=True)), (out.spec, shape)
-        assert not batch.layout() or batch.layout() == out.spec.layout, (out.spec, batch.layout())
-    pipe.close()
 
 
 def test_output_specs_agree_with_the_outputs():
