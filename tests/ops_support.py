@@ -66,6 +66,7 @@ def max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
     assert a.shape == b.shape, (a.shape, b.shape)
     return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
 
+
 def assert_specs_agree(pipe, **feed) -> None:
     """Every output's declared spec (element type, dims, layout) against what the CPU pipeline gives."""
     for out, batch in zip(pipe.outputs, pipe.run(**feed), strict=True):

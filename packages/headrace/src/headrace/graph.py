@@ -50,7 +50,29 @@ class OpNode:
         return [*self.inputs, *self.arg_inputs.values(), *guard]
 
 
-class DataNode:
+class _Arithmetic:
+    """The binary operators of DataNode arithmetic, for anything with a `_with(other, op, reflected)`."""
+
+    def _with(self, other: Any, op: str, reflected: bool = False) -> Any:
+        raise NotImplementedError
+
+    def __add__(self, o): return self._with(o, "add")
+    def __radd__(self, o): return self._with(o, "add", True)
+    def __sub__(self, o): return self._with(o, "sub")
+    def __rsub__(self, o): return self._with(o, "sub", True)
+    def __mul__(self, o): return self._with(o, "mul")
+    def __rmul__(self, o): return self._with(o, "mul", True)
+    def __truediv__(self, o): return self._with(o, "div")
+    def __rtruediv__(self, o): return self._with(o, "div", True)
+    def __floordiv__(self, o): return self._with(o, "floordiv")
+    def __rfloordiv__(self, o): return self._with(o, "floordiv", True)
+    def __mod__(self, o): return self._with(o, "mod")
+    def __rmod__(self, o): return self._with(o, "mod", True)
+    def __pow__(self, o): return self._with(o, "pow")
+    def __rpow__(self, o): return self._with(o, "pow", True)
+
+
+class DataNode(_Arithmetic):
     """The output `index` of an op node; arithmetic on it builds new op nodes, as in DALI."""
 
     __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
@@ -183,23 +205,9 @@ class ScalarConstant:
             return NotImplemented
         return _binary_node(other, self, op) if reflected else _binary_node(self, other, op)
 
-    def __add__(self, o): return self._with(o, "add")
-    def __radd__(self, o): return self._with(o, "add", True)
-    def __sub__(self, o): return self._with(o, "sub")
-    def __rsub__(self, o): return self._with(o, "sub", True)
-    def __mul__(self, o): return self._with(o, "mul")
-    def __rmul__(self, o): return self._with(o, "mul", True)
-    def __truediv__(self, o): return self._with(o, "div")
-    def __rtruediv__(self, o): return self._with(o, "div", True)
-    def __floordiv__(self, o): return self._with(o, "floordiv")
-    def __rfloordiv__(self, o): return self._with(o, "floordiv", True)
-    def __mod__(self, o): return self._with(o, "mod")
-    def __rmod__(self, o): return self._with(o, "mod", True)
-    def __pow__(self, o): return self._with(o, "pow")
-    def __rpow__(self, o): return self._with(o, "pow", True)
 
 
-class DeferredConstant:
+class DeferredConstant(_Arithmetic):
     """A `types.Constant` tensor made outside a pipeline definition. DALI makes its node there and the pipeline
     that uses it adopts it; here each use inside a pipeline definition makes the constant node (an op input, an
     operand, an output)."""
@@ -225,20 +233,6 @@ class DeferredConstant:
             return NotImplemented
         return _binary_node(other, self.node(), op) if reflected else _binary_node(self.node(), other, op)
 
-    def __add__(self, o): return self._with(o, "add")
-    def __radd__(self, o): return self._with(o, "add", True)
-    def __sub__(self, o): return self._with(o, "sub")
-    def __rsub__(self, o): return self._with(o, "sub", True)
-    def __mul__(self, o): return self._with(o, "mul")
-    def __rmul__(self, o): return self._with(o, "mul", True)
-    def __truediv__(self, o): return self._with(o, "div")
-    def __rtruediv__(self, o): return self._with(o, "div", True)
-    def __floordiv__(self, o): return self._with(o, "floordiv")
-    def __rfloordiv__(self, o): return self._with(o, "floordiv", True)
-    def __mod__(self, o): return self._with(o, "mod")
-    def __rmod__(self, o): return self._with(o, "mod", True)
-    def __pow__(self, o): return self._with(o, "pow")
-    def __rpow__(self, o): return self._with(o, "pow", True)
 
 
 def _binary_node(left: Any, right: Any, op: str) -> DataNode:
