@@ -51,7 +51,8 @@ class OpNode:
 
 
 class _Arithmetic:
-    """The binary operators of DataNode arithmetic, for anything with a `_with(other, op, reflected)`."""
+    """The binary operators of the constants made outside a pipeline (a DataNode operand makes the node), for a
+    class with a `_with(other, op, reflected)`."""
 
     def _with(self, other: Any, op: str, reflected: bool = False) -> Any:
         raise NotImplementedError
@@ -72,7 +73,7 @@ class _Arithmetic:
     def __rpow__(self, o): return self._with(o, "pow", True)
 
 
-class DataNode(_Arithmetic):
+class DataNode:
     """The output `index` of an op node; arithmetic on it builds new op nodes, as in DALI."""
 
     __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
@@ -164,7 +165,7 @@ class DataNode(_Arithmetic):
     def __abs__(self): return _unary_node(self, "abs")
 
 
-class ScalarConstant:
+class ScalarConstant(_Arithmetic):
     """A scalar `types.Constant` made outside a pipeline definition, as DALI's ScalarConstant: a value and its DALI
     type, which becomes a scalar operand, an argument value or a constant node where a pipeline uses it."""
 
@@ -204,7 +205,6 @@ class ScalarConstant:
         if not isinstance(other, DataNode):
             return NotImplemented
         return _binary_node(other, self, op) if reflected else _binary_node(self, other, op)
-
 
 
 class DeferredConstant(_Arithmetic):
