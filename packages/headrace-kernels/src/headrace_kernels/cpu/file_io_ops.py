@@ -3,24 +3,18 @@ the data copied out of the input), with DALI's checks."""
 
 from __future__ import annotations
 
-import io
 import math
-import threading
 
 import numpy as np
 
 from headrace_kernels.bounded_io import read_bounded
 from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.dtypes import dali_number, numpy_dtype
+from headrace_kernels.npy_header import read_npy_header
 from headrace_kernels.registry import cpu_kernel
 
 MAX_FILE_BYTES = 1 << 31
 """The largest file io.file.read reads (as readers.file's largest sample)."""
-MAX_HEADER_BYTES = 1 << 16
-
-_header_lock = threading.Lock()
-"""numpy parses a .npy header's dict with ast.literal_eval, which CPython 3.11 cannot run in several threads at once
-(CPython gh-106905): one header at a time."""
 
 
 def byte_input(data, op: str) -> bytes:
@@ -53,15 +47,9 @@ def file_read(inputs, args, ctx):
 
 def npy_header(raw: bytes) -> tuple[tuple[int, ...], np.dtype, bool, int]:
     """(shape, dtype, fortran order, data offset) of .npy bytes; ValueError saying what is wrong."""
-    stream = io.BytesIO(raw[:MAX_HEADER_BYTES])
     try:
-        major, _ = np.lib.format.read_magic(stream)
-        read = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}.get(major)
-        if read is None:
-            raise ValueError(f"unsupported .npy format version {major}")
-        with _header_lock:
-            shape, fortran, dtype = read(stream, max_header_size=MAX_HEADER_BYTES)
-    except (ValueError, SyntaxError, EOFError, OSError) as exc:
+        shape, dtype, fortran, offset = read_npy_header(raw)
+    except ValueError as exc:
         raise ValueError(f"decoders.numpy: the input is not a readable .npy file ({exc})") from None
     if dtype.byteorder == ">" and dtype.itemsize > 1:
         raise ValueError("decoders.numpy: big-endian .npy data is not supported (as in DALI)")
@@ -72,7 +60,7 @@ def npy_header(raw: bytes) -> tuple[tuple[int, ...], np.dtype, bool, int]:
         dali_number(dtype)
     except TypeError:
         raise ValueError(f"decoders.numpy: element type {dtype} is not supported (numbers and bool only)") from None
-    return tuple(int(d) for d in shape), dtype, bool(fortran), stream.tell()
+    return shape, dtype, fortran, offset
 
 
 def decode_npy(raw: bytes) -> np.ndarray:

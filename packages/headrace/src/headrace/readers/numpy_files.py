@@ -10,11 +10,9 @@ checkpoints over a list of items that a subclass reads by index.
 from __future__ import annotations
 
 import fnmatch
-import io
 import math
 import os
 import stat
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
@@ -25,13 +23,12 @@ from headrace.ops import data_readers  # noqa: F401 - registers the schemas of t
 from headrace.readers.file import MAX_SAMPLE_BYTES, FileReader
 from headrace.schema import short_repr
 from headrace_kernels.bounded_io import read_bounded, reason
+from headrace_kernels.npy_header import MAX_HEADER_BYTES, read_npy_header
 from headrace_kernels.registry import reader
 
 OP = "readers.numpy"
 MAX_FILE_LIST_BYTES = 1 << 30
 """The largest file list read (1 GiB); a larger one, or anything but a regular file, is refused."""
-MAX_HEADER_BYTES = 1 << 16
-"""The largest .npy header read (numpy's own limit is 10,000 bytes; a larger one is not a real header)."""
 
 
 class IndexedReader(FileReader):
@@ -133,30 +130,17 @@ class NpyHeader(NamedTuple):
     offset: int
 
 
-_header_lock = threading.Lock()
-"""numpy.lib.format parses a header's dict with ast.literal_eval, and CPython 3.11's compiler is not safe to run in
-several threads at once (intermittent 'AST constructor recursion depth mismatch', CPython gh-106905): the reader's
-threads parse one header at a time (some microseconds each)."""
-
-
 def parse_header(fd: int, size: int) -> NpyHeader:
     """The header of the open .npy file `fd` of `size` bytes; ValueError saying what is wrong with it."""
-    head = os.pread(fd, min(size, MAX_HEADER_BYTES), 0)
-    stream = io.BytesIO(head)
     try:
-        major, _ = np.lib.format.read_magic(stream)
-        read = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}.get(major)
-        if read is None:
-            raise ValueError(f"unsupported .npy format version {major}")
-        with _header_lock:
-            shape, fortran, dtype = read(stream, max_header_size=MAX_HEADER_BYTES)
-    except (ValueError, SyntaxError, EOFError, OSError) as exc:
+        shape, dtype, fortran, offset = read_npy_header(os.pread(fd, min(size, MAX_HEADER_BYTES), 0))
+    except ValueError as exc:
         raise ValueError(f"not a readable .npy header ({exc})") from None
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
         raise ValueError(f"element type {dtype} is not a plain number type")
     if dtype.byteorder == ">" and dtype.itemsize > 1:
         raise ValueError("big-endian files are not supported (as in DALI)")
-    header = NpyHeader(tuple(int(d) for d in shape), dtype.newbyteorder("="), bool(fortran), stream.tell())
+    header = NpyHeader(shape, dtype.newbyteorder("="), fortran, offset)
     nbytes = math.prod(header.shape) * dtype.itemsize
     if nbytes > MAX_SAMPLE_BYTES:
         raise ValueError(f"its array is {nbytes:,} bytes, more than a sample may have ({MAX_SAMPLE_BYTES:,})")
