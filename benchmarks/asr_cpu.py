@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
-from rounds import Runner, timed_epoch
+from rounds import Runner, best_ms_per_batch, timed_epoch
 from tqdm import tqdm
 
 LIBRARIES = ("headrace", "dali", "torchaudio")
@@ -361,16 +361,7 @@ def op_times(args: argparse.Namespace, manifest: Path, libraries: list[str]) -> 
                 pipe = pipeline_def(batch_size=args.batch_size, num_threads=1, device_id=None, seed=1)(pipe_fn)
             built = pipe()
             built.build()
-            built.run()
-            best = math.inf
-            for _ in range(args.op_repeats):
-                start = time.perf_counter()
-                for _ in range(args.op_iters):
-                    built.run()
-                best = min(best, (time.perf_counter() - start) / args.op_iters)
-            if hasattr(built, "close"):
-                built.close()
-            table.setdefault(name, {})[lib] = best * 1000
+            table.setdefault(name, {})[lib] = best_ms_per_batch(built, args.op_iters, args.op_repeats)
     for name, times in table.items():
         ratio = f"   DALI / headrace {times['dali'] / times['headrace']:.2f}x" if len(times) == 2 else ""
         print(f"  {name:42s} " + "  ".join(f"{lib} {ms:8.2f}" for lib, ms in times.items()) + ratio)

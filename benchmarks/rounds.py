@@ -32,3 +32,18 @@ def timed_epoch(runner: Runner, label: str, batches: int | None = None, unit: st
             if done == batches:
                 break
     return samples, time.perf_counter() - start
+
+
+def best_ms_per_batch(pipe, iters: int, repeats: int) -> float:
+    """A built pipeline's milliseconds per batch: the best of `repeats` timed runs of `iters` batches, after one
+    untimed batch; the pipeline is closed after."""
+    pipe.run()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(iters):
+            pipe.run()
+        best = min(best, (time.perf_counter() - start) / iters)
+    if hasattr(pipe, "close"):
+        pipe.close()
+    return best * 1000

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
-from rounds import Runner, timed_epoch
+from rounds import Runner, best_ms_per_batch, timed_epoch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import ssd_pipeline as example
@@ -248,16 +248,7 @@ def op_times(args: argparse.Namespace, data: tuple[str, str]) -> None:
 
             built = lib.pipeline_def(batch_size=args.batch_size, num_threads=1, device_id=None, seed=1)(graph)()
             built.build()
-            built.run()
-            best = float("inf")
-            for _ in range(args.op_repeats):
-                start = time.perf_counter()
-                for _ in range(args.op_iters):
-                    built.run()
-                best = min(best, (time.perf_counter() - start) / args.op_iters)
-            if hasattr(built, "close"):
-                built.close()
-            table.setdefault(step, {})[name] = best * 1000
+            table.setdefault(step, {})[name] = best_ms_per_batch(built, args.op_iters, args.op_repeats)
     for step, times in table.items():
         ratio = f"   DALI / headrace {times['dali'] / times['headrace']:.2f}x" if len(times) == 2 else ""
         print(f"  {step:34s} " + "  ".join(f"{lib} {ms:8.2f}" for lib, ms in times.items()) + ratio)
