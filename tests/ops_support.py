@@ -77,3 +77,30 @@ def assert_specs_agree(pipe, **feed) -> None:
             assert all(d in (-1, s) for d, s in zip(out.spec.dims, shape, strict=True)), (out.spec, shape)
         assert not batch.layout() or batch.layout() == out.spec.layout, (out.spec, batch.layout())
     pipe.close()
+
+
+def run_with_layouts(p) -> list[tuple[list[np.ndarray], str]]:
+    """One run of a defined pipeline of either library: each output's (samples, layout), headrace's layout read from
+    its graph where a batch lacks it, and headrace's declared output specs checked against the samples."""
+    if hasattr(p, "build"):
+        p.build()
+    outs = p.run()
+    headrace = not callable(getattr(p, "outputs", None))
+    specs = [node.spec.layout for node in p.outputs] if headrace else [None] * len(outs)
+    result = [([np.array(o.at(i)) for i in range(len(o))], o.layout() or spec or "")
+              for o, spec in zip(outs, specs, strict=True)]
+    if headrace:  # what the graph said of each output is what came
+        for node, (samples, _) in zip(p.outputs, result, strict=True):
+            spec_agrees(node.spec, samples)
+    if hasattr(p, "close"):
+        p.close()
+    return result
+
+
+def spec_agrees(spec, samples: list[np.ndarray]) -> None:
+    """An output spec (dtype, dims with -1 where they vary) against the samples a CPU run gave."""
+    for sample in samples:
+        assert spec.dtype is None or sample.dtype == spec.dtype, (spec, sample.dtype)
+        if spec.dims is not None:
+            fits = all(d in (-1, n) for d, n in zip(spec.dims, sample.shape, strict=False))
+            assert len(spec.dims) == sample.ndim and fits, (spec, sample.shape)
