@@ -35,14 +35,19 @@ def test_per_sample_indices_match_dali():
         np.testing.assert_array_equal(a, b)
 
 
-def _permutations(batch_size: int, iterations: int, seed: int = 4, device_id=None, **kwargs) -> np.ndarray:
-    """(iterations, batch_size) indices of batch_permutation, with the batch they permuted checked against them."""
+def _permutations(batch_size: int, iterations: int, seed: int = 4, device_id=None, gpu: bool = False,
+                  **kwargs) -> np.ndarray:
+    """(iterations, batch_size) indices of batch_permutation (on the GPU with `gpu`), with the batch they permuted
+    checked against them."""
     data = [np.array([i], np.int32) for i in range(batch_size)]
 
-    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=device_id, seed=seed)
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0 if gpu else device_id, seed=seed)
     def pipe():
         x = fn.external_source(source=lambda: data, batch=True)
-        indices = fn.batch_permutation(**kwargs, name="perm")  # named: the same random stream on both devices
+        # named: the same random stream on both devices
+        indices = fn.batch_permutation(**kwargs, name="perm", **({"device": "gpu"} if gpu else {}))
+        if gpu:
+            return indices.cpu(), fn.permute_batch(x.gpu(), indices=indices.cpu()).cpu()
         return indices, fn.permute_batch(x, indices=indices)
 
     p = pipe()
@@ -126,30 +131,10 @@ def test_gpu_matches_cpu(kwargs):
     from tests.gpu_helpers import cpu_and_gpu
 
     np.testing.assert_array_equal(_permutations(6, 5, device_id=0, **kwargs),
-                                  _gpu_permutations(6, 5, **kwargs))
+                                  _permutations(6, 5, gpu=True, **kwargs))
     cpu, gpu = cpu_and_gpu(DATA, lambda d, dev: fn.permute_batch(d, indices=[4, 0, 0, 2, 1]))
     for a, b in zip(cpu, gpu, strict=True):
         np.testing.assert_array_equal(a, b)
-
-
-def _gpu_permutations(batch_size: int, iterations: int, **kwargs) -> np.ndarray:
-    data = [np.array([i], np.int32) for i in range(batch_size)]
-
-    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0, seed=4)
-    def pipe():
-        x = fn.external_source(source=lambda: data, batch=True).gpu()
-        indices = fn.batch_permutation(**kwargs, device="gpu", name="perm")
-        return indices.cpu(), fn.permute_batch(x, indices=indices.cpu()).cpu()
-
-    p = pipe()
-    rows = []
-    for _ in range(iterations):
-        indices, permuted = p.run()
-        row = [int(np.asarray(indices.at(i))) for i in range(batch_size)]
-        assert [int(np.asarray(permuted.at(i))[0]) for i in range(batch_size)] == row
-        rows.append(row)
-    p.close()
-    return np.array(rows)
 
 
 def test_pipeline_file_round_trip(tmp_path):
