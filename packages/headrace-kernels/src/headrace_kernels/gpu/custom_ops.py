@@ -10,7 +10,7 @@ import numpy as np
 from headrace_kernels.cpu.custom_ops import check_numba_inputs, from_dlpack_any, output_shapes, run_function
 from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.gpu.runtime import cupy
-from headrace_kernels.registry import GpuBatch, SampleFailureError, gpu_kernel
+from headrace_kernels.registry import GpuBatch, gpu_kernel
 
 
 def _columns(batch: GpuBatch) -> list[list]:
@@ -57,6 +57,8 @@ class NumbaFunction:
         args = setup.args
         if args["blocks"] is None or args["threads_per_block"] is None:
             raise ValueError("experimental.numba_function on the GPU needs `blocks` and `threads_per_block`")
+        if args["batch_processing"]:
+            raise ValueError("experimental.numba_function on the GPU runs per sample (batch_processing=False)")
         try:
             from numba import cuda
         except ImportError as exc:  # numba without its CUDA target
@@ -76,9 +78,6 @@ class NumbaFunction:
                        for per_sample, t in zip(shapes, args["out_types"], strict=True)]
             stream = self.cuda.external_stream(batch.stream.ptr)
             blocks, threads = self.launch
-            if args["batch_processing"]:
-                raise SampleFailureError(0, "experimental.numba_function on the GPU runs per sample "
-                                         "(batch_processing=False)")
             for i, row in enumerate(columns):
                 arrays = [self.cuda.as_cuda_array(o[i]) for o in outputs] + \
                     [self.cuda.as_cuda_array(cp.ascontiguousarray(a)) for a in row]
