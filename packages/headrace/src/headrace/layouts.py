@@ -20,6 +20,8 @@ def resolve(schema: OpSchema, node: str, args: dict[str, Any], inputs: list) -> 
     layout = inputs[0].layout if inputs else None
     if layout is None:
         return
+    if schema.sequence_input(layout):  # processed frame by frame: arguments are about a frame's axes
+        layout = layout[1:]
     allowed = schema.input_layouts
     if allowed and layout not in allowed:
         raise SchemaError(f"{schema.name} (node '{node}') needs {' or '.join(allowed)} data, but its input "

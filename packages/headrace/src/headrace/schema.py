@@ -296,6 +296,19 @@ UNKNOWN_OUTPUT = OutputSpec()
 """The spec of an output nothing is known about."""
 
 
+def frame_spec(spec: OutputSpec) -> OutputSpec:
+    """The spec of one frame of a sequence (layout 'F...'): its outer axis dropped; other specs as they are."""
+    if not spec.layout or spec.layout[0] != "F":
+        return spec
+    return dataclasses.replace(spec, layout=spec.layout[1:], dims=None if spec.dims is None else spec.dims[1:])
+
+
+def sequence_spec(spec: OutputSpec, frames: int = -1) -> OutputSpec:
+    """The spec of a sequence of `frames` frames of `spec` (-1: varying): an outer 'F' axis."""
+    layout = "F" + spec.layout if spec.layout else None
+    return dataclasses.replace(spec, layout=layout, dims=None if spec.dims is None else (frames, *spec.dims))
+
+
 @dataclasses.dataclass(frozen=True)
 class SpecArgs:
     """What an op's output spec is computed from: every argument's value (given or default), the arguments that come
@@ -374,6 +387,10 @@ class OpSchema:
     tests/test_output_specs.py fails for an op that does not."""
     input_layouts: tuple[str, ...] | None = None
     """The layouts the op reads (an image op: ("HW", "HWC")); an input of another known layout is refused."""
+    sequences: bool = False
+    """The op also takes sequences, as DALI's ops that allow them: an input laid out 'F' + one of `input_layouts`
+    is processed frame by frame (headrace.engine.frames), and an argument input marked by `fn.per_frame` gives one
+    value per frame."""
     default_axis_names: str | None = None
     """The `axis_names` meant when neither `axes` nor `axis_names` is given, resolved once the input's layout is
     known (erase: "HW")."""
@@ -388,6 +405,8 @@ class OpSchema:
             raise AssertionError(f"{self.name}: unknown checkpoint rule {self.state!r}")
         if self.random and self.state != "rng":
             raise AssertionError(f"{self.name}: a random op must declare state='rng'")
+        if self.sequences and (self.whole_batch or self.random):  # frames would change their batches or streams
+            raise AssertionError(f"{self.name}: only a per-sample, non-random op runs frame by frame")
 
     @property
     def all_args(self) -> dict[str, Arg]:
@@ -416,10 +435,23 @@ class OpSchema:
         count = self.outputs_for(args, len(inputs) if inputs else None)
         if self.output_spec is None:
             return [UNKNOWN_OUTPUT] * count
+        frames = self.sequence_input(inputs[0].layout if inputs else None)
+        if frames:  # per frame: the frame's spec, under an outer 'F' axis of the sequence's length
+            length = inputs[0].dims[0] if inputs[0].dims else -1
+            inputs = [frame_spec(spec) for spec in inputs]
         specs = list(self.output_spec(SpecArgs(self.resolve(args), frozenset(per_sample), tuple(inputs))))
+        if frames:
+            specs = [sequence_spec(spec, length) for spec in specs]
         if len(specs) != count:
             raise AssertionError(f"{self.name}: its output spec gives {len(specs)} outputs, the op has {count}")
         return specs
+
+    def sequence_input(self, layout: str | None) -> bool:
+        """Whether an input of `layout` is a sequence this op processes frame by frame: it allows sequences, and
+        the layout is 'F' followed by one it reads (any, where it declares none)."""
+        if not self.sequences or not layout or layout[0] != "F":
+            return False
+        return self.input_layouts is None or layout[1:] in self.input_layouts
 
     def validate_args(self, node: str, kwargs: dict, per_sample: Collection[str] = ()) -> dict:
         """Canonical values of `kwargs`, or a SchemaError that names the node, the op and the argument.

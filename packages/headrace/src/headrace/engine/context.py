@@ -51,8 +51,10 @@ class SampleContext:
 class SampleOp:
     """A per-sample op ready to run: its kernel, its arguments with defaults filled in, and where inputs come from."""
 
-    def __init__(self, node: OpNode, kernel, seed: int):
+    def __init__(self, node: OpNode, kernel, seed: int, frame_args: frozenset[str] = frozenset()):
         self.node, self.kernel, self.seed = node, kernel, seed
+        self.frame_args = frame_args
+        """Argument inputs given per frame of a sequence (fn.per_frame), for a kernel that runs frame by frame."""
         self.static_args = node.resolved_args()
         self.inputs = [ref_of(i) for i in node.inputs]
         self.input_layouts = tuple(i.spec.layout or "" for i in node.inputs)

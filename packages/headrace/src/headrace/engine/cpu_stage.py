@@ -8,6 +8,7 @@ from typing import Any
 import headrace.readers  # noqa: F401 - registers the readers
 from headrace.batch import BufferPool
 from headrace.engine.context import Collector, SampleOp, node_seed
+from headrace.engine.frames import FrameKernel, frame_layouts, is_sequence_node, per_frame_arg_names
 from headrace.engine.samples import run_samples
 from headrace.engine.skips import SKIPPED, batch_skips, read_failures
 from headrace.engine.workers import WorkerOptions
@@ -23,6 +24,10 @@ def sample_op(node: OpNode, pipeline_seed: int) -> SampleOp:
     kernel = get_cpu_kernel(node.schema.name)
     if kernel is None:
         raise SchemaError(f"{node.schema.name} (node '{node.name}') has no CPU implementation")
+    if is_sequence_node(node):  # the kernel runs on every frame of each sequence
+        sequences = tuple((i.spec.layout or "").startswith("F") for i in node.inputs)
+        kernel = FrameKernel(kernel, sequences, frame_layouts(node), len(node.outputs))
+        return SampleOp(node, kernel, node_seed(pipeline_seed, node), per_frame_arg_names(node))
     return SampleOp(node, kernel, node_seed(pipeline_seed, node))
 
 

@@ -19,6 +19,7 @@ from headrace.batch import TensorListGPU
 from headrace.engine.branches import run_step
 from headrace.engine.context import BatchInfo, node_seed, ref_of
 from headrace.engine.cpu_stage import CpuStage, sample_op
+from headrace.engine.frames import FrameBatchView, fold_frames, frame_layouts, is_sequence_node, per_frame_arg_names
 from headrace.engine.gpu_batch import PLANNED, PREPARED, GpuBatchView, Outputs, upload
 from headrace.engine.options import ExecutorOptions
 from headrace.engine.skips import gpu_skip_head, retry_skips, skips
@@ -71,7 +72,8 @@ def fused_chains(nodes: list[OpNode], outputs: list[DataNode]) -> list[tuple[Gpu
     chains = []
     for entry in fused_gpu_kernels():
         for node in nodes:
-            if node.schema.name != entry.ops[0] or node.device != "gpu" or node.name in taken:
+            if node.schema.name != entry.ops[0] or node.device != "gpu" or node.name in taken \
+                    or is_sequence_node(node):
                 continue
             chain = [node]
             for op in entry.ops[1:]:
@@ -79,7 +81,8 @@ def fused_chains(nodes: list[OpNode], outputs: list[DataNode]) -> list[tuple[Gpu
                 users = readers.get(last.name, [])
                 user = users[0] if len(users) == 1 else None
                 if last.name in output_ops or user is None or user.schema.name != op or user.device != "gpu" \
-                        or user.name in taken or not user.inputs or user.inputs[0].op is not last:
+                        or user.name in taken or not user.inputs or user.inputs[0].op is not last \
+                        or is_sequence_node(user):
                     break
                 chain.append(user)
             if len(chain) == len(entry.ops):
@@ -108,9 +111,15 @@ class KernelStep:
             parts=tuple(args for _, args, _ in self.parts)))
         self.prepares = hasattr(self.kernel, "prepare")  # a host half that the CPU stage runs, ahead
         self.plans = hasattr(self.kernel, "plan")  # can plan its launch on a decoder's prepared records, ahead
+        self.frames = len(chain) == 1 and is_sequence_node(self.node)
+        """The node runs frame by frame on sequences: its kernel sees a batch of frames (engine.frames)."""
 
-    def batch(self, values: dict, info: BatchInfo) -> GpuBatchView:
-        return GpuBatchView(self, values, info, self.stage.ctx)
+    def batch(self, values: dict, info: BatchInfo) -> GpuBatchView | FrameBatchView:
+        view = GpuBatchView(self, values, info, self.stage.ctx)
+        if not self.frames:
+            return view
+        sequences = tuple((i.spec.layout or "").startswith("F") for i in self.node.inputs)
+        return FrameBatchView(view, per_frame_arg_names(self.node), sequences, frame_layouts(self.node))
 
     def prepare(self, values: dict, info: BatchInfo) -> Any:
         return self.kernel.prepare(self.batch(values, info))
@@ -126,9 +135,10 @@ class KernelStep:
         result = self.kernel.run(batch)
         if self.node.device == "cpu":  # a `.cpu()` copy: host arrays
             return result
+        wrap = self._wrap if not self.frames else lambda part: fold_frames(self._wrap(part), batch.lengths)
         if len(self.node.outputs) > 1:  # one result per output
-            return Outputs(self._wrap(part) for part in result)
-        return self._wrap(result)
+            return Outputs(wrap(part) for part in result)
+        return wrap(result)
 
     def _wrap(self, result) -> TensorListGPU:
         dense, listed = result if isinstance(result, tuple) else (None, result)

@@ -7,6 +7,7 @@ import itertools
 from concurrent.futures import ThreadPoolExecutor
 
 from headrace.engine.context import SampleContext, SampleOp, arg_value
+from headrace.engine.frames import frame_values
 from headrace.engine.whole_batch import run_whole_batch
 from headrace.errors import SampleError
 
@@ -40,7 +41,9 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
                     if op.arg_inputs:
                         args = dict(args)
                         for arg, ref in op.arg_inputs:
-                            args[arg.name] = arg_value(values[ref][i], arg)
+                            sample = values[ref][i]
+                            args[arg.name] = frame_values(sample, arg) if arg.name in op.frame_args \
+                                else arg_value(sample, arg)
                     source = sources[i] if i < len(sources) else ""
                     result = op.kernel(inputs, args, SampleContext(op.seed, first_sample + i, source, op.input_layouts))
                 except Exception as exc:

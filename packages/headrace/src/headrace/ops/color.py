@@ -18,7 +18,7 @@ register(OpSchema(
           Arg("dtype", "dtype", DALIDataType.UINT8, "Output element type (uint8 by default, as in DALI, even for "
               "float input).")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none", output_spec=keeps_layout_with_dtype_arg, input_layouts=("HWC",),
+    state="none", output_spec=keeps_layout_with_dtype_arg, input_layouts=("HWC",), sequences=True,
 ))
 
 register(OpSchema(
@@ -44,7 +44,7 @@ register(OpSchema(
           Arg("hue", "float", 0.0, "Hue rotation in degrees.", tensor_input=True),
           Arg("saturation", "float", 1.0, "Saturation multiplier.", tensor_input=True), _DTYPE),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none", output_spec=keeps_layout_with_dtype_arg, input_layouts=("HWC",),
+    state="none", output_spec=keeps_layout_with_dtype_arg, input_layouts=("HWC",), sequences=True,
 ))
 
 _SPACES = (DALIImageType.RGB, DALIImageType.BGR, DALIImageType.GRAY, DALIImageType.YCbCr)

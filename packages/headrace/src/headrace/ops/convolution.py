@@ -46,7 +46,7 @@ for _name in ("filter", "experimental.filter"):
         name=_name,
         doc=_FILTER_DOC if _name == "filter" else "DALI's earlier name of `filter`: " + _FILTER_DOC,
         args=_FILTER_ARGS, min_inputs=2, max_inputs=3, devices=("cpu", "gpu"), state="none",
-        output_spec=_filtered, input_layouts=("HW", "HWC"),
+        output_spec=_filtered, input_layouts=("HW", "HWC"), sequences=True,
     ))
 
 _WINDOW = Limits(1, 23)
@@ -68,5 +68,5 @@ register(OpSchema(
         Arg("dtype", "dtype", None, "Output element type: the input's (default) or FLOAT."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), state="none", output_spec=_laplacian,
-    input_layouts=("HW", "HWC"),
+    input_layouts=("HW", "HWC"), sequences=True,
 ))

@@ -69,5 +69,5 @@ register(OpSchema(
     args=(Arg("quality", "int", 50, "JPEG quality 1 (lowest) to 100; values outside are clamped.",
               tensor_input=True),),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), state="none", output_spec=same_as_input,
-    input_layouts=("HWC",),
+    input_layouts=("HWC",), sequences=True,
 ))

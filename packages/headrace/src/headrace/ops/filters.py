@@ -19,5 +19,5 @@ register(OpSchema(
         Arg("dtype", "dtype", None, "Output element type; default the input's."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none", output_spec=keeps_layout_with_dtype_arg, input_layouts=("HW", "HWC"),
+    state="none", output_spec=keeps_layout_with_dtype_arg, input_layouts=("HW", "HWC"), sequences=True,
 ))

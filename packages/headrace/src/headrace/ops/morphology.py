@@ -50,5 +50,5 @@ for _name in ("equalize", "experimental.equalize"):
             "Histogram equalization of uint8 HW / HWC images, each channel on its own histogram (OpenCV's "
             "equalizeHist per channel, as DALI).",
         min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), state="none", output_spec=same_as_input,
-        input_layouts=("HW", "HWC"),
+        input_layouts=("HW", "HWC"), sequences=True,
     ))

@@ -43,5 +43,5 @@ register(OpSchema(
             "'center' (OpenCV).", choices=("corner", "center")),
     ),
     min_inputs=1, max_inputs=2, devices=("cpu", "gpu"), state="none", output_spec=_warped,
-    input_layouts=("HW", "HWC"),
+    input_layouts=("HW", "HWC"), sequences=True,
 ))
