@@ -9,6 +9,7 @@ import numpy as np
 
 from headrace.batch import TensorListGPU
 from headrace.engine.context import BatchInfo, arg_values
+from headrace_kernels.gpu.staging import upload_arrays
 
 PREPARED = "__prepared__"  # values[(PREPARED, node)]: the host half a preparing kernel made for its node
 PLANNED = "__planned__"  # values[(PLANNED, node)]: a launch plan made ahead
@@ -19,16 +20,17 @@ class Outputs(tuple):
 
 
 def upload(value) -> TensorListGPU:
-    """A CPU batch (list of arrays) on the GPU, in one transfer when the samples share a shape; samples a reader
-    already put on the GPU (readers.numpy through kvikio) are taken as they are."""
-    import cupy as cp
-
+    """A CPU batch (list of arrays) on the GPU in one asynchronous transfer (one (N, ...) array when the samples
+    share a shape); samples a reader already put on the GPU (readers.numpy through kvikio) are taken as they are."""
     if len(value) and all(hasattr(v, "__cuda_array_interface__") for v in value):
         return TensorListGPU(list(value))
     arrays = [np.asarray(v) for v in value]
-    if arrays and all(a.shape == arrays[0].shape and a.dtype == arrays[0].dtype for a in arrays):
-        return TensorListGPU(cp.asarray(np.stack(arrays)))
-    return TensorListGPU([cp.asarray(a) for a in arrays])
+    if not arrays:
+        return TensorListGPU([])
+    if any(a.dtype.hasobject for a in arrays):
+        raise TypeError(f"a batch of Python objects ({arrays[0].dtype}) cannot be copied to the GPU")
+    dense, samples = upload_arrays(arrays)  # one asynchronous copy through pinned memory
+    return TensorListGPU(dense if dense is not None else samples)
 
 
 class GpuBatchView:

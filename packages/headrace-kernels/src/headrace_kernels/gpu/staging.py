@@ -1,0 +1,66 @@
+"""Uploads of host batches through pinned staging memory: one asynchronous copy per batch on the current stream.
+
+A copy from pageable memory blocks the host until the stream reaches it, so an upload queued behind a decode (the
+boxes and labels of a detection pipeline) held the GPU stage's thread for the whole decode, and a ragged batch paid
+that once per sample. Here the samples are packed into one pinned buffer, copied with one cudaMemcpyAsync, and
+handed out as views of one device buffer; the pinned buffer is held until the stream has read it."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from headrace_kernels.gpu.cupy_module import cupy
+
+ALIGN = 256
+"""Byte alignment of each sample in the packed buffers (CUDA's allocation alignment)."""
+
+_in_flight: list[tuple[Any, Any]] = []
+"""(event, pinned memory) of copies the stream may still be reading: the memory goes back to CuPy's pinned pool
+only once its event has passed."""
+_lock = threading.Lock()
+
+
+def _hold_until_read(stream, memory) -> None:
+    event = stream.record()
+    with _lock:
+        _in_flight[:] = [(e, m) for e, m in _in_flight if not e.done]
+        _in_flight.append((event, memory))
+
+
+def _aligned(size: int) -> int:
+    return -(-size // ALIGN) * ALIGN
+
+
+def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, list | None]:
+    """`arrays` on the current device and stream, copied asynchronously: (one (N, ...) array, None) when they share
+    shape and element type, else (None, one array per sample, views of one device buffer)."""
+    cp = cupy()
+    stream = cp.cuda.get_current_stream()
+    first = arrays[0]
+    if all(a.shape == first.shape and a.dtype == first.dtype for a in arrays):
+        nbytes = first.nbytes * len(arrays)
+        pinned = cp.cuda.alloc_pinned_memory(max(nbytes, 1))
+        host = np.frombuffer(pinned, np.uint8, nbytes).view(first.dtype).reshape(len(arrays), *first.shape)
+        np.stack(arrays, out=host)
+        device = cp.empty(host.shape, first.dtype)
+        if nbytes:
+            device.data.copy_from_host_async(host.ctypes.data, nbytes, stream)
+        _hold_until_read(stream, pinned)
+        return device, None
+    offsets, total = [], 0
+    for a in arrays:
+        offsets.append(total)
+        total += _aligned(a.nbytes)
+    pinned = cp.cuda.alloc_pinned_memory(max(total, 1))
+    packed = np.frombuffer(pinned, np.uint8, total)
+    for a, offset in zip(arrays, offsets, strict=True):
+        np.copyto(packed[offset:offset + a.nbytes].view(a.dtype).reshape(a.shape), a)
+    device = cp.empty(max(total, 1), np.uint8)
+    if total:
+        device.data.copy_from_host_async(packed.ctypes.data, total, stream)
+    _hold_until_read(stream, pinned)
+    return None, [cp.ndarray(a.shape, a.dtype, memptr=device.data + offset) if a.nbytes else cp.empty(a.shape, a.dtype)
+                  for a, offset in zip(arrays, offsets, strict=True)]
