@@ -141,11 +141,38 @@ def test_pad_matches_cpu(shapes):
     batch = _batch(np.uint8, shapes, seed=3)
     graphs = [lambda d, dev: fn.pad(d, axes=(0, 1), fill_value=7),
               lambda d, dev: fn.pad(d, axes=(0,), fill_value=300, align=4),
-              lambda d, dev: fn.pad(d, axis_names="HW", shape=[-1, 12], fill_value=-5),
+              lambda d, dev: fn.pad(fn.reshape(d, layout="HWC"), axis_names="HW", shape=[-1, 12], fill_value=-5),
               lambda d, dev: fn.pad(fn.cast(d, dtype=types.FLOAT), fill_value=0.5, align=[2, 3, 5])]
     for graph in graphs:
         cpu, gpu = cpu_and_gpu(batch, graph)
         _assert_matches(cpu, gpu, exact=True)
+
+
+@pytest.mark.parametrize("shapes", [[(3, 4), (2, 5)], [(3, 4)] * 3], ids=["ragged", "dense"])
+def test_axis_names_match_cpu(shapes):
+    """cat / stack / one_hot / pad by layout letters (the layout given by a reshape), GPU against CPU."""
+    batch = [a % 7 for a in _batch(np.int32, shapes, seed=4)]
+    graphs = [lambda d, dev: fn.cat(fn.reshape(d, layout="HW"), d, axis_name="W"),
+              lambda d, dev: fn.cat(fn.reshape(d, layout="HW"), d, axis_name="H"),
+              lambda d, dev: fn.stack(fn.reshape(d, layout="HW"), d, axis=-2, axis_name="C"),
+              lambda d, dev: fn.one_hot(fn.reshape(d, layout="HW"), num_classes=7, axis=0, axis_name="C"),
+              lambda d, dev: fn.pad(fn.reshape(d, layout="HW"), axis_names="W", fill_value=-1)]
+    for graph in graphs:
+        cpu, gpu = cpu_and_gpu(batch, graph)
+        _assert_matches(cpu, gpu, exact=True)
+
+
+@pytest.mark.parametrize("graph, message", [
+    (lambda d, dev: fn.cat(d, d, axis_name="W"), "cat: axis_name 'W' is not an axis of the first input's layout"),
+    (lambda d, dev: fn.stack(d, d, axis_name="C"), "stack: axis_name 'C' names the new axis"),
+    (lambda d, dev: fn.stack(d, d, axis=-3), r"stack: axis -3 is out of range \[-2, 2\]"),
+    (lambda d, dev: fn.one_hot(d, num_classes=3, axis_name="C"), "one_hot: axis_name 'C' .* must have 2 letters"),
+    (lambda d, dev: fn.pad(d, axis_names="W"), "pad: axis_names 'W': 'W' is not an axis of the input's layout ''"),
+])
+@pytest.mark.parametrize("shapes", [[(3, 4), (2, 5)], [(3, 4)] * 2], ids=["ragged", "dense"])
+def test_axis_names_without_a_layout_are_errors_on_the_gpu(graph, message, shapes):
+    with pytest.raises(SampleError, match=message):
+        run_graph(_batch(np.int32, shapes), graph, "gpu")
 
 
 def test_one_hot_matches_cpu():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ops_support import needs_dali, run_dali, run_headrace
+from ops_support import needs_dali, run_dali, run_headrace, run_with_layouts
 
 from headrace import fn, pipeline_def, types
-from headrace.errors import SampleError
+from headrace.errors import SampleError, SchemaError
 
 RNG = np.random.default_rng(2)
 A = [RNG.integers(0, 100, (3, 4), dtype=np.int32), RNG.integers(0, 100, (2, 5), dtype=np.int32)]
@@ -153,3 +153,103 @@ def test_matches_dali():
         for a, b in zip(run_headrace(op, *inputs, **kwargs), run_dali(op, *inputs, **kwargs), strict=True):
             assert a.dtype == b.dtype, op
             np.testing.assert_array_equal(a, b, err_msg=f"{op} {kwargs}")
+
+
+def _layout_pipe(api, body, layouts: tuple[str | None, ...], data: list[np.ndarray]):
+    """body(fn, *inputs) over external sources of `data` with the given layouts (None: no layout), in `api`."""
+
+    @api.pipeline_def(batch_size=len(data), num_threads=1, device_id=None)
+    def pipe():
+        nodes = [api.fn.external_source(source=lambda: data, batch=True, **({"layout": la} if la else {}))
+                 for la in layouts]
+        out = body(api.fn, *nodes)
+        return tuple(out) if isinstance(out, tuple) else out
+
+    return pipe()
+
+
+HW = [RNG.integers(0, 100, (3, 4), dtype=np.int32), RNG.integers(0, 100, (2, 5), dtype=np.int32)]
+NAMED = [  # (body, input layouts): DALI honours each axis name; outputs compared with their layouts
+    (lambda fn, x, y: (fn.cat(x, y, axis_name="W"), fn.cat(x, y, axis_name="H")), ("HW", "HW")),
+    (lambda fn, x, y: fn.cat(x, y, axis_name="W"), ("HW", None)),  # the first input's layout decides
+    (lambda fn, x, y: fn.cat(x, y, axis_name="H"), ("HW", "WH")),
+    (lambda fn, x, y: (fn.stack(x, y, axis=2, axis_name="C"), fn.stack(x, y, axis=-2, axis_name="C"),
+                       fn.stack(x, y, axis=1)), ("HW", "HW")),
+    (lambda fn, x, y: fn.stack(x, y, axis=0, axis_name="F"), ("HW", None)),
+    (lambda fn, x: (fn.one_hot(x, num_classes=100, axis_name="C"), fn.one_hot(x, num_classes=100, axis=1,
+                                                                             axis_name="C"),
+                    fn.one_hot(x, num_classes=100)), ("HW",)),
+    (lambda fn, x: (fn.pad(x, axis_names="W"), fn.pad(x, axis_names="H", shape=[6])), ("HW",)),
+]
+
+
+@needs_dali[0]
+@needs_dali[1]
+@pytest.mark.parametrize("body, layouts", NAMED, ids=[f"named{i}" for i in range(len(NAMED))])
+def test_axis_names_match_dali(body, layouts):
+    from nvidia import dali
+
+    import headrace
+
+    ours = run_with_layouts(_layout_pipe(headrace, body, layouts, HW))
+    theirs = run_with_layouts(_layout_pipe(dali, body, layouts, HW))
+    assert len(ours) == len(theirs)
+    for (got, got_layout), (expected, expected_layout) in zip(ours, theirs, strict=True):
+        assert got_layout == expected_layout
+        for a, b in zip(got, expected, strict=True):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+
+
+@needs_dali[0]
+@needs_dali[1]
+def test_stacked_scalars_and_scalar_labels_take_the_name_alone():
+    """Scalars need no layout: the new axis is the whole output layout (DALI's), for stack and one_hot alike."""
+    from nvidia import dali
+
+    import headrace
+
+    scalars = [np.array(3, np.int32), np.array(1, np.int32)]
+    for body in (lambda fn, x: fn.stack(x, x, axis_name="C"),
+                 lambda fn, x: fn.one_hot(x, num_classes=4, axis_name="C")):
+        (samples, layout), = run_with_layouts(_layout_pipe(headrace, body, (None,), scalars))
+        (expected, dali_layout), = run_with_layouts(_layout_pipe(dali, body, (None,), scalars))
+        assert layout == dali_layout == "C"
+        for a, b in zip(samples, expected, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+BAD = [  # (body, input layouts, what headrace says): DALI refuses each too
+    (lambda fn, x, y: fn.cat(x, y, axis_name="C"), ("HW", "HW"), "'C' is not an axis of the first input's layout"),
+    (lambda fn, x, y: fn.cat(x, y, axis_name="W"), (None, "HW"), "not an axis of the first input's layout ''"),
+    (lambda fn, x, y: fn.cat(x, y, axis=0, axis_name="W"), ("HW", "HW"), "'axis' and 'axis_name' cannot be used"),
+    (lambda fn, x, y: fn.cat(x, y, axis_name="WH"), ("HW", "HW"), "'axis_name' must be a single character"),
+    (lambda fn, x, y: fn.cat(x, y, axis=2), ("HW", "HW"), "cat: axis 2"),
+    (lambda fn, x, y: fn.stack(x, y, axis_name="C"), (None, "HW"), "axis_name 'C' names the new axis"),
+    (lambda fn, x, y: fn.stack(x, y, axis_name=""), ("HW", "HW"), "'axis_name' must be a single character"),
+    (lambda fn, x, y: fn.stack(x, y, axis=-3), ("HW", "HW"), r"stack: axis -3 is out of range \[-2, 2\]"),
+    (lambda fn, x, y: fn.one_hot(x, num_classes=3, axis_name="C"), (None, None), "which must have 2 letters"),
+    (lambda fn, x, y: fn.one_hot(x, num_classes=3, axis=-2), ("HW", None), r"axis -2 is out of range \[-1, 2\]"),
+    (lambda fn, x, y: fn.one_hot(x, num_classes=3, axis_name="CD"), ("HW", None), "must be a single character"),
+    (lambda fn, x, y: fn.pad(x, axis_names="W"), (None, None), "'W' is not an axis of the input's layout ''"),
+]
+
+
+@pytest.mark.parametrize("body, layouts, message", BAD, ids=[f"bad{i}" for i in range(len(BAD))])
+def test_bad_axis_names_are_errors(body, layouts, message):
+    import headrace
+
+    with pytest.raises((SampleError, SchemaError), match=message):
+        _layout_pipe(headrace, body, layouts, HW).run()
+
+
+@needs_dali[0]
+@needs_dali[1]
+@pytest.mark.parametrize("body, layouts", [b[:2] for b in BAD], ids=[f"bad{i}" for i in range(len(BAD))])
+def test_dali_refuses_them_too(body, layouts):
+    from nvidia import dali
+
+    with pytest.raises(RuntimeError):
+        pipe = _layout_pipe(dali, body, layouts, HW)
+        pipe.build()
+        pipe.run()

@@ -70,9 +70,7 @@ def slice_inputs_pad(lib: Lib, data: SuiteData) -> Pipe:
     return image_pipeline(lib, data, body)
 
 
-@case(OPTEST + "test_cat.py / test_stack.py",
-      xfail="cat(axis_name='W') concatenates along axis 0 (H): the axis_name argument is ignored, DALI joins the "
-            "inputs along the named layout axis")
+@case(OPTEST + "test_cat.py / test_stack.py")
 def cat_stack(lib: Lib, data: SuiteData) -> Pipe:
     a = arrays(1)
     b = [x * 2 for x in a]

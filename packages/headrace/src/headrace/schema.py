@@ -466,8 +466,8 @@ class OpSchema:
                     f"{self.name} (node '{node}'): unknown argument {short_repr(key)}.{hint} "
                     f"Valid arguments: {', '.join(sorted(known))}."
                 )
-            if value is None and key in ("device", "name"):
-                continue
+            if value is None and (key in ("device", "name") or known[key].default is None):
+                continue  # None for an argument whose default is None: not given, as DALI reads it
             try:
                 out[key] = known[key].coerce(value)
             except (TypeError, ValueError) as exc:

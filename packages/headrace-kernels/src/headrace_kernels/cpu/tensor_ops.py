@@ -16,6 +16,31 @@ def _same_type(arrays: list[np.ndarray], op: str) -> None:
         raise ValueError(f"{op}: inputs have different types {sorted(str(t) for t in types)}")
 
 
+def _no_layout_hint(layout: str) -> str:
+    return " (it has none: give its source a layout, e.g. external_source(layout=...))" if not layout else ""
+
+
+def join_axis(op: str, ndim: int, args: dict, layouts: tuple[str, ...]) -> int:
+    """The axis stack / cat (CPU and GPU) work on for `ndim`-dimensional inputs, checked as DALI checks it: stack's
+    new axis `axis` in [-ndim, ndim] (an `axis_name` needs the first input's layout unless the inputs are scalars);
+    cat's `axis`, or the letter `axis_name` looked up in the first input's layout."""
+    layout = layouts[0] if layouts else ""
+    name, axis = args["axis_name"], args["axis"]
+    if op == "stack":
+        if not -ndim <= axis <= ndim:
+            raise ValueError(f"stack: axis {axis} is out of range [{-ndim}, {ndim}] for {ndim}-dimensional inputs")
+        if name is not None and ndim and not layout:
+            raise ValueError(f"stack: axis_name {name!r} names the new axis in the first input's layout, which "
+                             f"non-scalar inputs need{_no_layout_hint(layout)}")
+        return axis
+    if name is None:
+        return axis
+    if name not in layout:
+        raise ValueError(f"cat: axis_name {name!r} is not an axis of the first input's layout {layout!r}"
+                         f"{_no_layout_hint(layout)}")
+    return layout.index(name)
+
+
 @cpu_kernel("stack")
 def stack(inputs, args, ctx):
     arrays = [np.asarray(x) for x in inputs]
@@ -23,18 +48,15 @@ def stack(inputs, args, ctx):
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
         raise ValueError(f"stack: inputs have different shapes {sorted(shapes)}")
-    axis = args["axis"]
-    if not -arrays[0].ndim - 1 <= axis <= arrays[0].ndim:
-        raise ValueError(f"stack: axis {axis} is out of range for {arrays[0].ndim}-dimensional inputs")
-    return np.stack(arrays, axis=axis)
+    return np.stack(arrays, axis=join_axis("stack", arrays[0].ndim, args, ctx.input_layouts))
 
 
 @cpu_kernel("cat")
 def cat(inputs, args, ctx):
     arrays = [np.asarray(x) for x in inputs]
     _same_type(arrays, "cat")
-    axis = args["axis"]
     ndim = arrays[0].ndim
+    axis = join_axis("cat", ndim, args, ctx.input_layouts)
     if any(a.ndim != ndim for a in arrays) or not -ndim <= axis < ndim:
         raise ValueError(f"cat: axis {axis} with input shapes {[a.shape for a in arrays]}")
     rest = {a.shape[:axis % ndim] + a.shape[axis % ndim + 1:] for a in arrays}
@@ -94,6 +116,19 @@ def transpose(inputs, args, ctx):
     return np.ascontiguousarray(data.transpose(perm))
 
 
+def one_hot_axis(ndim: int, args: dict, layout: str) -> int:
+    """Where one_hot's new axis goes for labels of `ndim` dimensions (after a one-element label became a scalar),
+    checked as DALI checks it: `axis` in [-1, ndim]; an `axis_name` needs a layout of the labels' dimensions."""
+    axis = args["axis"]
+    if not -1 <= axis <= ndim:
+        raise ValueError(f"one_hot: axis {axis} is out of range [-1, {ndim}] for {ndim}-dimensional labels")
+    name = args["axis_name"]
+    if name is not None and ndim and len(layout) != ndim:
+        raise ValueError(f"one_hot: axis_name {name!r} is inserted into the input's layout, which must have "
+                         f"{ndim} letters for {ndim}-dimensional labels; it is {layout!r}{_no_layout_hint(layout)}")
+    return ndim if axis == -1 else axis
+
+
 @cpu_kernel("one_hot")
 def one_hot(inputs, args, ctx):
     labels = np.asarray(inputs[0])
@@ -106,24 +141,34 @@ def one_hot(inputs, args, ctx):
         raise ValueError(f"num_classes must be positive, got {classes}")
     if labels.ndim == 1 and labels.size == 1:
         labels = labels.reshape(())  # a one-element label is a scalar, as in DALI
-    axis = args["axis"]
-    ndim = labels.ndim + 1
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for a {ndim}-dimensional output")
+    axis = one_hot_axis(labels.ndim, args, ctx.input_layouts[0] if ctx.input_layouts else "")
     hot = labels[..., None] == np.arange(classes)
     values = np.where(hot, args["on_value"], args["off_value"])
-    return saturate_cast(np.moveaxis(values, -1, axis % ndim), numpy_dtype(args["dtype"]))
+    return saturate_cast(np.moveaxis(values, -1, axis), numpy_dtype(args["dtype"]))
 
 
-def pad_extents(shapes: list[tuple[int, ...]], batch_args: list[dict]) -> list[tuple[int, ...]]:
+def pad_axes(args: dict, ndim: int, layout: str) -> list[int]:
+    """The axes pad grows: `axes`, else the letters `axis_names` in the input's `layout` (only where the graph did not
+    know the layout to resolve them; DALI refuses a letter the layout lacks), else all."""
+    names = args["axis_names"]
+    if args["axes"] is not None or names is None:
+        return resolve_axes(args["axes"], None, ndim)
+    missing = "".join(n for n in names if n not in layout)
+    if missing:
+        raise ValueError(f"pad: axis_names {names!r}: {missing!r} is not an axis of the input's layout {layout!r}"
+                         f"{_no_layout_hint(layout)}")
+    return [layout.index(n) for n in names]
+
+
+def pad_extents(shapes: list[tuple[int, ...]], batch_args: list[dict], layout: str = "") -> list[tuple[int, ...]]:
     """The padded shape of every sample (CPU and GPU kernels): its `axes` grown to the batch's largest extent (or
-    the sample's `shape`, -1 meaning the largest), aligned up to `align`."""
+    the sample's `shape`, -1 meaning the largest), aligned up to `align`; `layout` is the input's ('' if none)."""
     ndims = {len(s) for s in shapes}
     if len(ndims) > 1:
         raise ValueError(f"pad: samples have different numbers of dimensions {sorted(ndims)}")
     ndim = ndims.pop()
     args = batch_args[0]
-    axes = resolve_axes(args["axes"], args["axis_names"], ndim)
+    axes = pad_axes(args, ndim, layout)
     align = list(args["align"] or [1])
     if len(align) not in (1, len(axes)) or any(a < 1 for a in align):
         raise ValueError(f"align {align} needs one positive value or one per padded axis ({len(axes)})")
@@ -152,8 +197,10 @@ def pad(batch_inputs, batch_args, contexts):
     samples = [np.asarray(inputs[0]) for inputs in batch_inputs]
     if not samples:
         return []
+    layouts = contexts[0].input_layouts if contexts else ()
+    extents_all = pad_extents([s.shape for s in samples], batch_args, layouts[0] if layouts else "")
     outputs = []
-    for sample, extents in zip(samples, pad_extents([s.shape for s in samples], batch_args), strict=True):
+    for sample, extents in zip(samples, extents_all, strict=True):
         out = saturate_cast(np.full(extents, batch_args[0]["fill_value"], dtype=np.float64), sample.dtype)
         out[tuple(slice(0, n) for n in sample.shape)] = sample
         outputs.append(out)

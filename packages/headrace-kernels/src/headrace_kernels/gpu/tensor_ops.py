@@ -12,7 +12,7 @@ import numpy as np
 from headrace_kernels.cpu.axes import resolve_axes
 from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.cpu.reduction_ops import sum_type
-from headrace_kernels.cpu.tensor_ops import infer_shape, pad_extents
+from headrace_kernels.cpu.tensor_ops import infer_shape, join_axis, one_hot_axis, pad_extents
 from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.runtime import cupy, kernel_source
 from headrace_kernels.registry import SampleFailureError, get_cpu_kernel, gpu_kernel
@@ -203,24 +203,19 @@ def _check_same_type(arrays: list, op: str) -> None:
 
 
 def stack(inputs: list, axis: int):
-    """One sample's inputs stacked along a new axis (the CPU kernel's checks)."""
+    """One sample's inputs stacked along a new axis `axis` (checked by join_axis; the CPU kernel's other checks)."""
     cp = cupy()
     _check_same_type(inputs, "stack")
     shapes = {tuple(a.shape) for a in inputs}
     if len(shapes) > 1:
         raise ValueError(f"stack: inputs have different shapes {sorted(shapes)}")
-    if not -inputs[0].ndim - 1 <= axis <= inputs[0].ndim:
-        raise ValueError(f"stack: axis {axis} is out of range for {inputs[0].ndim}-dimensional inputs")
     return cp.stack(inputs, axis=axis)
 
 
 def stack_dense(batches: list, axis: int):
-    """Dense (N, ...) batches of equal shape stacked per sample, in one launch."""
+    """Dense (N, ...) batches of equal shape stacked per sample along `axis` (checked by join_axis), in one launch."""
     cp = cupy()
-    ndim = batches[0].ndim - 1
     _check_same_type(batches, "stack")
-    if not -ndim - 1 <= axis <= ndim:
-        raise ValueError(f"stack: axis {axis} is out of range for {ndim}-dimensional inputs")
     return cp.stack(batches, axis=axis + 1 if axis >= 0 else axis)
 
 
@@ -289,8 +284,9 @@ def transpose(array, perm: list[int], dense: bool):
     return cp.ascontiguousarray(array.transpose(order))
 
 
-def one_hot(labels, args: dict, dense: bool):
-    """One-hot codes of a sample's labels (or of a dense batch's, `dense`), values saturated to `dtype`."""
+def one_hot(labels, args: dict, dense: bool, layout: str = ""):
+    """One-hot codes of a sample's labels (or of a dense batch's, `dense`), values saturated to `dtype`; `layout` is
+    the input's ('' if none)."""
     cp = cupy()
     if labels.dtype.kind not in "iub":
         if labels.dtype.kind != "f" or not bool(cp.all(labels == cp.round(labels))):
@@ -303,25 +299,23 @@ def one_hot(labels, args: dict, dense: bool):
     if len(sample_shape) == 1 and sample_shape[0] == 1:  # a one-element label is a scalar, as in DALI
         labels = labels.reshape(labels.shape[:1] if dense else ())
         sample_shape = ()
-    axis = args["axis"]
-    ndim = len(sample_shape) + 1
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for a {ndim}-dimensional output")
+    axis = one_hot_axis(len(sample_shape), args, layout)
     on, off = saturate_cast(np.array([args["on_value"], args["off_value"]], dtype=np.float64),
                             numpy_dtype(args["dtype"]))
     hot = labels[..., None] == cp.arange(classes)
     values = cp.where(hot, cp.asarray(on), cp.asarray(off))
-    target = axis % ndim + (1 if dense else 0)
+    target = axis + (1 if dense else 0)
     return cp.ascontiguousarray(cp.moveaxis(values, -1, target))
 
 
-def pad(samples: list, batch_args: list[dict]):
-    """The batch padded (the CPU kernel's rules); a dense (N, ...) array when every output has one shape."""
+def pad(samples: list, batch_args: list[dict], layout: str = ""):
+    """The batch padded (the CPU kernel's rules; `layout` is the input's, '' if none); a dense (N, ...) array when
+    every output has one shape."""
     cp = cupy()
     if not samples:
         return None, []
     args = batch_args[0]
-    extents_all = pad_extents([tuple(s.shape) for s in samples], batch_args)
+    extents_all = pad_extents([tuple(s.shape) for s in samples], batch_args, layout)
     dtypes = {np.dtype(s.dtype) for s in samples}
     if len(set(extents_all)) == 1 and len(dtypes) == 1:
         dtype = dtypes.pop()
@@ -372,14 +366,19 @@ class JoinKernel:
         self.stack = setup.op == "stack"
 
     def run(self, batch):
+        op, layouts = ("stack" if self.stack else "cat"), tuple(batch.input_layouts)
         inputs = [batch.input(k) for k in range(batch.num_inputs())]
-        axis = batch.args["axis"]
         dense = [b.dense for b in inputs]
         if all(d is not None for d in dense) and len({tuple(d.shape) for d in dense}) == 1:
+            try:
+                axis = join_axis(op, dense[0].ndim - 1, batch.args, layouts)
+            except ValueError as exc:
+                raise SampleFailureError(0, str(exc)) from None
             return (stack_dense if self.stack else cat_dense)(dense, axis), None
         join = stack if self.stack else cat
         columns = [b.samples() for b in inputs]
-        return each(zip(*columns, strict=True), lambda *parts: join(list(parts), axis))
+        return each(zip(*columns, strict=True),
+                    lambda *parts: join(list(parts), join_axis(op, parts[0].ndim, batch.args, layouts)))
 
 
 @gpu_kernel("reshape")
@@ -403,15 +402,21 @@ def transpose_kernel(batch):
 
 @gpu_kernel("one_hot")
 def one_hot_kernel(batch):
-    first = batch.input(0)
+    first, layout = batch.input(0), _first_layout(batch)
     if first.dense is not None:
-        return one_hot(first.dense, batch.args, True), None
-    return each(((s,) for s in first.samples()), lambda s: one_hot(s, batch.args, False))
+        return one_hot(first.dense, batch.args, True, layout), None
+    return each(((s,) for s in first.samples()), lambda s: one_hot(s, batch.args, False, layout))
 
 
 @gpu_kernel("pad")
 def pad_kernel(batch):
-    return pad(batch.samples(0), batch.sample_args())
+    return pad(batch.samples(0), batch.sample_args(), _first_layout(batch))
+
+
+def _first_layout(batch) -> str:
+    """The layout of the batch's first input, '' where it has none."""
+    layouts = tuple(batch.input_layouts)
+    return layouts[0] if layouts else ""
 
 
 @gpu_kernel("constant")
