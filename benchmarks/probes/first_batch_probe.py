@@ -38,18 +38,36 @@ CHILD = textwrap.dedent("""
     second = time.perf_counter()
     print(f"RESULT import {{imported - start:.2f}} build {{built - imported:.2f}} first {{first - built:.2f}} "
           f"second {{second - first:.3f}}")
+    import numba
+    compiled = []
+    for module in list(sys.modules.values()):
+        if not (getattr(module, "__name__", "") or "").startswith(("headrace", "numba_")):
+            continue
+        for name, value in list(vars(module).items()):
+            if isinstance(value, numba.core.dispatcher.Dispatcher) and value.overloads:
+                stats = value.stats
+                compiled.append(f"{{module.__name__}}.{{name}}: {{len(value.overloads)}} "
+                                f"(cache hits {{sum(stats.cache_hits.values())}}, misses "
+                                f"{{sum(stats.cache_misses.values())}})")
+    print("NUMBA", len(compiled), "dispatchers with overloads:")
+    print("\\n".join(sorted(compiled)))
 """)
 
 
-def run(code: str, env: dict, profile: bool = False) -> str:
-    args = [sys.executable, "-c", code] if not profile else [sys.executable, "-m", "cProfile", "-s", "cumulative",
-                                                              "-c", code]
+def run(code: str, env: dict, profile: bool = False, verbose: bool = False) -> str:
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
+        script.write(code)
+    args = [sys.executable, script.name] if not profile else [sys.executable, "-m", "cProfile", "-s", "cumulative",
+                                                              script.name]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode:
         return done.stdout[-2000:] + done.stderr[-4000:]
     if profile:
         lines = done.stdout.splitlines()
-        return "\n".join(line for line in lines[:70])
+        start = next((i for i, line in enumerate(lines) if "function calls" in line), 0)
+        return "\n".join(lines[start:start + 60])
+    if verbose:
+        return done.stdout[-6000:]
     return next((line for line in done.stdout.splitlines() if line.startswith("RESULT")), done.stdout[-500:])
 
 
@@ -74,7 +92,7 @@ def main() -> None:
             out["CUPY_CACHE_DIR" if name == "cupy" else "NUMBA_CACHE_DIR"] = str(where)
         return out
 
-    print("warming the caches:", run(code, env(set(), "warm")))
+    print("warming the caches:", run(code, env(set(), "warm"), verbose=True))
     for label, cold in (("both warm", set()), ("cupy cold", {"cupy"}), ("numba cold", {"numba"}),
                         ("both cold", {"cupy", "numba"})):
         for attempt in range(2):
