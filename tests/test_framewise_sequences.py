@@ -26,6 +26,10 @@ CASES = {
     "laplacian": lambda fn, types, seq, hue: fn.laplacian(seq, dtype=types.FLOAT),
     "jpeg_compression_distortion": lambda fn, types, seq, hue: fn.jpeg_compression_distortion(seq, quality=30),
     "equalize": lambda fn, types, seq, hue: fn.equalize(seq),
+    "rotate_per_frame": lambda fn, types, seq, hue: fn.rotate(seq, angle=fn.per_frame(hue), keep_size=True,
+                                                              fill_value=0),
+    "warp_affine": lambda fn, types, seq, hue: fn.warp_affine(seq, matrix=[0.9, 0.1, 2.0, -0.1, 1.1, -1.5],
+                                                              size=[12, 15], interp_type=types.INTERP_NN),
 }
 
 

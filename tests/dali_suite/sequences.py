@@ -39,9 +39,7 @@ def sequence_image_ops(lib: Lib, data: SuiteData) -> Pipe:
         lib.fn.flip(seq, horizontal=1), lib.fn.crop(seq, crop=(10, 12)), lib.fn.resize(seq, resize_x=10, resize_y=8)))
 
 
-@case(SOURCE + "per_frame_arguments.ipynb (fn.per_frame angles for rotate)", atol=1,
-      xfail="rotate refuses FHWC sequences ('needs HW or HWC data, but its input has layout FHWC'), so "
-            "fn.per_frame angles cannot be used as DALI's sequence example does")
+@case(SOURCE + "per_frame_arguments.ipynb (fn.per_frame angles for rotate)", atol=1)
 def sequence_per_frame_rotate(lib: Lib, data: SuiteData) -> Pipe:
     angles = [np.array([0.0, 10.0, 20.0, 30.0], np.float32)] * 2
 

@@ -37,19 +37,13 @@ def rotate_size_interp(lib: Lib, data: SuiteData) -> Pipe:
         fn.rotate(images, angle=-90.0), fn.rotate(images, angle=12.5, dtype=types.FLOAT, keep_size=True)))
 
 
-@case(ROTATE + " (45 and 135 degrees, the default canvas)", atol=1,
-      xfail="rotate(angle=45 or 135) without size/keep_size: the canvas has height and width swapped against DALI's "
-            "where the rotated bounding box is square (52x69 gives 86x87, DALI 87x86; 48x66: 59x58 vs 58x59): the "
-            "parity adjustment goes to the other axis")
+@case(ROTATE + " (45 and 135 degrees, the default canvas)", atol=1)
 def rotate_diagonal_canvas(lib: Lib, data: SuiteData) -> Pipe:
     return image_pipeline(lib, data, lambda fn, types, images: (fn.rotate(images, angle=45.0),
                                                                 fn.rotate(images, angle=135.0)))
 
 
-@case(ROTATE + " (nearest neighbour at 45 degrees on a given canvas)", atol=1,
-      xfail="rotate(angle=45, size=[50, 60], interp_type=INTERP_NN): some tens of the 3000 pixels per image take "
-            "a neighbouring source pixel (the NN sampling position rounds differently from DALI's on the diagonal; "
-            "linear interpolation on the same canvas matches)")
+@case(ROTATE + " (nearest neighbour at 45 degrees on a given canvas)", atol=1)
 def rotate_nearest_diagonal(lib: Lib, data: SuiteData) -> Pipe:
     return image_pipeline(lib, data, lambda fn, types, images: fn.rotate(
         images, angle=45.0, size=[50, 60], interp_type=types.INTERP_NN, fill_value=128))
@@ -63,10 +57,7 @@ def warp_affine_variants(lib: Lib, data: SuiteData) -> Pipe:
         fn.warp_affine(images, matrix=[0.5, 0.0, 0.0, 0.0, 0.5, 0.0], size=[100, 120], inverse_map=False)))
 
 
-@case(GALLERY + " (warp_affine, nearest neighbour on half-pixel translations)",
-      xfail="warp_affine(interp_type=INTERP_NN) where the source position falls exactly halfway between pixels "
-            "(translation 0.5 or 5.5): DALI takes the pixel at floor(x + 0.5) (ties go up), headrace's choice differs "
-            "on most pixels (translations 0.49, 0.51, 5.3 match)")
+@case(GALLERY + " (warp_affine, nearest neighbour on half-pixel translations)")
 def warp_affine_nearest_ties(lib: Lib, data: SuiteData) -> Pipe:
     return image_pipeline(lib, data, lambda fn, types, images: (
         fn.warp_affine(images, matrix=[1.0, 0.0, 5.5, 0.0, 1.0, -3.25], interp_type=types.INTERP_NN),

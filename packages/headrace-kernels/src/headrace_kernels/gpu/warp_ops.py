@@ -1,11 +1,12 @@
-"""GPU rotate and warp_affine (kernels/warp.cu): the CPU kernels' output sizes and output-to-input matrices per
-sample (pixel centres at integers, as handed to OpenCV), resampled for the whole batch in one launch."""
+"""GPU rotate and warp_affine (kernels/warp.cu): the CPU kernels' output sizes, float32 output-to-input matrices and
+border values per sample, resampled for the whole batch in one launch with the CPU's float32 steps (so the GPU's
+output equals the CPU's, which equals DALI's CPU operators')."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from headrace_kernels.cpu.warp_ops import affine_geometry, rotation_geometry
+from headrace_kernels.cpu.warp_ops import affine_geometry, border_value, rotation_geometry
 from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.packing import (
     Outputs,
@@ -25,47 +26,56 @@ RECORD = np.dtype([("in", "<u8"), ("out", "<u8"), ("in_h", "<i4"), ("in_w", "<i4
 assert RECORD.itemsize == 72, RECORD.itemsize
 
 
-def _centred(out_to_in: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
-    """The matrix in pixel-centre-at-integer coordinates (the CPU kernel's `warp`)."""
+def _checked_size(out_h: int, out_w: int) -> tuple[int, int]:
     if out_h <= 0 or out_w <= 0:
         raise ValueError(f"output size {out_h}x{out_w} is empty")
-    linear, shift = out_to_in[:, :2], out_to_in[:, 2]
-    return np.hstack([linear, (shift + linear @ np.array([0.5, 0.5]) - 0.5)[:, None]])
+    return out_h, out_w
+
+
+def records(op: str, shapes: list[tuple[int, ...]], args_list: list[dict], in_dtype: np.dtype, out_dtype: np.dtype,
+            matrices: list | None = None) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """One WarpSample record per sample (pointers left 0) and the output shapes; host work only."""
+    rec = np.zeros(len(shapes), RECORD)
+    out_shapes = []
+    for i, (shape, args) in enumerate(zip(shapes, args_list, strict=True)):
+        height, width = shape[:2]
+        if op == "rotate":
+            matrix, out_h, out_w = per_sample(i, rotation_geometry, height, width, args)
+        else:
+            matrix, out_h, out_w = per_sample(i, affine_geometry, height, width, args,
+                                              None if matrices is None else matrices[i])
+        per_sample(i, _checked_size, out_h, out_w)
+        rec["m"][i] = np.asarray(matrix, np.float32).ravel()
+        rec["in_h"][i], rec["in_w"][i], rec["out_h"][i], rec["out_w"][i] = height, width, out_h, out_w
+        rec["channels"][i] = shape[2] if len(shape) == 3 else 1
+        interp = int(args["interp_type"])
+        border = border_value(args["fill_value"], interp, in_dtype, out_dtype)
+        rec["use_fill"][i] = border is not None
+        rec["fill"][i] = 0.0 if border is None else np.float32(border[0])
+        rec["interp"][i] = interp
+        out_shapes.append((out_h, out_w, *shape[2:]))
+    return rec, out_shapes
 
 
 def warp(op: str, samples: list, args_list: list[dict], matrices: list | None = None):
     """rotate / warp_affine of every sample (`matrices`: warp_affine's second input, host arrays, if any)."""
     images, in_dtype = contiguous_samples(samples, op, ndims=(2, 3))
-    n = len(images)
-    rec = np.zeros(n, RECORD)
-    shapes = []
-    for i, (image, args) in enumerate(zip(images, args_list, strict=True)):
-        height, width = image.shape[:2]
-        if op == "rotate":
-            matrix, out_h, out_w = per_sample(i, rotation_geometry, height, width, args)
-        else:
-            matrix, out_h, out_w = per_sample(i, affine_geometry, height, width, args, None if matrices is None
-                                              else matrices[i])
-        rec["m"][i] = per_sample(i, _centred, matrix, out_h, out_w).astype(np.float32).ravel()
-        rec["in_h"][i], rec["in_w"][i], rec["out_h"][i], rec["out_w"][i] = height, width, out_h, out_w
-        rec["channels"][i] = image.shape[2] if image.ndim == 3 else 1
-        fill = args["fill_value"]
-        rec["use_fill"][i], rec["fill"][i] = fill is not None, np.float32(fill or 0)
-        rec["interp"][i] = int(args["interp_type"])
-        shapes.append((out_h, out_w, *image.shape[2:]))
-    dtype = args_list[0].get("dtype") if args_list else None
-    write, final = output_type(in_dtype if dtype is None else numpy_dtype(dtype), op)
-    outputs = Outputs(shapes, write)
-    rec["in"] = [image.data.ptr for image in images]
-    rec["out"] = outputs.pointers
     empty = [i for i, image in enumerate(images) if image.size == 0]
     if empty:
         raise SampleFailureError(empty[0], f"{op} cannot warp an empty image of shape "
                                            f"{tuple(images[empty[0]].shape)}")
-    if n:
+    dtype = args_list[0].get("dtype") if args_list else None
+    out_dtype = in_dtype if dtype is None else numpy_dtype(dtype)
+    write, final = output_type(out_dtype, op)
+    rec, shapes = records(op, [tuple(image.shape) for image in images], args_list, in_dtype, np.dtype(out_dtype),
+                          matrices)
+    outputs = Outputs(shapes, write)
+    rec["in"] = [image.data.ptr for image in images]
+    rec["out"] = outputs.pointers
+    if images:
         kernel = module("warp.cu", kernel_expressions("warp_affine")).get_function(
             f"warp_affine<{CTYPES[images[0].dtype.name]}, {CTYPES[write.name]}>")
-        grid = (blocks(rec["out_w"].max(), 32), blocks(rec["out_h"].max(), 8), n)
+        grid = (blocks(rec["out_w"].max(), 32), blocks(rec["out_h"].max(), 8), len(images))
         kernel(grid, (32, 8, 1), (upload(rec),))
     return outputs.result(final)
 
