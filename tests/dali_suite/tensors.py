@@ -184,9 +184,7 @@ def tensor_resize_example(lib: Lib, data: SuiteData) -> Pipe:
         fn.tensor_resize(images, sizes=[20, 30], axes=[0, 1]), fn.tensor_resize(images, scales=[0.5], axes=[1])))
 
 
-@case("DALI docs/indexing.rst (Indexing and Slicing of DataNodes)",
-      xfail="DataNode has no __getitem__: DALI's tensor indexing and slicing (images[5:25, 10:-5], x[:, :, 1]) "
-            "raises TypeError: 'DataNode' object is not subscriptable")
+@case("DALI docs/indexing.rst (Indexing and Slicing of DataNodes)")
 def datanode_indexing(lib: Lib, data: SuiteData) -> Pipe:
     return image_pipeline(lib, data, lambda fn, types, images: (
         images[5:25, 10:-5], images[:, :, 1], images[-1], images[2:30:3, ::2]))

@@ -8,10 +8,11 @@ Porting a DALI pipeline means changing the import line::
 
 import sys
 
-from headrace import backend, fn, tensors, types
+from headrace import backend, fn, math, tensors, types
 from headrace.batch import TensorListCPU, TensorListGPU
 from headrace.engine.options import ExecutorOptions
 from headrace.errors import DeviceError, HeadraceError, InputDataError, PipelineFileError, SampleError, SchemaError
+from headrace.graph import newaxis
 from headrace.legacy import OpsNamespace
 from headrace.pipeline import Pipeline, pipeline_def
 from headrace.types import BatchInfo, SampleInfo
@@ -24,4 +25,4 @@ __version__ = "0.1.0"
 
 __all__ = ["BatchInfo", "DeviceError", "ExecutorOptions", "HeadraceError", "InputDataError", "Pipeline",
            "PipelineFileError", "SampleError", "SampleInfo", "SchemaError", "TensorListCPU", "TensorListGPU",
-           "backend", "fn", "ops", "pipeline_def", "tensors", "types"]
+           "backend", "fn", "math", "newaxis", "ops", "pipeline_def", "tensors", "types"]

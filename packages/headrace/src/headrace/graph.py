@@ -71,6 +71,10 @@ class _Arithmetic:
     def __rmod__(self, o): return self._with(o, "mod", True)
     def __pow__(self, o): return self._with(o, "pow")
     def __rpow__(self, o): return self._with(o, "pow", True)
+    def __lshift__(self, o): return self._with(o, "lshift")
+    def __rlshift__(self, o): return self._with(o, "lshift", True)
+    def __rshift__(self, o): return self._with(o, "rshift")
+    def __rrshift__(self, o): return self._with(o, "rshift", True)
 
 
 class DataNode:
@@ -129,6 +133,16 @@ class DataNode:
     def __hash__(self) -> int:
         return id(self)
 
+    def __getitem__(self, index: Any) -> DataNode:
+        """NumPy-like indexing of every sample, as DALI's: `x[5:25, 10:-5]`, `x[:, :, 1]`, `x[-1]`, steps, a
+        DataNode for a per-sample index or bound, `newaxis` (`headrace.graph.newaxis`), `None` (a full range, as in
+        DALI) and `...` (an extension: DALI has none)."""
+        return subscript(self, index)
+
+    def __iter__(self):
+        raise TypeError(f"DataNode {self.name} is not iterable: it stands for a batch of tensors; index it "
+                        "(x[0], x[:, 1]) or split it with an op")
+
     # Arithmetic: every operator builds a `math.*` node.
     def _binary(self, other: Any, op: str, reflected: bool = False) -> DataNode:
         return _binary_node(other, self, op) if reflected else _binary_node(self, other, op)
@@ -153,6 +167,10 @@ class DataNode:
     def __ror__(self, o): return self._binary(o, "bitor", True)
     def __xor__(self, o): return self._binary(o, "bitxor")
     def __rxor__(self, o): return self._binary(o, "bitxor", True)
+    def __lshift__(self, o): return self._binary(o, "lshift")
+    def __rlshift__(self, o): return self._binary(o, "lshift", True)
+    def __rshift__(self, o): return self._binary(o, "rshift")
+    def __rrshift__(self, o): return self._binary(o, "rshift", True)
     def __eq__(self, o): return self._binary(o, "eq")  # type: ignore[override]
     def __ne__(self, o): return self._binary(o, "ne")  # type: ignore[override]
     def __lt__(self, o): return self._binary(o, "lt")
@@ -263,6 +281,126 @@ def _scalar_dtype(scalar: Any, op: str) -> enums.DALIDataType:
 
 def _unary_node(node: DataNode, op: str) -> DataNode:
     return add_op("math.unary", (node,), {"op": op, "device": node.device})
+
+
+def _operand_node(value: Any, what: str) -> DataNode:
+    """An operand of a `headrace.math` function as a node: a DataNode as it is, a types.Constant as its node."""
+    if isinstance(value, ScalarConstant | DeferredConstant):
+        return value.node()
+    if isinstance(value, DataNode):
+        return value
+    raise SchemaError(f"math.{what}: needs a DataNode (or a types.Constant) operand, got {type(value).__name__}; "
+                      "a function of numbers alone is plain Python")
+
+
+def unary_function(value: Any, op: str) -> DataNode:
+    """The node of a unary `headrace.math` function (math.unary `op`) of a DataNode or types.Constant."""
+    return _unary_node(_operand_node(value, op), op)
+
+
+def binary_function(left: Any, right: Any, op: str) -> DataNode:
+    """The node of a binary `headrace.math` function (math.binary `op`); one operand may be a number."""
+    if not any(isinstance(v, DataNode | DeferredConstant) for v in (left, right)):
+        if isinstance(left, ScalarConstant):
+            left = left.node()
+        elif isinstance(right, ScalarConstant):
+            right = right.node()
+        else:
+            raise SchemaError(f"math.{op}: needs a DataNode (or a types.Constant) operand, got "
+                              f"{type(left).__name__} and {type(right).__name__}")
+    return _binary_node(left, right, op)
+
+
+def clamp_function(value: Any, lo: Any, hi: Any) -> DataNode:
+    """The math.clamp node of `headrace.math.clamp`: numbers become constant nodes of DALI's operand types."""
+    operands = [value, lo, hi]
+    if not any(isinstance(v, DataNode | ScalarConstant | DeferredConstant) for v in operands):
+        raise SchemaError("math.clamp: needs a DataNode (or a types.Constant) operand, got "
+                          f"{', '.join(type(v).__name__ for v in operands)}")
+    nodes = [v.node() if isinstance(v, ScalarConstant | DeferredConstant) else v if isinstance(v, DataNode)
+             else constant_node(v, dtype=_scalar_dtype(v, "clamp")) for v in operands]
+    return add_op("math.clamp", tuple(nodes), {"device": _common_device(*nodes)})
+
+
+class NewAxis:
+    """DALI's `newaxis`: in a DataNode subscript it inserts an axis of extent 1; `newaxis("C")` names it in the
+    layout (then every new axis of the subscript must be named)."""
+
+    def __init__(self, name: str | None = None):
+        if name is not None and (not isinstance(name, str) or len(name) != 1):
+            raise SchemaError(f"newaxis: the axis name must be one character, got {name!r}")
+        self.name = name
+
+    def __call__(self, name: str | None = None) -> NewAxis:
+        return NewAxis(name)
+
+    def __repr__(self) -> str:
+        return "newaxis" if self.name is None else f"newaxis({self.name!r})"
+
+
+newaxis = NewAxis()
+
+MAX_SUBSCRIPTS = 32
+"""The most subscripts (indices and ranges) one indexing expression may have, as in DALI."""
+
+
+def _index_value(value: Any, node: DataNode, what: str) -> Any:
+    """An index or range bound: a DataNode (per-sample scalar) or an integer; anything else is refused."""
+    if isinstance(value, DataNode | ScalarConstant | DeferredConstant):
+        return value
+    if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-d numpy array: its scalar
+        value = value[()]
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise SchemaError(f"indexing DataNode {node.name}: {what} must be an integer or a DataNode, got "
+                          f"{type(value).__name__} {value!r}")
+    return int(value)
+
+
+def subscript(node: DataNode, index: Any) -> DataNode:
+    """`node[index]`: a `_tensor_subscript` node (indices and ranges; a bare dimension check when all are full
+    ranges), then `expand_dims` for the `newaxis` entries."""
+    items = index if isinstance(index, tuple) else (index,)
+    args: dict[str, Any] = {}
+    new_axes: list[int] = []
+    names: list[str] = []
+    count = out_dim = 0
+    ellipsis = -1
+    for item in items:
+        if isinstance(item, NewAxis):
+            if ellipsis >= 0:
+                raise SchemaError(f"indexing DataNode {node.name}: newaxis after `...` is not supported")
+            new_axes.append(out_dim)
+            names += [item.name] if item.name else []
+            out_dim += 1
+            continue
+        if item is Ellipsis:
+            if ellipsis >= 0:
+                raise SchemaError(f"indexing DataNode {node.name}: an index can have only one `...`")
+            ellipsis = count
+            continue
+        if isinstance(item, slice):
+            for key, value in (("lo", item.start), ("hi", item.stop), ("step", item.step)):
+                if value is not None:
+                    args[f"{key}_{count}"] = _index_value(value, node, f"a range's {key}")
+            out_dim += 1
+        elif item is not None:  # None is a full range in DALI (not numpy's new axis)
+            args[f"at_{count}"] = _index_value(item, node, "an index")
+        else:
+            out_dim += 1
+        count += 1
+    if count > MAX_SUBSCRIPTS:
+        raise SchemaError(f"indexing DataNode {node.name}: {count} subscripts; at most {MAX_SUBSCRIPTS}")
+    if names and len(names) != len(new_axes):
+        raise SchemaError(f"indexing DataNode {node.name}: name every newaxis of the subscript or none")
+    result = node
+    if count or ellipsis >= 0:
+        extra = {"ellipsis_at": ellipsis} if ellipsis >= 0 else {}
+        result = add_op("_tensor_subscript", (node,), {**args, **extra, "num_subscripts": count,
+                                                       "device": node.device})
+    if new_axes:
+        result = add_op("expand_dims", (result,), {"axes": new_axes, "new_axis_names": "".join(names),
+                                                   "device": result.device})
+    return result
 
 
 def _common_device(*nodes: DataNode) -> str:

@@ -6,16 +6,21 @@ from __future__ import annotations
 import numpy as np
 
 from headrace_kernels.cpu.convert import saturate_cast
-from headrace_kernels.cpu.math_ops import result_type
+from headrace_kernels.cpu.math_ops import clamp_result_type, result_type, shifted, unary_result_type
 from headrace_kernels.dtypes import dali_number, numpy_dtype
+from headrace_kernels.gpu.packing import per_sample
 from headrace_kernels.gpu.runtime import cupy, module
 from headrace_kernels.registry import gpu_kernel
 
 _BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "floordiv": "floor_divide",
            "pow": "power", "mod": "fmod", "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
            "gt": "greater", "ge": "greater_equal", "bitand": "bitwise_and", "bitor": "bitwise_or",
-           "bitxor": "bitwise_xor"}
-_UNARY = {"neg": "negative", "pos": "positive", "invert": "invert", "abs": "abs"}
+           "bitxor": "bitwise_xor", "fpow": "power", "atan2": "arctan2"}
+_UNARY = {"neg": "negative", "pos": "positive", "invert": "invert", "abs": "abs", "sqrt": "sqrt", "cbrt": "cbrt",
+          "exp": "exp", "log": "log", "log2": "log2", "log10": "log10", "fabs": "fabs", "floor": "floor",
+          "ceil": "ceil", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "arcsin", "acos": "arccos",
+          "atan": "arctan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "asinh": "arcsinh",
+          "acosh": "arccosh", "atanh": "arctanh"}
 
 
 def cast_array(array, dtype: np.dtype):
@@ -55,21 +60,43 @@ def binary(left, right, args: dict):
         compute = result_type("add", left_type, right_type)  # compare in the common type
     if op in ("floordiv", "mod") and compute.kind in "iu" and bool(cp.any(right == 0)):
         raise ValueError(f"integer '{op}' by zero")
+    if op in ("lshift", "rshift"):
+        return shifted(op, left, right, out_type, xp=cp)
     a, b = left.astype(compute, copy=False), right.astype(compute, copy=False)
     if op == "floordiv":
         result = cp.true_divide(a, b) if compute.kind == "f" else (a - cp.fmod(a, b)) // b
     elif op == "mod":
         result = cp.fmod(a, b)
+    elif op == "min":
+        result = cp.where(a < b, a, b)
+    elif op == "max":
+        result = cp.where(a > b, a, b)
+    elif op == "pow" and compute.kind in "iu":  # a negative integer exponent gives 0, as in DALI
+        negative, zero = b < 0, cp.zeros((), dtype=compute)
+        result = cp.where(negative, zero, cp.power(a, cp.where(negative, zero, b)))
     else:
         result = getattr(cp, _BINARY[op])(a, b)
     return result.astype(out_type, copy=False)
 
 
 def unary(value, args: dict):
+    """One sample or a dense batch, by the CPU kernel's type rules (a math function of integers in float32)."""
     cp = cupy()
-    if args["op"] == "invert" and value.dtype.kind == "f":
-        raise ValueError(f"'~' needs an integer or boolean tensor, got {value.dtype}")
-    return getattr(cp, _UNARY[args["op"]])(value)
+    op = args["op"]
+    out_type = unary_result_type(op, np.dtype(value.dtype))
+    value = value.astype(out_type, copy=False)
+    if op == "rsqrt":
+        return (1 / cp.sqrt(value)).astype(out_type, copy=False)
+    return getattr(cp, _UNARY[op])(value).astype(out_type, copy=False)
+
+
+def clamp(value, lo, hi):
+    """One sample: std::min(std::max(value, lo), hi) in the common type, as the CPU kernel."""
+    cp = cupy()
+    out_type = clamp_result_type(np.dtype(value.dtype), np.dtype(lo.dtype), np.dtype(hi.dtype))
+    value, lo, hi = (a.astype(out_type, copy=False) for a in (value, lo, hi))
+    raised = cp.where(value < lo, lo, value)
+    return cp.where(hi < raised, hi, raised)
 
 
 # The registered kernels: one launch over a dense batch, else one per sample.
@@ -87,6 +114,12 @@ def unary_kernel(batch):
     if first.dense is not None:
         return unary(first.dense, batch.args), None
     return [unary(s, batch.args) for s in first.samples()]
+
+
+@gpu_kernel("math.clamp")
+def clamp_kernel(batch):
+    operands = [batch.samples(k) for k in range(3)]
+    return [per_sample(i, clamp, *values) for i, values in enumerate(zip(*operands, strict=True))]
 
 
 @gpu_kernel("math.binary")
