@@ -152,6 +152,22 @@ def test_generators_match_dali(name, kwargs):
         assert a.dtype == b.dtype == np.float32 and max_abs_diff(a, b) <= TOLERANCE
 
 
+@needs_dali[0]
+@needs_dali[1]
+@pytest.mark.parametrize("center", [None, [10.0, 20.0], [31.5, -7.25]])
+def test_2d_rotation_is_dalis_float32_matrix_exactly(center):
+    """DALI builds a 2D rotation in float32 (cosf / sinf of float32 radians): the same bits, so that a nearest warp
+    by it picks DALI's pixels (90 degrees gives cos = -4.37e-08, not 0)."""
+    angles = [0.0, 30.0, 45.0, 90.0, 135.0, 180.0, -77.3, 12.5, 270.0, 359.9, 1e-3]
+
+    def build(fn):
+        return tuple(fn.transforms.rotation(angle=a, **({} if center is None else {"center": center}))
+                     for a in angles)
+
+    for ours, theirs in zip(run(headrace, build, batch_size=1), run(dali(), build, batch_size=1), strict=True):
+        np.testing.assert_array_equal(ours[0], theirs[0])
+
+
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("name, kwargs", [g for g in GENERATORS if g[0] != "transforms.crop" or g[1]])
 @needs_dali[0]

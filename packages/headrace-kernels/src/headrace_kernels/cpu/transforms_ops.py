@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from headrace_kernels.cpu.warp_ops import cos_sin_f32
 from headrace_kernels.registry import cpu_kernel
 
 
@@ -79,7 +80,8 @@ def scale(args: dict, ndim: int | None) -> np.ndarray:
 
 
 def rotation(args: dict, ndim: int | None) -> np.ndarray:
-    angle = math.radians(float(np.asarray(args["angle"]).ravel()[0]))
+    degrees = float(np.asarray(args["angle"]).ravel()[0])
+    angle = math.radians(degrees)
     cos, sin = math.cos(angle), math.sin(angle)
     axis = values(args, "axis")
     want = 2 if axis is None else 3
@@ -87,7 +89,7 @@ def rotation(args: dict, ndim: int | None) -> np.ndarray:
         raise ValueError(f"a {want}D rotation ({'no axis' if axis is None else 'axis given'}) cannot apply to a "
                          f"{ndim}D input matrix")
     if axis is None:
-        return about_center(np.array([[cos, -sin], [sin, cos]]), args)
+        return rotation_2d(degrees, values(args, "center"))
     if axis.size != 3:
         raise ValueError(f"argument 'axis' needs 3 values, got {axis.size}")
     norm = float(np.linalg.norm(axis))
@@ -96,6 +98,19 @@ def rotation(args: dict, ndim: int | None) -> np.ndarray:
     k = axis / norm
     cross = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
     return about_center(cos * np.eye(3) + sin * cross + (1 - cos) * np.outer(k, k), args)  # Rodrigues
+
+
+def rotation_2d(degrees: float, center: np.ndarray | None) -> np.ndarray:
+    """DALI's 2D rotation matrix, in float32 as DALI builds it (cosf / sinf of float32 radians, the shift
+    c - R c in float32), so that a nearest warp by it picks DALI's pixels."""
+    cos, sin = cos_sin_f32(degrees)
+    linear = np.array([[cos, -sin], [sin, cos]], np.float32)
+    if center is None:
+        return homogeneous(linear.astype(np.float64))
+    c = broadcast(center, 2, "center").astype(np.float32)
+    shift = c - np.array([linear[0, 0] * c[0] + linear[0, 1] * c[1], linear[1, 0] * c[0] + linear[1, 1] * c[1]],
+                         np.float32)
+    return homogeneous(linear.astype(np.float64), shift.astype(np.float64))
 
 
 def shear(args: dict, ndim: int | None) -> np.ndarray:
