@@ -105,12 +105,14 @@ STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 
 
 def cmn_reference(image, *, crop_hw=None, pos=(0.5, 0.5), mirror=0, mean=(0.0,), std=(1.0,), scale=1.0, shift=0.0,
-                  dtype=np.float32, layout="CHW", pad_output=False, fill=(0.0,)):
-    """DALI's definition: normalize the image's pixels in float32; pixels outside the image and the extra channel
-    of pad_output take fill_values as they are (output values, not normalized)."""
+                  dtype=np.float32, layout="CHW", pad_output=False, fill=(0.0,), policy="error"):
+    """DALI's definition: normalize the image's pixels in float32; with out_of_bounds_policy='pad', pixels outside
+    the image and the extra channel of pad_output take fill_values as they are (output values, not normalized);
+    with another policy fill_values are unused and the extra channel is 0."""
     h, w, c = image.shape
     crop_hw = crop_hw or (h, w)
     out_c = c + 1 if pad_output else c
+    fill = fill if policy == "pad" else (0.0,)
     mean = np.broadcast_to(np.asarray(mean, np.float32), (c,))
     std = np.broadcast_to(np.asarray(std, np.float32), (c,))
     values = (image.astype(np.float32) - mean) * (np.float32(scale) / std) + np.float32(shift)
@@ -161,7 +163,7 @@ def test_cmn_crop_mirror_pad(image, mirror, crop_hw, pos, pad_output, layout):
         x, crop=crop_hw, crop_pos_x=pos[0], crop_pos_y=pos[1], mirror=mirror, mean=MEAN, std=STD,
         pad_output=pad_output, out_of_bounds_policy=policy, fill_values=[0.5], output_layout=layout), [image])[0][0]
     want = cmn_reference(image, crop_hw=crop_hw, pos=pos, mirror=mirror, mean=MEAN, std=STD, pad_output=pad_output,
-                         fill=(0.5,), layout=layout)
+                         fill=(0.5,), layout=layout, policy=policy)
     assert_cmn_close(out, want)
 
 
@@ -261,3 +263,65 @@ def test_crop_mirror_normalize_matches_dali(image):
                                        err_msg=str(kwargs))
         else:
             assert np.abs(ours.astype(int) - dali.astype(int)).max() <= 1, kwargs
+
+
+@pytest.mark.dali
+@needs_dali
+@pytest.mark.parametrize("kwargs", [
+    dict(crop=(20, 20), dtype=types.UINT8, fill_values=[7]),  # inside, policy 'error': the 4th channel is 0
+    dict(crop=(20, 20), dtype=types.FLOAT, fill_values=[7], mirror=1, mean=[10.0], std=[2.0]),
+    dict(crop=(20, 20), dtype=types.UINT8, fill_values=[7, 8, 9]),  # unused without 'pad': any count
+    dict(crop=(20, 20), dtype=types.UINT8, fill_values=[7], out_of_bounds_policy="pad"),  # inside, 'pad': 7
+    dict(crop=(80, 100), dtype=types.UINT8, fill_values=[7], out_of_bounds_policy="pad", output_layout="HWC"),
+    dict(crop=(80, 100), dtype=types.FLOAT, fill_values=[7, 8, 9, 10], out_of_bounds_policy="pad", mirror=1),
+    dict(crop=(80, 100), dtype=types.UINT8, fill_values=[7], out_of_bounds_policy="trim_to_shape"),
+])
+def test_crop_mirror_normalize_pad_output_fill_matches_dali(image, kwargs):
+    """The pad_output channel: fill_values with out_of_bounds_policy='pad' (padding or not), 0 otherwise."""
+    ours = run_headrace(lambda x: fn.crop_mirror_normalize(x, pad_output=True, **kwargs), [image])[0][0]
+    dali = run_dali(lambda x, f: f.crop_mirror_normalize(x, pad_output=True, **kwargs), [image])[0][0]
+    assert ours.dtype == dali.dtype and ours.shape == dali.shape
+    np.testing.assert_allclose(ours.astype(np.float32), dali.astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+def test_crop_mirror_normalize_pad_fill_count_is_checked(image):
+    """With out_of_bounds_policy='pad', fill_values give one value or one per output channel (DALI fails too)."""
+    with pytest.raises(SampleError, match="fill_values.*4"):
+        run_headrace(lambda x: fn.crop_mirror_normalize(x, crop=(20, 20), pad_output=True, fill_values=[1, 2, 3],
+                                                        out_of_bounds_policy="pad"), [image])
+
+
+ROUNDING_CASES = [dict(crop=(21, 33), crop_pos_x=0.5, crop_pos_y=0.5),  # 39 / 2 and 47 / 2: a half either way
+                  dict(crop=(20, 30), crop_pos_x=0.77, crop_pos_y=0.31),
+                  dict(crop=(70, 95), crop_pos_x=0.3, crop_pos_y=0.5, out_of_bounds_policy="pad")]  # negative anchor
+
+
+@pytest.mark.dali
+@needs_dali
+@pytest.mark.parametrize("rounding", ["round", "truncate"])
+@pytest.mark.parametrize("kwargs", ROUNDING_CASES)
+def test_crop_rounding_matches_dali(image, rounding, kwargs):
+    """`rounding`: the window's anchor pos * (extent - crop) rounded half away from zero, or truncated."""
+    for op, extra in (("crop", {}), ("crop_mirror_normalize", {"dtype": types.UINT8, "output_layout": "HWC"})):
+        ours = run_headrace(lambda x, o=op, e=extra: getattr(fn, o)(x, rounding=rounding, **kwargs, **e), [image])
+        dali = run_dali(lambda x, f, o=op, e=extra: getattr(f, o)(x, rounding=rounding, **kwargs, **e), [image])
+        np.testing.assert_array_equal(ours[0][0], dali[0][0], err_msg=op)
+
+
+def test_crop_truncate_moves_a_half_pixel_anchor_down(image):
+    """60 - 21 = 39 rows to spare: crop_pos_y 0.5 gives 19.5, which 'round' makes 20 and 'truncate' 19."""
+    rounded, truncated = run_headrace(lambda x: (fn.crop(x, crop=(21, 80)), fn.crop(x, crop=(21, 80),
+                                                                                    rounding="truncate")), [image])
+    np.testing.assert_array_equal(rounded[0], image[20:41])
+    np.testing.assert_array_equal(truncated[0], image[19:40])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kwargs", ROUNDING_CASES)
+def test_gpu_crop_rounding_is_the_cpu_kernels(image, kwargs):
+    from gpu_helpers import cpu_and_gpu, max_level_difference
+
+    for op in ("crop", "crop_mirror_normalize"):
+        cpu, gpu_out = cpu_and_gpu([image, image[:50, :77]], lambda d, dev, o=op: getattr(fn, o)(
+            d, rounding="truncate", **kwargs))
+        assert max_level_difference(cpu, gpu_out) == 0

@@ -91,7 +91,7 @@ def test_crop_mirror_normalize_padding_and_pad_output():
     batch = _images([(20, 30), (75, 100), (1, 1)])
 
     def graph(d, dev):
-        return fn.crop_mirror_normalize(d, crop=(50, 40), out_of_bounds_policy="pad", fill_values=[10, 20, 30],
+        return fn.crop_mirror_normalize(d, crop=(50, 40), out_of_bounds_policy="pad", fill_values=[10, 20, 30, 40],
                                         mean=[5.0], std=[2.0], pad_output=True, mirror=1)
 
     cpu, gpu = cpu_and_gpu(batch, graph)

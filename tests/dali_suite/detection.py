@@ -72,9 +72,7 @@ def _ssd_check(outputs) -> None:
         expect(set(np.unique(labels)) <= {0, 1, 2, 3}, "labels are the classes or background 0")
 
 
-@case(SSD, random=True, check=_ssd_check, iterations=2,
-      xfail="resize has no min_filter / mag_filter arguments (DALI's SSD example passes min_filter=INTERP_TRIANGULAR; "
-            "with interp_type instead the pipeline runs and passes)")
+@case(SSD, random=True, check=_ssd_check, iterations=2)
 def ssd_training_pipeline(lib: Lib, data: SuiteData) -> Pipe:
     fn, types = lib.fn, lib.types
 

@@ -193,8 +193,7 @@ def resize_modes(lib: Lib, data: SuiteData) -> Pipe:
                                                                    interp_type=types.INTERP_NN)))
 
 
-@case(RESIZE + " (region of interest: roi_start / roi_end, relative)", atol=1,
-      xfail="resize has no roi_start / roi_end / roi_relative arguments (DALI's resize of a region of interest)")
+@case(RESIZE + " (region of interest: roi_start / roi_end, relative)", atol=1)
 def resize_roi(lib: Lib, data: SuiteData) -> Pipe:
     return image_pipeline(lib, data, lambda fn, types, images: (
         fn.resize(images, size=[24, 24], roi_start=[0.25, 0.1], roi_end=[0.75, 0.9], roi_relative=True),
@@ -225,9 +224,7 @@ def crop_mirror_normalize_arguments(lib: Lib, data: SuiteData) -> Pipe:
     return image_pipeline(lib, data, body)
 
 
-@case(OPTEST + " (test_crop_mirror_normalize.py: fill_values with pad_output)",
-      xfail="crop_mirror_normalize(pad_output=True, fill_values=[7]) with the crop inside the image: headrace fills "
-            "the added 4th channel with 7, DALI with 0 (with out_of_bounds_policy='pad' both fill it with 7)")
+@case(OPTEST + " (test_crop_mirror_normalize.py: fill_values with pad_output)")
 def crop_mirror_normalize_pad_fill(lib: Lib, data: SuiteData) -> Pipe:
     return image_pipeline(lib, data, lambda fn, types, images: (
         fn.crop_mirror_normalize(images, crop=(20, 20), dtype=types.UINT8, mean=0.0, std=1.0, pad_output=True,

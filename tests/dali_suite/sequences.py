@@ -28,12 +28,7 @@ def sequence_pipeline(lib: Lib, body: Callable) -> Pipe:
     return pipe()
 
 
-SEQUENCES = ("image ops refuse sequences: flip, crop, resize, crop_mirror_normalize ('expects HWC images (3 dims), got "
-             "shape (4, 16, 20, 3)') and rotate, color_twist, gaussian_blur ('needs HWC data, but its input has layout "
-             "FHWC') where DALI applies them to every frame of an F*HWC input")
-
-
-@case(SOURCE + "sequence_processing.ipynb (frame-wise flip, crop, resize)", atol=1, xfail=SEQUENCES)
+@case(SOURCE + "sequence_processing.ipynb (frame-wise flip, crop, resize)", atol=1)
 def sequence_image_ops(lib: Lib, data: SuiteData) -> Pipe:
     return sequence_pipeline(lib, lambda lib, seq: (
         lib.fn.flip(seq, horizontal=1), lib.fn.crop(seq, crop=(10, 12)), lib.fn.resize(seq, resize_x=10, resize_y=8)))

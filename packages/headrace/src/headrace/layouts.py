@@ -22,6 +22,9 @@ def resolve(schema: OpSchema, node: str, args: dict[str, Any], inputs: list) -> 
         return
     if schema.sequence_input(layout):  # processed frame by frame: arguments are about a frame's axes
         layout = layout[1:]
+    elif str(args.get("output_layout", "")).startswith("F"):
+        raise SchemaError(f"{schema.name} (node '{node}'): output_layout {args['output_layout']!r} has a frame axis "
+                          f"'F', but its input '{inputs[0].name}' ({layout}) is not a sequence")
     allowed = schema.input_layouts
     if allowed and layout not in allowed:
         raise SchemaError(f"{schema.name} (node '{node}') needs {' or '.join(allowed)} data, but its input "

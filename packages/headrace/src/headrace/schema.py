@@ -303,6 +303,15 @@ def frame_spec(spec: OutputSpec) -> OutputSpec:
     return dataclasses.replace(spec, layout=spec.layout[1:], dims=None if spec.dims is None else spec.dims[1:])
 
 
+def frame_arguments(args: dict) -> dict:
+    """A sequence node's arguments as each frame's kernel takes them: an `output_layout` given for the sequence
+    ('FCHW', as DALI's) without its frame axis."""
+    layout = args.get("output_layout")
+    if isinstance(layout, str) and layout.startswith("F"):
+        return {**args, "output_layout": layout[1:]}
+    return args
+
+
 def sequence_spec(spec: OutputSpec, frames: int = -1) -> OutputSpec:
     """The spec of a sequence of `frames` frames of `spec` (-1: varying): an outer 'F' axis."""
     layout = "F" + spec.layout if spec.layout else None
@@ -439,6 +448,7 @@ class OpSchema:
         if frames:  # per frame: the frame's spec, under an outer 'F' axis of the sequence's length
             length = inputs[0].dims[0] if inputs[0].dims else -1
             inputs = [frame_spec(spec) for spec in inputs]
+            args = frame_arguments(args)
         specs = list(self.output_spec(SpecArgs(self.resolve(args), frozenset(per_sample), tuple(inputs))))
         if frames:
             specs = [sequence_spec(spec, length) for spec in specs]

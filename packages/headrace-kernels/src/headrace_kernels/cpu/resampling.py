@@ -24,9 +24,10 @@ def triangle_taps(in_size: int, out_size: int, antialias: bool, lo: float, hi: f
     """(source index, weight) of every output pixel's taps, shape (out_size, taps), resampling the source span
     [lo, hi) onto out_size pixels. Pixel centres are aligned (lo + (o + 0.5) * (hi - lo) / out - 0.5); the
     triangle's half-width is the scale when shrinking with antialias, else 1; weights are normalized (in float64,
-    then rounded to float32) and taps beyond the border read the edge pixel. Unused taps have weight 0."""
+    then rounded to float32) and taps beyond the border read the edge pixel. Unused taps have weight 0. A span with
+    hi < lo is read flipped."""
     scale = (hi - lo) / out_size
-    stretch = max(1.0, scale) if antialias else 1.0
+    stretch = max(1.0, abs(scale)) if antialias else 1.0
     taps = int(math.ceil(2 * stretch)) + 1
     index = np.zeros((out_size, taps), np.int32)
     weight = np.zeros((out_size, taps), np.float32)
@@ -38,7 +39,7 @@ def triangle_taps(in_size: int, out_size: int, antialias: bool, lo: float, hi: f
 def _fill_triangle_taps(in_size, out_size, antialias, lo, hi, index, weight, raw) -> None:
     """triangle_taps into zeroed (out_size, taps) `index` and `weight`, with `raw` (taps) as scratch."""
     scale = (hi - lo) / out_size
-    stretch = max(1.0, scale) if antialias else 1.0
+    stretch = max(1.0, abs(scale)) if antialias else 1.0
     taps = index.shape[1]
     for o in range(out_size):
         centre = lo + (o + 0.5) * scale - 0.5
@@ -69,7 +70,7 @@ def batch_triangle_taps(in_sizes: np.ndarray, out_sizes: np.ndarray, antialias: 
     counts = np.zeros(n, np.int32)
     widest = 1
     for i in range(n):
-        stretch = max(1.0, (hi[i] - lo[i]) / out_sizes[i]) if antialias else 1.0
+        stretch = max(1.0, abs(hi[i] - lo[i]) / out_sizes[i]) if antialias else 1.0
         counts[i] = int(math.ceil(2 * stretch)) + 1
         widest = max(widest, counts[i])
         starts[i + 1] = starts[i] + out_sizes[i] * counts[i]

@@ -7,11 +7,9 @@ import math
 
 import numpy as np
 
-from headrace_kernels.cpu.convert import saturate_cast
-from headrace_kernels.cpu.geometry_ops import resample
-from headrace_kernels.dtypes import numpy_dtype
+from headrace_kernels.cpu.geometry_ops import resample_as, resize_region
 from headrace_kernels.registry import cpu_kernel
-from headrace_kernels.windows import crop_size, resize_plan
+from headrace_kernels.windows import crop_size
 
 
 def window_anchor(extent: int, crop: int, pos: float, rounding: str) -> int:
@@ -25,7 +23,7 @@ def window_anchor(extent: int, crop: int, pos: float, rounding: str) -> int:
 
 def source_window(height: int, width: int, args: dict) -> tuple[int, int, tuple[float, float, float, float]]:
     """(crop_h, crop_w, source region (y0, x0, y1, x1)) that resizing then cropping reads from the input."""
-    out_h, out_w, region = resize_plan(height, width, args)
+    out_h, out_w, region = resize_region(height, width, args)
     crop_h, crop_w = crop_size(args, out_h, out_w)
     if crop_h <= 0 or crop_w <= 0:
         raise ValueError(f"argument 'crop' gives an empty window {crop_h}x{crop_w}")
@@ -38,20 +36,16 @@ def source_window(height: int, width: int, args: dict) -> tuple[int, int, tuple[
                             float(top + f32(y + crop_h) / zoom_y), float(left + f32(x + crop_w) / zoom_x))
 
 
-@cpu_kernel("resize_crop_mirror")
+@cpu_kernel("resize_crop_mirror", "fast_resize_crop_mirror")
 def resize_crop_mirror(inputs, args, ctx):
     image = np.asarray(inputs[0])
     if image.ndim != 3:
         raise ValueError(f"resize_crop_mirror expects HWC images, got shape {image.shape}")
     crop_h, crop_w, region = source_window(image.shape[0], image.shape[1], args)
-    dtype = image.dtype if args.get("dtype") is None else numpy_dtype(args["dtype"])
-    if dtype.kind == "f" and image.dtype.kind != "f":
-        image = image.astype(np.float32)  # a float output is not rounded to the input's levels
-    out = resample(image, crop_h, crop_w, int(args["interp_type"]), args["antialias"], region)
+    out = resample_as(image, crop_h, crop_w, args, region)
     mirror = int(args["mirror"])
     if mirror & 1:
         out = out[:, ::-1]
     if mirror & 2:
         out = out[::-1]
-    out = np.ascontiguousarray(out)
-    return out if out.dtype == dtype else saturate_cast(out, dtype)
+    return np.ascontiguousarray(out)

@@ -16,14 +16,17 @@ from headrace_kernels.cpu.geometry_ops import (
     INTERP_GAUSSIAN,
     INTERP_LINEAR,
     INTERP_TRIANGULAR,
+    interp_filters,
     normalize_coefficients,
+    normalize_fill,
     resample_taps,
+    resize_region,
 )
 from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy, function
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
-from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, resize_plan, round_half_up
+from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, round_half_up
 
 MODE_COPY, MODE_TAPS = 0, 1
 MAXC = 4
@@ -206,7 +209,13 @@ def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norm
 
 def _crop_fill(args: dict, channels: int, extra: int, in_dtype: np.dtype | None, out_dtype: np.dtype) -> np.ndarray:
     """fill_values as the output values the CPU kernels write: for crop, first in the input's type (numpy's
-    astype), then saturated into the output type; for crop_mirror_normalize, saturated into the output type."""
+    astype), then saturated into the output type; for crop_mirror_normalize (`in_dtype` None), the CPU kernel's
+    `normalize_fill` saturated into the output type."""
+    if in_dtype is None:
+        try:
+            return saturate_cast(normalize_fill(args, channels, extra), out_dtype).astype(np.float32)
+        except ValueError as exc:
+            raise SampleFailureError(0, str(exc)) from exc
     fill = np.asarray(args["fill_values"], dtype=np.float32).ravel()
     total = channels + extra
     if fill.size == 1:
@@ -221,7 +230,8 @@ def _crop_fill(args: dict, channels: int, extra: int, in_dtype: np.dtype | None,
     return saturate_cast(fill, out_dtype).astype(np.float32)
 
 
-_CROP_KEYS = ("crop", "crop_h", "crop_w", "crop_pos_x", "crop_pos_y", "out_of_bounds_policy", "fill_values")
+_CROP_KEYS = ("crop", "crop_h", "crop_w", "crop_pos_x", "crop_pos_y", "out_of_bounds_policy", "fill_values",
+              "rounding")
 
 
 def _anchor(pos: np.ndarray, extent: np.ndarray, crop: np.ndarray) -> np.ndarray:
@@ -233,23 +243,28 @@ def _anchor(pos: np.ndarray, extent: np.ndarray, crop: np.ndarray) -> np.ndarray
 def set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths: np.ndarray, extra: int,
               in_dtype: np.dtype | None, out_dtype: np.dtype) -> None:
     """The crop windows of every sample in images of (heights, widths): the CPU kernels' `crop_window` rule
-    (crop_size, crop_anchor, out_of_bounds_policy), computed for the whole batch at once, and the fill values."""
+    (crop_size, window_anchor with float32 positions, out_of_bounds_policy), computed for the whole batch at once,
+    and the fill values."""
     rec, n = batch.rec, len(args_list)
-    uniform = all(a is args_list[0] or all(a[k] == args_list[0][k] for k in _CROP_KEYS) for a in args_list)
+    uniform = all(a is args_list[0] or all(a.get(k) == args_list[0].get(k) for k in _CROP_KEYS) for a in args_list)
     if uniform:
         args = args_list[0]
         crop = args.get("crop")
         want_h, want_w = (crop[0], crop[1]) if crop else (args.get("crop_h") or 0, args.get("crop_w") or 0)
         crop_h = np.full(n, round_half_up(want_h), np.int64) if want_h else heights.astype(np.int64)
         crop_w = np.full(n, round_half_up(want_w), np.int64) if want_w else widths.astype(np.int64)
-        pos_y, pos_x = np.full(n, float(args["crop_pos_y"])), np.full(n, float(args["crop_pos_x"]))
+        pos_y, pos_x = (np.full(n, np.float32(args[k]), np.float64) for k in ("crop_pos_y", "crop_pos_x"))
     else:
         sizes = np.array([crop_size(a, int(h), int(w)) for a, h, w in zip(args_list, heights, widths, strict=True)],
                          dtype=np.int64).reshape(n, 2)
         crop_h, crop_w = sizes[:, 0], sizes[:, 1]
-        pos_y = np.array([float(a["crop_pos_y"]) for a in args_list])
-        pos_x = np.array([float(a["crop_pos_x"]) for a in args_list])
+        pos_y = np.array([float(a["crop_pos_y"]) for a in args_list], np.float32).astype(np.float64)
+        pos_x = np.array([float(a["crop_pos_x"]) for a in args_list], np.float32).astype(np.float64)
     y, x = _anchor(pos_y, heights, crop_h), _anchor(pos_x, widths, crop_w)
+    truncate = np.array([a.get("rounding", "round") == "truncate" for a in (args_list[:1] if uniform else args_list)])
+    if truncate.any():  # the CPU's window_anchor: pos * (extent - crop) truncated toward zero
+        y = np.where(truncate, np.trunc(pos_y * (heights - crop_h)), y).astype(np.int64)
+        x = np.where(truncate, np.trunc(pos_x * (widths - crop_w)), x).astype(np.int64)
     inside = (y >= 0) & (x >= 0) & (y + crop_h <= heights) & (x + crop_w <= widths)
     if not inside.all():
         policies = np.array([a["out_of_bounds_policy"] for a in args_list])
@@ -282,22 +297,26 @@ def set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, windo
     in; the common triangle filter's are made for the whole batch in one call."""
     rec, n = batch.rec, len(args_list)
     heights, widths = rec["in_h"].astype(np.int64), rec["in_w"].astype(np.int64)
-    interp, antialias = int(args_list[0]["interp_type"]), bool(args_list[0]["antialias"])
-    fixed = fixed_resize_size(args_list[0]) if windows is None and all(a is args_list[0] for a in args_list) \
-        else None
+    antialias = bool(args_list[0]["antialias"])
+    same = all(a is args_list[0] for a in args_list)
+    filters = [interp_filters(args_list[0])] * n if same else [interp_filters(a) for a in args_list]
+    fixed = fixed_resize_size(args_list[0]) if windows is None and same and \
+        args_list[0].get("roi_start") is None else None
     if fixed is not None:  # every sample to the same whole-pixel size, from its whole image
         out = np.tile(np.asarray(fixed, np.int64), (n, 1))
         regions = np.stack([np.zeros(n), np.zeros(n), heights, widths], axis=1).astype(np.float64)
         extent_h, extent_w, shift_y, shift_x = heights, widths, np.zeros(n, np.int64), np.zeros(n, np.int64)
     elif windows is None:
-        same = all(a is args_list[0] for a in args_list)
         plans: dict = {}
         out = np.empty((n, 2), np.int64)
         regions = np.empty((n, 4), np.float64)
         for i, (h, w) in enumerate(zip(heights.tolist(), widths.tolist(), strict=True)):
             plan = plans.get((h, w)) if same else None
             if plan is None:
-                plan = resize_plan(h, w, args_list[0] if same else args_list[i])
+                try:
+                    plan = resize_region(h, w, args_list[0] if same else args_list[i])
+                except ValueError as exc:
+                    raise SampleFailureError(i, str(exc)) from exc
                 if same:
                     plans[(h, w)] = plan
             out[i] = plan[:2]
@@ -312,19 +331,21 @@ def set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, windo
     rec["rs_h"], rec["rs_w"] = out[:, 0], out[:, 1]
     copy = (regions[:, 0] == 0) & (regions[:, 1] == 0) & (regions[:, 2] == extent_h) & \
         (regions[:, 3] == extent_w) & (out[:, 0] == extent_h) & (out[:, 1] == extent_w)
+    if any(INTERP_GAUSSIAN in f for f in (filters[:1] if same else filters)):  # it smooths even at scale 1
+        copy &= ~np.array([INTERP_GAUSSIAN in f for f in filters])
     rec["mode"] = np.where(copy, MODE_COPY, MODE_TAPS)
     which = np.nonzero(~copy)[0]
     if which.size == 0:
         return
-    if interp == INTERP_GAUSSIAN:
-        raise SampleFailureError(int(which[0]), "INTERP_GAUSSIAN is not supported")
-    if interp in (INTERP_LINEAR, INTERP_TRIANGULAR) and np.dtype(work_dtype) in (np.uint8, np.float32):
+    triangles = {INTERP_LINEAR, INTERP_TRIANGULAR}
+    if np.dtype(work_dtype) in (np.uint8, np.float32) and \
+            all(set(f) <= triangles for f in (filters[:1] if same else [filters[i] for i in which.tolist()])):
         from headrace_kernels.cpu.resampling import batch_triangle_taps  # numba: imported when first needed
 
         rows = batch_triangle_taps(extent_h[which], out[which, 0], antialias, regions[which, 0], regions[which, 2])
         cols = batch_triangle_taps(extent_w[which], out[which, 1], antialias, regions[which, 1], regions[which, 3])
     else:
-        rows, cols = _sample_taps(which, extent_h, extent_w, out, regions, interp, antialias, work_dtype)
+        rows, cols = _sample_taps(which, extent_h, extent_w, out, regions, filters, antialias, work_dtype)
     (row_idx, row_w, row_start, ty), (col_idx, col_w, col_start, tx) = rows, cols
     if windows is not None:  # tables of the crop, moved to where it lies in the image
         row_idx = row_idx + np.repeat(shift_y[which], out[which, 0] * ty).astype(np.int32)
@@ -336,14 +357,18 @@ def set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, windo
 
 
 def _sample_taps(which: np.ndarray, extent_h: np.ndarray, extent_w: np.ndarray, out: np.ndarray,
-                 regions: np.ndarray, interp: int, antialias: bool, work_dtype: np.dtype):
-    """The tables of the other filters (nearest, cubic, Lanczos, and every filter on other element types), one
-    sample at a time, flattened as `batch_triangle_taps` returns them."""
+                 regions: np.ndarray, filters: list[tuple[int, int]], antialias: bool, work_dtype: np.dtype):
+    """The tables of the other filters (nearest, cubic, Lanczos, a min_filter / mag_filter pair, and every filter
+    on other element types), one sample at a time (its own filters), flattened as `batch_triangle_taps` returns
+    them."""
     axes: list[list] = [[], []]
     for i in which.tolist():
         region = tuple(float(v) for v in regions[i])
-        taps = resample_taps(int(extent_h[i]), int(extent_w[i]), int(out[i, 0]), int(out[i, 1]), interp, antialias,
-                             region, work_dtype)
+        try:
+            taps = resample_taps(int(extent_h[i]), int(extent_w[i]), int(out[i, 0]), int(out[i, 1]), filters[i],
+                                 antialias, region, work_dtype, gaussian=True)
+        except ValueError as exc:
+            raise SampleFailureError(i, str(exc)) from exc
         axes[0].append(taps[0])
         axes[1].append(taps[1])
     flat = []
@@ -465,6 +490,7 @@ def flip(images, args_list: list[dict]):
 def random_resized_crop(images, args_list: list[dict], rngs):
     """`rngs(i)`: sample i's random stream (the CPU kernel's), asked for right before its window is drawn."""
     batch = gather(images, "random_resized_crop")
+    work, out_dtype = _resize_types(batch, args_list[0])
     n = len(args_list)
     windows = np.zeros((n, 4), np.int64)
     sizes = np.zeros((n, 2), np.int64)
@@ -473,10 +499,10 @@ def random_resized_crop(images, args_list: list[dict], rngs):
         windows[i] = random_crop_window(h, w, args["random_area"], args["random_aspect_ratio"], args["num_attempts"],
                                         rngs(i))
         sizes[i] = [int(round(v)) for v in args["size"]]
-    set_resizes(batch, args_list, batch.dtype, windows, sizes)
-    _round_u8(batch, batch.dtype)
+    set_resizes(batch, args_list, work, windows, sizes)
+    _round_u8(batch, work)
     batch.rec["out_h"], batch.rec["out_w"] = batch.rec["rs_h"], batch.rec["rs_w"]
-    return launch(batch, batch.dtype, batch.channels, False, False)
+    return launch(batch, out_dtype, batch.channels, False, False)
 
 
 def describe(value: Any) -> str:
@@ -489,9 +515,14 @@ def normalizes_per_sample(batch) -> bool:
     return bool({"mean", "std"} & batch.per_sample_args)
 
 
-@gpu_kernel("resize")
+@gpu_kernel("resize", "experimental.resize")
 def resize_kernel(batch):
-    return resize(batch.samples(raw=True), batch.sample_args())
+    images = batch.samples(raw=True)
+    result = resize(images, batch.sample_args())
+    if not batch.args.get("save_attrs"):
+        return result
+    shapes = np.array([image.shape[:2] for image in images], np.int32).reshape(len(images), 2)
+    return result, (cupy().asarray(shapes), None)
 
 
 @gpu_kernel("crop")

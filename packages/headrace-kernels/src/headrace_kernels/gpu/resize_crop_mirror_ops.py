@@ -11,7 +11,7 @@ from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.registry import gpu_kernel
 
 
-@gpu_kernel("resize_crop_mirror")
+@gpu_kernel("resize_crop_mirror", "fast_resize_crop_mirror")
 def resize_crop_mirror_kernel(batch):
     cp = cupy()
     images = batch.samples()

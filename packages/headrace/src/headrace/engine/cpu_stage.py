@@ -14,6 +14,7 @@ from headrace.engine.skips import SKIPPED, batch_skips, read_failures
 from headrace.engine.workers import WorkerOptions
 from headrace.errors import SchemaError
 from headrace.graph import DataNode, OpNode
+from headrace.schema import frame_arguments
 from headrace_kernels.registry import get_cpu_kernel, get_reader
 
 Values = dict[tuple[str, int], Any]
@@ -27,7 +28,9 @@ def sample_op(node: OpNode, pipeline_seed: int) -> SampleOp:
     if is_sequence_node(node):  # the kernel runs on every frame of each sequence
         sequences = tuple((i.spec.layout or "").startswith("F") for i in node.inputs)
         kernel = FrameKernel(kernel, sequences, frame_layouts(node), len(node.outputs))
-        return SampleOp(node, kernel, node_seed(pipeline_seed, node), per_frame_arg_names(node))
+        op = SampleOp(node, kernel, node_seed(pipeline_seed, node), per_frame_arg_names(node))
+        op.static_args = frame_arguments(op.static_args)
+        return op
     return SampleOp(node, kernel, node_seed(pipeline_seed, node))
 
 

@@ -25,6 +25,7 @@ from headrace.engine.options import ExecutorOptions
 from headrace.engine.skips import gpu_skip_head, retry_skips, skips
 from headrace.errors import DeviceError, SampleError
 from headrace.graph import DataNode, OpNode
+from headrace.schema import frame_arguments
 from headrace_kernels.registry import (
     GpuKernelEntry,
     KernelSetup,
@@ -97,8 +98,9 @@ class KernelStep:
 
     def __init__(self, stage: GpuStage, chain: list[OpNode], entry: GpuKernelEntry):
         self.stage, self.chain, self.node = stage, chain, chain[-1]
-        self.parts = [(n, n.resolved_args(), [(name, ref_of(d)) for name, d in n.arg_inputs.items()])
-                      for n in chain]
+        sequence = len(chain) == 1 and is_sequence_node(self.node)
+        self.parts = [(n, frame_arguments(n.resolved_args()) if sequence else n.resolved_args(),
+                       [(name, ref_of(d)) for name, d in n.arg_inputs.items()]) for n in chain]
         self.args = self.parts[-1][1]
         self.per_sample_args = frozenset(self.node.arg_inputs)
         self.arg_refs = [ref for _, _, refs in self.parts for _, ref in refs]
@@ -111,7 +113,7 @@ class KernelStep:
             parts=tuple(args for _, args, _ in self.parts)))
         self.prepares = hasattr(self.kernel, "prepare")  # a host half that the CPU stage runs, ahead
         self.plans = hasattr(self.kernel, "plan")  # can plan its launch on a decoder's prepared records, ahead
-        self.frames = len(chain) == 1 and is_sequence_node(self.node)
+        self.frames = sequence
         """The node runs frame by frame on sequences: its kernel sees a batch of frames (engine.frames)."""
 
     def batch(self, values: dict, info: BatchInfo) -> GpuBatchView | FrameBatchView:
