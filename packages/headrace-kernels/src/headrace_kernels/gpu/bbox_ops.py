@@ -1,176 +1,190 @@
-"""GPU bb_flip, coord_flip, bbox_paste and box_encoder as CuPy array operations over the whole batch (the samples'
-rows concatenated, per-row parameters from each sample's arguments), in the CPU kernels' float32 order of
-operations; box_encoder's IoU matching is one (samples x boxes x anchors) array computation. bbox_rotate and
-random_bbox_crop, which DALI has on the CPU only, run the CPU kernels' code on the host (random_bbox_crop from each
-sample's own stream, so CPU and GPU choose the same windows) and upload the results."""
+"""GPU bb_flip, coord_flip, bbox_paste and box_encoder over the whole batch at once: the samples' rows packed into
+one device array (gpu/ragged.py), per-sample arguments repeated over their rows on the host and uploaded in one
+asynchronous copy, a fixed number of CuPy array operations whatever the batch size (no per-sample launches, no host
+synchronisation), and per-sample views of one output buffer; the CPU kernels' float32 order of operations.
+box_encoder matches all samples' boxes against the anchors as one [sum N_i, anchors] IoU array and picks each
+anchor's best box per sample with one argmax over the samples padded by a gather. bbox_rotate and random_bbox_crop,
+which DALI has on the CPU only, run the CPU kernels' code on the host (random_bbox_crop from each sample's own
+stream, so CPU and GPU choose the same windows): their output sizes depend on the data, so they read the batch back
+in one copy (one synchronisation per batch) and upload each output in one copy."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from headrace_kernels.cpu.bbox_crop_ops import bbox_crop_sample, ssd_crop_sample
 from headrace_kernels.cpu.bbox_ops import (
     F32,
-    anchor_boxes,
+    cached_anchor_boxes,
     check_encoder_args,
     check_rotate_args,
     flag,
     flip_plan,
     label_rows,
     paste_plan,
-    read_corners,
     rotate_boxes,
 )
+from headrace_kernels.gpu import ragged
 from headrace_kernels.gpu.packing import per_sample
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
 
+ONE = F32(1.0)
 
-def _host_samples(batch, k: int) -> list[np.ndarray]:
-    """Input k's samples on the host (a CPU input as it is, a GPU one copied)."""
+
+def _device(host: np.ndarray) -> Any:
+    """A host array on the current device and stream: CuPy (13 and later) stages it in pinned memory and copies it
+    asynchronously, so the host does not wait for the stream; an empty one is allocated, not copied."""
+    cp = cupy()
+    host = np.ascontiguousarray(host)
+    if host.size == 0:
+        return cp.zeros(host.shape, dtype=host.dtype)
+    return cp.asarray(host)
+
+
+def _read(batch, k: int) -> tuple[Any, list | None, list[tuple[int, ...]], list[np.dtype]]:
+    """(input k as one dense [n, ...] device array or None, else its samples, the samples' shapes and types): only
+    metadata is read on the host."""
     value = batch.value(k)
-    if isinstance(value, list | tuple):
-        return [np.asarray(v) for v in value]
-    cp = cupy()
-    return [cp.asnumpy(s) for s in value.samples()]
+    dense = getattr(value, "dense", None)
+    if dense is not None:
+        n = int(dense.shape[0])
+        return dense, None, [tuple(dense.shape[1:])] * n, [np.dtype(dense.dtype)] * n
+    samples = batch.samples(k)
+    return None, samples, [tuple(s.shape) for s in samples], [np.dtype(s.dtype) for s in samples]
 
 
-def _rows(samples: list, op: str, coords: int, two_d: bool = False):
-    """(all samples' rows as one float32 [R, coords] device array, row count per sample)."""
-    cp = cupy()
+def _input_rows(batch, k: int, op: str, coords: int, two_d: bool = False, extra: int = 0, what: str = "input 0",
+                read: tuple | None = None):
+    """(input k's samples as one float32 [R + extra, coords] device array (the extra rows zeros), rows per sample,
+    the samples' shapes), from the batch's dense array when it has one, else from its samples (one concatenation).
+    `read`: what _read gave for input k, when the caller has it."""
+    dense, samples, shapes, dtypes = read if read is not None else _read(batch, k)
     counts = []
-    for i, sample in enumerate(samples):
-        if sample.dtype != np.float32:
-            raise SampleFailureError(i, f"{op}: input 0 must be float32, got {sample.dtype}")
-        if two_d and sample.ndim != 2:
-            raise SampleFailureError(i, f"{op}: input 0 must be [N, D] rows, got shape {tuple(sample.shape)}")
-        if sample.size % coords:
-            raise SampleFailureError(i, f"{op}: input 0 must hold rows of {coords} values, got shape "
-                                        f"{tuple(sample.shape)}")
-        counts.append(sample.size // coords)
-    if not samples or sum(counts) == 0:
-        return cp.zeros((0, coords), dtype=cp.float32), counts
-    flat = cp.concatenate([cp.ascontiguousarray(s).reshape(-1) for s in samples]).reshape(-1, coords)
-    return flat, counts
-
-
-def _per_row(values: list, counts: list[int], dtype) -> object:
-    """One value per sample repeated over the sample's rows, as a device column."""
-    return cupy().asarray(np.repeat(np.asarray(values, dtype=dtype), counts))[:, None]
-
-
-def _split(rows, counts: list[int], samples: list):
-    """Rows back into samples of the inputs' shapes: (dense, None) when the shapes agree, else (None, list)."""
-    shapes = [tuple(s.shape) for s in samples]
-    ends = np.cumsum(counts)
-    flat = rows.reshape(-1)
-    width = rows.shape[1]
-    parts = [flat[(end - count) * width:end * width].reshape(shape)
-             for end, count, shape in zip(ends, counts, shapes, strict=True)]
-    if parts and len(set(shapes)) == 1:
-        return cupy().stack(parts), None
-    return None, parts
+    for i, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True)):
+        size = int(np.prod(shape, dtype=np.int64))
+        if dtype != np.float32:
+            raise SampleFailureError(i, f"{op}: {what} must be float32, got {dtype}")
+        if two_d and len(shape) != 2:
+            raise SampleFailureError(i, f"{op}: {what} must be [N, D] rows, got shape {shape}")
+        if size % coords:
+            raise SampleFailureError(i, f"{op}: {what} must hold rows of {coords} values, got shape {shape}")
+        counts.append(size // coords)
+    rows = ragged.pack(cupy(), samples, coords, dense=dense, extra=extra, dtype=np.float32)
+    return rows, counts, shapes
 
 
 @gpu_kernel("bb_flip")
 def bb_flip_kernel(batch):
     """Corners of every box of the batch flipped where its sample asks (1 - hi, 1 - lo), as the CPU kernel."""
     cp = cupy()
-    samples = batch.samples()
-    rows, counts = _rows(samples, "bb_flip", 4)
-    args = batch.sample_args()
-    layout = "xyXY" if batch.args["ltrb"] else "xyWH"
-    lo, hi = read_corners(rows, layout)
-    one = F32(1.0)
-    for axis, name in ((0, "horizontal"), (1, "vertical")):
-        flips = _per_row([flag(a[name]) for a in args], counts, np.bool_)[:, 0]
-        new_lo = cp.where(flips, one - hi[:, axis], lo[:, axis])
-        new_hi = cp.where(flips, one - lo[:, axis], hi[:, axis])
-        lo[:, axis], hi[:, axis] = new_lo, new_hi
-    out = cp.empty_like(rows)
-    out[:, :2] = lo
-    out[:, 2:] = hi if layout == "xyXY" else hi - lo
-    return _split(out, counts, samples)
+    rows, counts, shapes = _input_rows(batch, 0, "bb_flip", 4)
+    if rows.shape[0] == 0:
+        return ragged.split(rows, shapes)
+    flags = np.array([[flag(a["horizontal"]), flag(a["vertical"])] for a in batch.sample_args()], dtype=np.bool_)
+    flips = _device(ragged.per_row(flags.reshape(-1, 2), counts))  # [R, 2]: (x, y) flipped
+    ltrb = batch.args["ltrb"]
+    lo = rows[:, :2]
+    hi = rows[:, 2:] if ltrb else lo + rows[:, 2:]
+    new_lo = cp.where(flips, ONE - hi, lo)
+    new_hi = cp.where(flips, ONE - lo, hi)
+    out = cp.concatenate([new_lo, new_hi if ltrb else new_hi - new_lo], axis=1)
+    return ragged.split(out, shapes)
 
 
 @gpu_kernel("coord_flip")
 def coord_flip_kernel(batch):
     """Flipped coordinates of every point of the batch: 2 * center - c where its sample flips that axis."""
     cp = cupy()
-    samples = batch.samples()
-    ncoords = {int(s.shape[1]) for s in samples if s.ndim == 2}
+    read = _read(batch, 0)
+    ncoords = {int(s[1]) for s in read[2] if len(s) == 2}
     if len(ncoords) > 1:
         raise SampleFailureError(0, f"coord_flip on the GPU needs one row length per batch, got {sorted(ncoords)}")
     width = ncoords.pop() if ncoords else 1
-    rows, counts = _rows(samples, "coord_flip", width, two_d=True)
-    out = rows.copy()
-    plans = [per_sample(i, flip_plan, args, width) for i, args in enumerate(batch.sample_args())]
-    for index in range(width):
-        flips = _per_row([any(j == index for j, _ in plan) for plan in plans], counts, np.bool_)[:, 0]
-        mirrors = _per_row([next((m for j, m in plan if j == index), 0.0) for plan in plans], counts, F32)[:, 0]
-        out[:, index] = cp.where(flips, mirrors - rows[:, index], rows[:, index])
-    return _split(out, counts, samples)
+    rows, counts, shapes = _input_rows(batch, 0, "coord_flip", width, two_d=True, read=read)
+    # per sample: [flip flag of each coordinate (0 or 1), mirror 2 * center of each coordinate]
+    table = np.zeros((len(shapes), 2, width), dtype=np.float32)
+    for i, args in enumerate(batch.sample_args()):
+        for index, mirror in per_sample(i, flip_plan, args, width):
+            table[i, 0, index], table[i, 1, index] = 1.0, F32(mirror)
+    if rows.shape[0] == 0:
+        return ragged.split(rows, shapes)
+    plan = _device(ragged.per_row(table, counts))  # [R, 2, width]
+    out = cp.where(plan[:, 0] != 0, plan[:, 1] - rows, rows)
+    return ragged.split(out, shapes)
 
 
 @gpu_kernel("bbox_paste")
 def bbox_paste_kernel(batch):
     """Every box of the batch scaled by 1 / ratio and moved by its sample's offsets, as the CPU kernel."""
-    samples = batch.samples()
-    rows, counts = _rows(samples, "bbox_paste", 4)
+    rows, counts, shapes = _input_rows(batch, 0, "bbox_paste", 4)
     plans = [per_sample(i, paste_plan, args) for i, args in enumerate(batch.sample_args())]
-    scale = _per_row([p[0] for p in plans], counts, F32)
-    offset_x = _per_row([p[1] for p in plans], counts, F32)[:, 0]
-    offset_y = _per_row([p[2] for p in plans], counts, F32)[:, 0]
-    out = rows * scale
-    out[:, 0] += offset_x
-    out[:, 1] += offset_y
+    if rows.shape[0] == 0:
+        return ragged.split(rows, shapes)
+    plan = _device(ragged.per_row(np.array(plans, dtype=np.float32).reshape(-1, 3), counts))  # [R, (s, x, y)]
+    out = rows * plan[:, :1]
+    out[:, :2] += plan[:, 1:]
     if batch.args["ltrb"]:
-        out[:, 2] += offset_x
-        out[:, 3] += offset_y
-    return _split(out, counts, samples)
+        out[:, 2:] += plan[:, 1:]
+    return ragged.split(out, shapes)
 
 
-def encode_batch(boxes: list, labels: list, anchors: np.ndarray, args: dict):
-    """box_encoder of a batch on the GPU: the IoU of every (sample, box, anchor) at once (padded boxes -1), each
-    box's best anchor forced to IoU 2, each anchor's best box (the last on ties, as the CPU), then the encoding."""
+def _labels_packed(batch, counts: list[int]) -> Any:
+    """Input 1 (labels, int32 [N] or [N, k], one row per box) checked against the box counts, as the first column of
+    every row packed into one int32 [R + 1] device array (the last a zero sentinel)."""
     cp = cupy()
-    n, m = len(boxes), anchors.shape[0]
-    most = max((b.shape[0] for b in boxes), default=0)
-    padded = cp.zeros((n, max(most, 1), 4), dtype=cp.float32)
-    padded_labels = cp.zeros((n, max(most, 1)), dtype=cp.int32)
-    valid = np.zeros((n, max(most, 1)), dtype=bool)
-    for i, (sample, label) in enumerate(zip(boxes, labels, strict=True)):
-        count = sample.shape[0]
-        if count:
-            padded[i, :count] = sample
-            padded_labels[i, :count] = label.reshape(count, -1)[:, 0]
-            valid[i, :count] = True
-    valid = cp.asarray(valid)
-    anchor = cp.asarray(anchors)
-    lo = cp.maximum(padded[:, :, None, :2], anchor[None, None, :, :2])
-    hi = cp.minimum(padded[:, :, None, 2:], anchor[None, None, :, 2:])
-    extent = hi - lo
-    overlaps = cp.all(extent > 0, axis=-1)
-    inter = cp.where(overlaps, extent[..., 0] * extent[..., 1], cp.float32(0))
-    box_area = (padded[..., 2] - padded[..., 0]) * (padded[..., 3] - padded[..., 1])
+    dense, samples, shapes, dtypes = _read(batch, 1)
+    if len(shapes) != len(counts):
+        raise SampleFailureError(0, f"box_encoder: input 1 (labels) has {len(shapes)} samples, boxes {len(counts)}")
+    for i, (shape, dtype, count) in enumerate(zip(shapes, dtypes, counts, strict=True)):
+        if dtype != np.int32 or len(shape) not in (1, 2) or shape[0] != count:
+            raise SampleFailureError(i, f"box_encoder: input 1 (labels) must be int32 with one row per box "
+                                        f"({count}), got {dtype} {shape}")
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+    flat = ragged.pack(cp, samples, 1, dense=dense, extra=1, dtype=np.int32).reshape(-1)
+    if sizes == list(counts):  # one label per box: the packed labels are the first column
+        return flat
+    first = ragged.first_elements(counts, sizes)
+    return flat[_device(np.append(first, sum(sizes)))]
+
+
+def encode_batch(boxes: Any, labels: Any, counts: list[int], anchors: np.ndarray, args: dict):
+    """box_encoder of a packed batch (boxes float32 [R + 1, 4] and labels int32 [R + 1], the last row of each a
+    sentinel, `counts` boxes per sample): the IoU of every (box, anchor) as one [R + 1, M] array, each box's best
+    anchor forced to IoU 2, each anchor's best box per sample (the last on ties, as the CPU) by one argmax over the
+    samples padded to one length (padding IoU -1), then the encoding. Returns dense (N, M, 4) and (N, M) outputs."""
+    cp = cupy()
+    total, m = int(sum(counts)), anchors.shape[0]
+    consts = _device(np.concatenate([anchors, np.asarray(args["means"], dtype=F32).reshape(1, 4),
+                                     np.asarray(args["stds"], dtype=F32).reshape(1, 4)]))  # one upload
+    anchor, means, stds = consts[:m], consts[m], consts[m + 1]
+    index = _device(ragged.padded_index(counts))  # [N, P]: packed row of each slot, `total` (the sentinel) past N_i
+    # IoU as the CPU's iou_matrix, [R + 1, M]
+    width = cp.minimum(boxes[:, None, 2], anchor[None, :, 2]) - cp.maximum(boxes[:, None, 0], anchor[None, :, 0])
+    height = cp.minimum(boxes[:, None, 3], anchor[None, :, 3]) - cp.maximum(boxes[:, None, 1], anchor[None, :, 1])
+    overlaps = (width > 0) & (height > 0)
+    inter = cp.where(overlaps, width * height, F32(0.0))
+    box_area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
     anchor_area = (anchor[:, 2] - anchor[:, 0]) * (anchor[:, 3] - anchor[:, 1])
-    union = box_area[:, :, None] + anchor_area[None, None, :] - inter
-    ious = cp.where(overlaps, inter / cp.where(overlaps, union, cp.float32(1)), cp.float32(0))
-    ious = cp.where(valid[:, :, None], ious, cp.float32(-1))
-    best_anchor = m - 1 - cp.argmax(ious[:, :, ::-1], axis=2)  # (n, boxes)
-    forced = cp.arange(m)[None, None, :] == best_anchor[:, :, None]
-    ious = cp.where(forced & valid[:, :, None], cp.float32(2), ious)
-    rows = ious.shape[1]
-    best_box = rows - 1 - cp.argmax(ious[:, ::-1, :], axis=1)  # (n, anchors)
-    best_iou = cp.take_along_axis(ious, best_box[:, None, :], axis=1)[:, 0, :]
-    matched = (best_iou > cp.float32(args["criteria"])) & valid.any(axis=1)[:, None]
-    chosen = cp.take_along_axis(padded, best_box[:, :, None], axis=1)  # (n, anchors, 4)
-    half = cp.float32(0.5)
+    union = box_area[:, None] + anchor_area[None, :] - inter
+    ious = cp.where(overlaps, inter / cp.where(overlaps, union, ONE), F32(0.0))
+    best_anchor = (m - 1) - cp.argmax(ious[:, ::-1], axis=1)  # each box's best anchor, the last on ties
+    ious[cp.arange(total), best_anchor[:total]] = F32(2.0)
+    ious[total] = F32(-1.0)  # the sentinel row pads the samples: below every real IoU
+    padded = ious[index]  # [N, P, M]
+    slots = padded.shape[1]
+    best_slot = (slots - 1) - cp.argmax(padded[:, ::-1, :], axis=1)  # [N, M]: each anchor's best box, last on ties
+    best_iou = cp.take_along_axis(padded, best_slot[:, None, :], axis=1)[:, 0, :]
+    best_row = cp.take_along_axis(index, best_slot, axis=1)  # [N, M] packed rows (the sentinel: no boxes)
+    matched = best_iou > F32(args["criteria"])  # criteria >= 0 > -1: a sample without boxes matches nothing
+    chosen = boxes[best_row]  # [N, M, 4]
+    half = F32(0.5)
     box_center, box_extent = (chosen[..., :2] + chosen[..., 2:]) * half, chosen[..., 2:] - chosen[..., :2]
     anchor_center, anchor_extent = (anchor[:, :2] + anchor[:, 2:]) * half, anchor[:, 2:] - anchor[:, :2]
     if args["offset"]:
-        scale = cp.float32(args["scale"])
-        means, stds = cp.asarray(args["means"], dtype=cp.float32), cp.asarray(args["stds"], dtype=cp.float32)
+        scale = F32(args["scale"])
         bc, ac, ae = box_center * scale, anchor_center * scale, anchor_extent * scale
         be = cp.where(matched[..., None], box_extent * scale, ae)  # unmatched anchors: no log of 0 (unused)
         centers = ((bc - ac) / ae - means[:2]) / stds[:2]
@@ -181,7 +195,7 @@ def encode_batch(boxes: list, labels: list, anchors: np.ndarray, args: dict):
         encoded = cp.concatenate([box_center, box_extent], axis=-1)
         fallback = cp.concatenate([anchor_center, anchor_extent], axis=-1)
     out = cp.where(matched[..., None], encoded, fallback[None])
-    out_labels = cp.where(matched, cp.take_along_axis(padded_labels, best_box, axis=1), cp.int32(0))
+    out_labels = cp.where(matched, labels[best_row], cp.int32(0))
     return cp.ascontiguousarray(out.astype(cp.float32)), cp.ascontiguousarray(out_labels.astype(cp.int32))
 
 
@@ -190,37 +204,66 @@ def box_encoder_kernel(batch):
     """Both outputs, dense: encoded boxes (N, M, 4) and labels (N, M)."""
     args = batch.args
     per_sample(0, check_encoder_args, args)
-    anchors = per_sample(0, anchor_boxes, args["anchors"])
-    boxes, labels = batch.samples(0), batch.samples(1)
-    for i, (sample, label) in enumerate(zip(boxes, labels, strict=True)):
-        if sample.dtype != np.float32 or sample.ndim != 2 or sample.shape[1] != 4:
-            raise SampleFailureError(i, f"box_encoder: input 0 (boxes) must be float32 [N, 4], got {sample.dtype} "
-                                        f"{tuple(sample.shape)}")
-        if label.dtype != np.int32 or label.ndim not in (1, 2) or label.shape[0] != sample.shape[0]:
-            raise SampleFailureError(i, f"box_encoder: input 1 (labels) must be int32 with one row per box "
-                                        f"({sample.shape[0]}), got {label.dtype} {tuple(label.shape)}")
-    out, out_labels = encode_batch(boxes, labels, anchors, args)
+    anchors = per_sample(0, cached_anchor_boxes, args["anchors"])
+    read = _read(batch, 0)
+    for i, (shape, dtype) in enumerate(zip(read[2], read[3], strict=True)):
+        if dtype != np.float32 or len(shape) != 2 or shape[1] != 4:
+            raise SampleFailureError(i, f"box_encoder: input 0 (boxes) must be float32 [N, 4], got {dtype} {shape}")
+    boxes, counts, _ = _input_rows(batch, 0, "box_encoder", 4, extra=1, read=read)
+    labels = _labels_packed(batch, counts)
+    out, out_labels = encode_batch(boxes, labels, counts, anchors, args)
     return (out, None), (out_labels, None)
 
 
-def _upload_outputs(results: list[tuple]) -> tuple:
-    """Per-sample host results (tuples of arrays) as one GPU result per output: (dense or None, list)."""
+def _host_inputs(batch, ks) -> dict[int, list[np.ndarray]]:
+    """Inputs `ks` on the host: a CPU input as it is; the GPU ones' samples packed as bytes into one device buffer
+    and read back in one copy (one synchronisation for the batch)."""
     cp = cupy()
+    out: dict[int, list[np.ndarray]] = {}
+    pending = []
+    for k in ks:
+        value = batch.value(k)
+        if isinstance(value, list | tuple):
+            out[k] = [np.asarray(v) for v in value]
+        else:
+            pending.append((k, value.samples()))
+    if not pending:
+        return out
+    parts, layout = [], []
+    for k, samples in pending:
+        for s in samples:
+            parts.append(ragged.contiguous(cp, s).reshape(-1).view(np.uint8))
+            layout.append((k, tuple(s.shape), np.dtype(s.dtype), int(s.size) * np.dtype(s.dtype).itemsize))
+    host = cp.asnumpy(cp.concatenate(parts)) if parts else np.zeros(0, np.uint8)
+    position = 0
+    for k, shape, dtype, nbytes in layout:
+        out.setdefault(k, []).append(host[position:position + nbytes].view(dtype).reshape(shape))
+        position += nbytes
+    for k, _ in pending:
+        out.setdefault(k, [])
+    return out
+
+
+def _upload_outputs(results: list[tuple]) -> tuple:
+    """Per-sample host results (tuples of arrays) as one GPU result per output, each uploaded in one copy: (dense,
+    None) when the samples' shapes agree, else (None, views of one device buffer)."""
     outputs = []
     for k in range(len(results[0]) if results else 0):
         host = [np.ascontiguousarray(r[k]) for r in results]
         if len({h.shape for h in host}) == 1:
-            outputs.append((cp.asarray(np.stack(host)), None))
+            outputs.append((_device(np.stack(host)), None))
         else:
-            outputs.append((None, [cp.asarray(h) for h in host]))
+            flat = _device(np.concatenate([h.reshape(-1) for h in host]))
+            outputs.append(ragged.split(flat, [h.shape for h in host]))
     return tuple(outputs)
 
 
 @gpu_kernel("bbox_rotate")
 def bbox_rotate_kernel(batch):
     """The CPU kernel's rotation of each sample's boxes, on the host (DALI has it on the CPU only), uploaded."""
-    boxes = _host_samples(batch, 0)
-    labels = _host_samples(batch, 1) if batch.num_inputs() > 1 else None
+    with_labels = batch.num_inputs() > 1
+    inputs = _host_inputs(batch, (0, 1) if with_labels else (0,))
+    boxes, labels = inputs[0], inputs.get(1)
     results = []
     for i, args in enumerate(batch.sample_args()):
         per_sample(i, check_rotate_args, args)
@@ -234,13 +277,14 @@ def bbox_rotate_kernel(batch):
         else:
             results.append((out, per_sample(i, label_rows, labels[i], sample.shape[0], "bbox_rotate")[keep]))
     uploaded = _upload_outputs(results)
-    return uploaded if labels is not None else uploaded[0]
+    return uploaded if with_labels else uploaded[0]
 
 
 @gpu_kernel("random_bbox_crop")
 def random_bbox_crop_kernel(batch):
     """The CPU kernel's search per sample, on the host from the sample's own stream, uploaded."""
-    inputs = [_host_samples(batch, k) for k in range(batch.num_inputs())]
+    host = _host_inputs(batch, range(batch.num_inputs()))
+    inputs = [host[k] for k in range(batch.num_inputs())]
     results = [per_sample(i, bbox_crop_sample, [inp[i] for inp in inputs], args, batch.rng(i))
                for i, args in enumerate(batch.sample_args())]
     return _upload_outputs(results)
@@ -251,8 +295,9 @@ def ssd_random_crop_kernel(batch):
     """Each sample's window chosen on the host from its own stream (the CPU's), the image cut on the GPU."""
     cp = cupy()
     images = batch.samples(0)
-    boxes, labels = _host_samples(batch, 1), _host_samples(batch, 2)
-    out_images, out_boxes, out_labels = [], [], []
+    host = _host_inputs(batch, (1, 2))
+    boxes, labels = host[1], host[2]
+    out_images, kept_boxes, kept_labels = [], [], []
     for i, args in enumerate(batch.sample_args()):
         image = images[i]
         pixels, kept, classes = per_sample(i, ssd_crop_sample, tuple(image.shape), boxes[i], labels[i],
@@ -261,6 +306,9 @@ def ssd_random_crop_kernel(batch):
             x0, y0, x1, y1 = pixels
             image = image[y0:y1, x0:x1]
         out_images.append(cp.ascontiguousarray(image))
-        out_boxes.append(cp.asarray(kept))
-        out_labels.append(cp.asarray(classes))
-    return (None, out_images), (None, out_boxes), (None, out_labels)
+        kept_boxes.append(kept)
+        kept_labels.append(classes)
+    if not out_images:
+        return (None, []), (None, []), (None, [])
+    out_boxes, out_labels = _upload_outputs(list(zip(kept_boxes, kept_labels, strict=True)))
+    return (None, out_images), out_boxes, out_labels

@@ -1,0 +1,90 @@
+"""Ragged batches as one packed array: the samples' rows concatenated (one copy), per-sample offsets, the sample of
+each row, padded slot indices for per-sample reductions, and per-sample views of one output buffer. Host metadata is
+numpy; the array functions take the array module (numpy or CuPy) as `xp`, so this imports without CuPy and its
+index arithmetic is tested on the CPU."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def offsets(counts: Sequence[int]) -> np.ndarray:
+    """int64 [n + 1]: where each sample's rows start in the packed array, then the total row count."""
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(counts, dtype=np.int64), out=out[1:])
+    return out
+
+
+def row_samples(counts: Sequence[int]) -> np.ndarray:
+    """int32 [R]: the sample index of each packed row."""
+    return np.repeat(np.arange(len(counts), dtype=np.int32), np.asarray(counts, dtype=np.int64))
+
+
+def per_row(table: Any, counts: Sequence[int]) -> np.ndarray:
+    """A per-sample host table ([n, ...]) repeated over each sample's rows: [R, ...]."""
+    table = np.asarray(table)
+    return np.repeat(table, np.asarray(counts, dtype=np.int64), axis=0)
+
+
+def padded_index(counts: Sequence[int]) -> np.ndarray:
+    """int64 [n, max(1, max count)]: the packed row of slot j of sample i, or R (one row past the last: a sentinel
+    row the caller appends) where sample i has fewer than j + 1 rows. Gathering the packed rows with it gives the
+    samples padded to one length, the real rows first in their order, for reductions along the slot axis."""
+    starts = offsets(counts)
+    width = max(1, max(counts, default=0))
+    slots = np.arange(width, dtype=np.int64)[None, :]
+    index = starts[:-1, None] + slots
+    return np.where(slots < np.asarray(counts, dtype=np.int64).reshape(-1, 1), index, starts[-1])
+
+
+def first_elements(counts: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
+    """int64 [R]: in the concatenation of samples of sizes[i] elements, each holding counts[i] equal rows, the
+    position of each row's first element (the first column of labels [N] or [N, k])."""
+    starts = offsets(sizes)
+    parts = [starts[i] + np.arange(c, dtype=np.int64) * (s // c if c else 0)
+             for i, (c, s) in enumerate(zip(counts, sizes, strict=True))]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def contiguous(xp: Any, array: Any) -> Any:
+    """`array` itself when it is C-contiguous (no call into the array module), else a contiguous copy."""
+    return array if array.flags.c_contiguous else xp.ascontiguousarray(array)
+
+
+def pack(xp: Any, samples: Sequence[Any] | None, width: int, dense: Any = None, extra: int = 0,
+         dtype: Any = None) -> Any:
+    """The samples' elements as one contiguous [R + extra, width] array (one concatenation; the `extra` rows at the
+    end are zeros), from a list of arrays or from one dense [n, ...] array; `dtype`: the packed array's type (the
+    samples' by default)."""
+    if dense is not None:
+        flat = contiguous(xp, dense).reshape(-1)
+        parts = [flat]
+        kind = flat.dtype
+    else:
+        parts = [contiguous(xp, s).reshape(-1) for s in samples]
+        kind = parts[0].dtype if parts else np.dtype(np.float32)
+    kind = np.dtype(dtype) if dtype is not None else np.dtype(kind)
+    if extra:
+        parts.append(xp.zeros(extra * width, dtype=kind))
+    if not parts:
+        return xp.zeros((0, width), dtype=kind)
+    flat = parts[0] if len(parts) == 1 else xp.concatenate(parts)
+    if flat.dtype != kind:
+        flat = flat.astype(kind)
+    return flat.reshape(-1, width)
+
+
+def split(flat: Any, shapes: Sequence[tuple[int, ...]]) -> tuple[Any, list | None]:
+    """Consecutive samples of `shapes` out of one buffer (no copies): (the buffer as [n, ...], None) when the shapes
+    agree, else (None, one view per sample)."""
+    flat = flat.reshape(-1)
+    shapes = [tuple(int(d) for d in s) for s in shapes]
+    if shapes and len(set(shapes)) == 1:
+        return flat.reshape((len(shapes), *shapes[0])), None
+    ends = np.cumsum([math.prod(s) for s in shapes], dtype=np.int64)
+    starts = ends - np.asarray([math.prod(s) for s in shapes], dtype=np.int64)
+    return None, [flat[int(a):int(b)].reshape(s) for a, b, s in zip(starts, ends, shapes, strict=True)]
