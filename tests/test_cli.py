@@ -346,6 +346,22 @@ def test_torchvision_plans_of_the_resnet50_pipelines(image_folder):
     assert val.mean == pytest.approx(MEAN) and val.std == pytest.approx(STD)
 
 
+@pytest.mark.parametrize("resize_args", [dict(min_filter=types.INTERP_NN), dict(roi_start=[0.1, 0.1],
+                                          roi_end=[0.9, 0.9], roi_relative=True), dict(save_attrs=True)])
+def test_torchvision_plan_refuses_resize_options_it_has_no_match_for(image_folder, resize_args):
+    from headrace.cli.common import CliError
+    from headrace.cli.torchvision_peer import match
+
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=None)
+    with pipe:
+        jpegs, labels = fn.readers.file(file_root=str(image_folder))
+        images = fn.resize(fn.decoders.image(jpegs), resize_shorter=64, **resize_args)
+        images = images[0] if isinstance(images, tuple) else images
+        pipe.set_outputs(fn.crop_mirror_normalize(images, crop=(32, 32)), labels)
+    with pytest.raises(CliError, match="no torchvision equivalent.*resize uses options"):
+        match(pipe)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("torchvision") is None, reason="torchvision is not installed")
 def test_bench_vs_torchvision_side_by_side(capsys, val_file):
     status, out, _ = run_cli(capsys, "bench", val_file, "--vs", "torchvision", "--batches", "3", "--threads", "1",

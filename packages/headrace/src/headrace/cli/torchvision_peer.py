@@ -80,7 +80,9 @@ def match(pipe: Pipeline) -> TorchvisionPlan:
     if decoder.arg("output_type") != DALIImageType.RGB:
         raise _refuse("the decoder does not write RGB")
     if resize.arg_inputs or resize.arg("interp_type") not in _INTERP or not resize.arg("antialias") \
-            or resize.arg("mode") not in ("default", "stretch") or resize.arg("max_size") or resize.arg("size"):
+            or resize.arg("mode") not in ("default", "stretch") or resize.arg("max_size") or resize.arg("size") \
+            or any(resize.arg(name) is not None for name in ("min_filter", "mag_filter", "roi_start", "roi_end")) \
+            or resize.arg("save_attrs") or any((resize.arg(name) or 0) < 0 for name in ("resize_x", "resize_y")):
         raise _refuse("the resize uses options torchvision's Resize has no match for")
     interpolation = _INTERP[resize.arg("interp_type")]
     width, height, shorter = resize.arg("resize_x"), resize.arg("resize_y"), resize.arg("resize_shorter")
