@@ -160,3 +160,21 @@ def test_numpy_values_are_accepted_for_list_and_scalar_arguments():
     node = next(n for n in pipe.graph.nodes if n.schema.name == "crop_mirror_normalize")
     assert node.args["mean"] == [5.0] and node.args["std"] == [1.0, 2.0, 3.0] and node.args["crop"] == [4.0, 4.0]
     assert node.args["crop_pos_x"] == 0.25 and type(node.args["crop_pos_x"]) is float
+
+
+def test_deprecated_argument_names_of_dali_are_read_as_todays():
+    """DALI's crop_mirror_normalize / crop still take `output_dtype` for `dtype`; the pipeline file keeps `dtype`."""
+    images = [np.full((8, 8, 3), 7, np.uint8)]
+    pipe = Pipeline(batch_size=1, num_threads=1, device_id=None)
+    with pipe:
+        data = fn.external_source(source=lambda: images, batch=True)
+        old = fn.crop_mirror_normalize(data, crop=(4, 4), output_dtype=types.UINT8, mean=[0.0], std=[1.0])
+        pipe.set_outputs(old, fn.crop(data, crop=(4, 4), output_dtype=types.FLOAT))
+    assert pipe.outputs[0].op.args["dtype"] == types.UINT8 and "output_dtype" not in pipe.outputs[0].op.args
+    normalized, cropped = pipe.run()
+    assert np.asarray(normalized.at(0)).dtype == np.uint8 and np.asarray(cropped.at(0)).dtype == np.float32
+    pipe.close()
+    with pytest.raises(SchemaError, match=r"crop .*'dtype' or its old name 'output_dtype', not both"):
+        with Pipeline(batch_size=1, num_threads=1, device_id=None):
+            fn.crop(fn.external_source(source=lambda: images, batch=True), crop=(4, 4), dtype=types.FLOAT,
+                    output_dtype=types.FLOAT)

@@ -405,6 +405,8 @@ class OpSchema:
     known (erase: "HW")."""
     family: str = ""
     """The op's family: the module that declares it (headrace.ops.<family>), filled by `register`."""
+    renamed_args: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """DALI's deprecated argument names still accepted, mapped to today's (crop's `output_dtype` -> `dtype`)."""
     plugin_module: str = ""
     """For a user op (headrace.plugin.register_op): the module that declares it, which a pipeline file names so
     that loading imports it, when trusted."""
@@ -469,6 +471,11 @@ class OpSchema:
         known = self.all_args
         out = {}
         for key, value in kwargs.items():
+            if key in self.renamed_args and key not in known:
+                if self.renamed_args[key] in kwargs:
+                    raise SchemaError(f"{self.name} (node '{node}'): give '{self.renamed_args[key]}' or its old name "
+                                      f"'{key}', not both")
+                key = self.renamed_args[key]
             if key not in known:
                 close = difflib.get_close_matches(key, known, n=1) if len(key) < 100 else []
                 hint = f" Did you mean '{close[0]}'?" if close else ""

@@ -170,6 +170,7 @@ for _name, _doc in (("resize", ""), ("experimental.resize", " (DALI has it on th
 register(OpSchema(
     name="crop",
     doc="Cuts a window out of each HWC image.",
+    renamed_args={"output_dtype": "dtype"},
     args=(*CROP_WINDOW_ARGS, Arg("dtype", "dtype", None, "Output element type; default the input's."),
           BYTES_HINT_ARG),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
@@ -179,6 +180,7 @@ register(OpSchema(
 register(OpSchema(
     name="crop_mirror_normalize",
     doc="Crop, optional horizontal mirror, (x - mean) / std * scale + shift, cast and layout change, fused.",
+    renamed_args={"output_dtype": "dtype"},
     args=(
         *CROP_WINDOW_ARGS,
         Arg("mirror", "int", 0, "1 flips the sample horizontally.", tensor_input=True),
