@@ -1,6 +1,6 @@
 """Where a fresh process's build + first batch goes on the GPU (issue 27's "first batch"): the RN50 training pipeline of
-gpu_vs_dali.py, each run in a new interpreter, with CuPy's kernel cache and numba's cache empty or warm, and one cold
-run under cProfile (its top functions by cumulative time).
+gpu_vs_dali.py, each run in a new interpreter, with CuPy's kernel cache and numba's cache empty or warm, and a warm
+and a cold run under cProfile (their top functions by cumulative time).
 
     python benchmarks/probes/first_batch_probe.py [--images 256] [--batch-size 64]
 """
@@ -65,7 +65,7 @@ def run(code: str, env: dict, profile: bool = False, verbose: bool = False) -> s
     if profile:
         lines = done.stdout.splitlines()
         start = next((i for i, line in enumerate(lines) if "function calls" in line), 0)
-        return "\n".join(lines[start:start + 60])
+        return "\n".join(lines[start:start + 45])
     if verbose:
         return done.stdout[-6000:]
     return next((line for line in done.stdout.splitlines() if line.startswith("RESULT")), done.stdout[-500:])
@@ -97,6 +97,8 @@ def main() -> None:
                         ("both cold", {"cupy", "numba"})):
         for attempt in range(2):
             print(f"{label:<11}", run(code, env(cold, f"{label.replace(' ', '_')}{attempt}")))
+    print("cProfile of a run with both caches warm:")
+    print(run(code, env(set(), "warm"), profile=True))
     print("cProfile of a run with both caches cold:")
     print(run(code, env({"cupy", "numba"}, "profile"), profile=True))
 
