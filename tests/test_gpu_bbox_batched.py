@@ -340,7 +340,7 @@ def run_pipeline(op: str, inputs: list[list[np.ndarray]], device: str, arg_input
         flips = fn.random.coin_flip(probability=0.5) if coin else None
         if coin:
             args["horizontal"] = flips
-        out = getattr(fn, op)(*nodes, **args, **kwargs)
+        out = getattr(fn, op)(*nodes, **args, **kwargs, name="op")  # named: a random op's seed follows the name
         out = tuple(out) if isinstance(out, list | tuple) else (out,)
         return (*out, flips) if coin else out
 
