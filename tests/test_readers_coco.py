@@ -153,6 +153,13 @@ def test_shuffled_epochs_hold_dalis_samples(coco):
     assert [int(s[3][0]) for s in ours[:11]] != [int(s[3][0]) for s in ours[11:22]]
 
 
+@pytest.mark.dali
+@needs_dali
+def test_a_buffer_of_one_gives_dalis_shuffled_order_sample_for_sample(coco):
+    ours, theirs, _, _ = both(4, 3, **coco, random_shuffle=True, initial_fill=1, image_ids=True)
+    assert_same(ours, theirs)
+
+
 def test_rle_strings_round_trip():
     from headrace.readers.coco import rle_from_string
 

@@ -225,7 +225,8 @@ def test_relative_rois_round_as_dali(mixed_root):
 @needs_dali
 def test_shuffled_epochs_hold_dalis_samples(npy_root):
     """Shuffled, each epoch holds DALI's samples (in another order). Sharded, DALI shuffles the file list once before
-    splitting it (a fixed seed), so its shards differ: ours hold the unshuffled shard, in a new order each epoch."""
+    splitting it (a fixed permutation, which headrace makes too), so the shards hold DALI's samples as well; with
+    shuffle_mode='permutation' (headrace's own) a shard is the unshuffled one, in a new order each epoch."""
     for args in (dict(random_shuffle=True), dict(shuffle_after_epoch=True)):
         ours, _ = read_reader("numpy", 11, 3, file_root=str(npy_root), **args)
         theirs, _ = read_dali("numpy", 11, 3, file_root=str(npy_root), **args)
@@ -233,9 +234,25 @@ def test_shuffled_epochs_hold_dalis_samples(npy_root):
         assert [key(s) for s in ours[:11]] != [key(s) for s in ours[11:22]]  # a new order each epoch
     shard = dict(num_shards=2, shard_id=1, stick_to_shard=True)
     ours, _ = read_reader("numpy", 6, 3, file_root=str(npy_root), random_shuffle=True, **shard)
+    theirs, _ = read_dali("numpy", 6, 3, file_root=str(npy_root), random_shuffle=True, **shard)
+    assert_same_epochs(ours, theirs, 6)
+    assert [key(s) for s in ours[:6]] != [key(s) for s in ours[6:12]]
+    ours, _ = read_reader("numpy", 6, 3, file_root=str(npy_root), random_shuffle=True, shuffle_mode="permutation",
+                          **shard)
     plain, _ = read_dali("numpy", 6, 3, file_root=str(npy_root), **shard)
     assert_same_epochs(ours, plain, 6)
     assert [key(s) for s in ours[:6]] != [key(s) for s in ours[6:12]]
+
+
+@pytest.mark.dali
+@needs_dali
+def test_a_buffer_of_one_gives_dalis_shuffled_order_sample_for_sample(npy_root):
+    """With initial_fill=1 random_shuffle is DALI's one-time permutation of the files alone, which headrace makes
+    bit for bit: the samples (and shards) are DALI's in DALI's order."""
+    shuffle = dict(file_root=str(npy_root), random_shuffle=True, initial_fill=1, num_shards=2, shard_id=1)
+    ours, _ = read_reader("numpy", 3, 4, **shuffle)
+    theirs, _ = read_dali("numpy", 3, 4, **shuffle)
+    assert_same(ours, theirs)
 
 
 def test_only_the_rois_span_is_read():

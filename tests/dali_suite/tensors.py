@@ -164,9 +164,7 @@ def pad_to_batch_max(lib: Lib, data: SuiteData) -> Pipe:
         fn.pad(x, fill_value=-1.0), fn.pad(x, axes=[0], shape=[10]), fn.copy(x)), layout="HW")
 
 
-@case("DALI dali/test/python/operator_1/test_get_property.py (source_info of readers.file, layout)",
-      xfail="get_property(key='source_info') of readers.file gives the absolute path; DALI gives the path relative to "
-            "file_root ('class_000/img_000000.jpg')")
+@case("DALI dali/test/python/operator_1/test_get_property.py (source_info of readers.file, layout)")
 def get_property_source_info(lib: Lib, data: SuiteData) -> Pipe:
     fn = lib.fn
 
@@ -190,9 +188,7 @@ def datanode_indexing(lib: Lib, data: SuiteData) -> Pipe:
         images[5:25, 10:-5], images[:, :, 1], images[-1], images[2:30:3, ::2]))
 
 
-@case("DALI docs/pipeline.rst (DataNode.shape() and DataNode.source_info(), which replace the deprecated fn.shapes)",
-      xfail="DataNode.source_info() of readers.file gives the absolute path; DALI gives the path relative to "
-            "file_root (shape() matches)")
+@case("DALI docs/pipeline.rst (DataNode.shape() and DataNode.source_info(), which replace the deprecated fn.shapes)")
 def datanode_shape_methods(lib: Lib, data: SuiteData) -> Pipe:
     fn = lib.fn
 

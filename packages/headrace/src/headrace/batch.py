@@ -43,7 +43,9 @@ class _TensorList:
         return self._layout
 
     def source_info(self, index: int) -> str:
-        return self._source_info[index] if self._source_info else ""
+        """Where sample `index` came from, as DALI words it (a reader's SampleSource gives its source_info text)."""
+        source = self._source_info[index] if self._source_info else ""
+        return getattr(source, "source_info", source)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(len={len(self)}, dtype={self.dtype}, layout={self._layout!r})"

@@ -348,7 +348,6 @@ SEED_ARG = Arg("seed", "int", -1, "Seed of this op's random stream; -1 derives i
 
 _IGNORED = "Accepted for DALI compatibility; headrace reads its files directly and ignores it."
 READER_COMPAT_ARGS = (
-    Arg("initial_fill", "int", 1024, _IGNORED),
     Arg("read_ahead", "bool", False, _IGNORED),
     Arg("dont_use_mmap", "bool", False, _IGNORED),
     Arg("lazy_init", "bool", False, _IGNORED),
@@ -365,6 +364,25 @@ SHARD_ARGS = (
         "batches never span epochs."),
 )
 """The sharding arguments of the readers that split a data set across pipelines (DALI's names and defaults)."""
+
+
+def shuffle_args(order: str) -> tuple[Arg, ...]:
+    """random_shuffle, initial_fill and shuffle_mode of a reader, as DALI's (headrace.readers.shuffling); `order`
+    says what the buffer draws from (files permuted once before sharding, or records in their stored order)."""
+    return (
+        Arg("random_shuffle", "bool", False, "Shuffle as DALI does: each epoch of the shard is given out through a "
+            f"buffer of `initial_fill` samples, every next one drawn at random from it ({order}); sample i comes "
+            "from the first i + initial_fill of the shard, and an epoch holds exactly its shard. See shuffle_mode "
+            "for a full permutation per epoch."),
+        Arg("initial_fill", "int", 1024, "Size of random_shuffle's buffer, in samples.", limits=Limits(1, 2**40)),
+        Arg("shuffle_mode", "str", "buffer", "How random_shuffle shuffles: 'buffer' (DALI's, above) or "
+            "'permutation': each epoch's shard in a full random permutation. headrace's own: DALI has no such "
+            "argument.", choices=("buffer", "permutation")),
+    )
+
+
+FILES_PERMUTED = "the files are first permuted once, before sharding, with DALI's fixed permutation"
+RECORDS_IN_ORDER = "records read ahead in their stored order, so reads stay sequential"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -43,7 +43,7 @@ def peek_image_shape(inputs, args, ctx):
 
 def property_bytes(key: str, source: str, layout: str) -> np.ndarray:
     """get_property's output: the text of `key` ('source_info' or 'layout') as a 1-D uint8 array."""
-    text = source if key == "source_info" else layout
+    text = getattr(source, "source_info", source) if key == "source_info" else layout  # a reader's SampleSource
     return np.frombuffer(text.encode(), np.uint8).copy()
 
 

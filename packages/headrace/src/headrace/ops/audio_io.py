@@ -6,6 +6,7 @@ import numpy as np
 from headrace.enums import DALIDataType
 from headrace.output_specs import numpy_dtype
 from headrace.schema import (
+    FILES_PERMUTED,
     READER_COMPAT_ARGS,
     REQUIRED,
     SHARD_ARGS,
@@ -15,6 +16,7 @@ from headrace.schema import (
     OutputSpec,
     SpecArgs,
     registrar,
+    shuffle_args,
 )
 
 register = registrar(__name__)
@@ -136,7 +138,7 @@ register(OpSchema(
         "the text and the manifest index as read_sample_rate / read_text / read_idxs ask. Paths are opened as "
         "written (relative ones from the working directory, as DALI); a line that is not a JSON object or has no "
         "audio_filepath is skipped with a warning; `duration` and `offset` (seconds) cut the audio. Sharding and "
-        "epochs as readers.file; random_shuffle orders each epoch by (seed, epoch), another order than DALI's.",
+        "epochs as readers.file, random_shuffle included.",
     args=(
         Arg("manifest_filepaths", "str", REQUIRED, "The NeMo manifest files (JSON lines).", list_of=True),
         Arg("sample_rate", "float", -1.0, "Resample every file to this rate, in Hz; <= 0 keeps each file's rate."),
@@ -151,7 +153,7 @@ register(OpSchema(
         Arg("max_duration", "float", 0.0, "If > 0, leave out entries whose `duration` is longer (seconds)."),
         Arg("min_duration", "float", 0.0, "If > 0, leave out entries whose `duration` is shorter (seconds); an entry "
             "without one counts as -1."),
-        Arg("random_shuffle", "bool", False, "Visit the samples of each epoch in a new random order."),
+        *shuffle_args(FILES_PERMUTED),
         Arg("shuffle_after_epoch", "bool", False, "Shuffle the whole data set every epoch, the same way in every "
             "shard (seed: shuffle_after_epoch_seed, else a fixed one); implies stick_to_shard, and excludes "
             "random_shuffle and an explicit stick_to_shard=True."),

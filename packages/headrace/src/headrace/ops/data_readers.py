@@ -4,16 +4,27 @@ defaults and outputs. Epochs, shards, padding, shuffling and checkpoints are rea
 
 import numpy as np
 
-from headrace.schema import READER_COMPAT_ARGS, REQUIRED, SHARD_ARGS, Arg, OpSchema, OutputSpec, SpecArgs, registrar
+from headrace.schema import (
+    FILES_PERMUTED,
+    READER_COMPAT_ARGS,
+    REQUIRED,
+    SHARD_ARGS,
+    Arg,
+    OpSchema,
+    OutputSpec,
+    SpecArgs,
+    registrar,
+    shuffle_args,
+)
 
 register = registrar(__name__)
 
 _DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
 _SHUFFLE_ARGS = (
-    Arg("random_shuffle", "bool", False, "Visit the samples of each epoch in a new random order (a permutation by "
-        "(seed, epoch): another order than DALI's shuffle buffer, the same samples per epoch)."),
+    *shuffle_args(FILES_PERMUTED + " (LMDB records keep their key order)"),
     Arg("seed", "int", -1, "Seed of random_shuffle; -1 derives it from the pipeline seed."),
 )
+_COMPAT_ARGS = READER_COMPAT_ARGS
 _AFTER_EPOCH_ARGS = (
     Arg("shuffle_after_epoch", "bool", False, "Shuffle the whole data set every epoch, the same way in every shard "
         "(seed: shuffle_after_epoch_seed, else a fixed one); implies stick_to_shard, and excludes random_shuffle and "
@@ -70,7 +81,7 @@ register(OpSchema(
         *_SHUFFLE_ARGS,
         *_AFTER_EPOCH_ARGS,
         *SHARD_ARGS,
-        *READER_COMPAT_ARGS,
+        *_COMPAT_ARGS,
         Arg("cache_header_information", "bool", False, "Keep the parsed header of each file, parsed again only "
             "when the file's size or modification time changes."),
         Arg("register_buffers", "bool", True, _DALI_HINT),
@@ -141,7 +152,7 @@ register(OpSchema(
         *_SHUFFLE_ARGS,
         *_AFTER_EPOCH_ARGS,
         *SHARD_ARGS,
-        *READER_COMPAT_ARGS,
+        *_COMPAT_ARGS,
         *_HINT_ARGS,
     ),
     num_outputs=_coco_outputs,
@@ -175,7 +186,7 @@ register(OpSchema(
         Arg("label_available", "bool", True, "Output the label."),
         *_SHUFFLE_ARGS,
         *SHARD_ARGS,
-        *READER_COMPAT_ARGS,
+        *_COMPAT_ARGS,
         *_HINT_ARGS,
     ),
     num_outputs=_caffe_outputs,
@@ -220,7 +231,7 @@ register(OpSchema(
         Arg("bbox", "bool", False, "Output the box of each record (a last INT32 proto of four values)."),
         *_SHUFFLE_ARGS,
         *SHARD_ARGS,
-        *READER_COMPAT_ARGS,
+        *_COMPAT_ARGS,
         *_HINT_ARGS,
     ),
     num_outputs=_caffe2_outputs,

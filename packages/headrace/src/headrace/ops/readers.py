@@ -5,6 +5,7 @@ import numpy as np
 from headrace.enums import DALIDataType
 from headrace.output_specs import declared, numpy_dtype
 from headrace.schema import (
+    FILES_PERMUTED,
     READER_COMPAT_ARGS,
     SHARD_ARGS,
     Arg,
@@ -13,6 +14,7 @@ from headrace.schema import (
     OutputSpec,
     SpecArgs,
     registrar,
+    shuffle_args,
 )
 
 register = registrar(__name__)
@@ -38,7 +40,7 @@ register(OpSchema(
         Arg("file_filters", "str", list(IMAGE_EXTENSIONS), "Glob patterns of files taken from file_root.",
             list_of=True),
         Arg("case_sensitive_filter", "bool", False, "Match file_filters case-sensitively."),
-        Arg("random_shuffle", "bool", False, "Visit the samples of each epoch in a new random order."),
+        *shuffle_args(FILES_PERMUTED),
         Arg("shuffle_after_epoch", "bool", False, "Shuffle the whole data set every epoch, with a seed all shards "
             "share (this reader's `seed`, else a fixed one), so an epoch's shards still partition the data set."),
         Arg("seed", "int", -1, "Seed of the shuffle; -1 derives it from the pipeline seed."),

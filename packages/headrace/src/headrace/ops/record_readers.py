@@ -13,15 +13,16 @@ from headrace.enums import DALIDataType
 from headrace.output_specs import numpy_dtype
 from headrace.schema import (
     READER_COMPAT_ARGS,
+    RECORDS_IN_ORDER,
     REQUIRED,
     SHARD_ARGS,
     Arg,
-    Limits,
     OpSchema,
     OutputSpec,
     SpecArgs,
     registrar,
     short_repr,
+    shuffle_args,
 )
 
 register = registrar(__name__)
@@ -109,11 +110,7 @@ def _mxnet(a: SpecArgs) -> list[OutputSpec]:
 
 def _shuffle_args(unit: str) -> tuple[Arg, ...]:
     return (
-        Arg("random_shuffle", "bool", False, "Shuffle each epoch of the shard as DALI does: every next record is "
-            "drawn at random from a buffer of `initial_fill` records read ahead in stored order (so reads stay "
-            "sequential and the shuffle is local); initial_fill >= the shard's size gives a full permutation. The "
-            "buffer is refilled per epoch, so an epoch holds exactly its shard (DALI's buffer runs across epochs)."),
-        Arg("initial_fill", "int", 1024, "Size of random_shuffle's buffer, in records.", limits=Limits(1, 2**40)),
+        *shuffle_args(RECORDS_IN_ORDER + "; initial_fill >= the shard's size gives a full permutation"),
         Arg("shuffle_after_epoch", "bool", False, f"Visit the {unit} in a new order every epoch, each one's records "
             "still in their stored order; every shard draws the same order (seed: shuffle_after_epoch_seed, else a "
             "fixed one), so an epoch's shards still partition the data set. Excludes stick_to_shard=True."),
@@ -124,7 +121,7 @@ def _shuffle_args(unit: str) -> tuple[Arg, ...]:
 
 _COMMON = (
     *SHARD_ARGS,
-    *(a for a in READER_COMPAT_ARGS if a.name != "initial_fill"),
+    *READER_COMPAT_ARGS,
     Arg("tensor_init_bytes", "int", 1048576, _DALI_HINT),
     Arg("bytes_per_sample_hint", "int", [0], _DALI_HINT, list_of=True),
     Arg("use_o_direct", "bool", False, _DALI_HINT),

@@ -51,6 +51,6 @@ for _name, _doc, _antialias in (
     register(OpSchema(
         name=_name, doc=_doc,
         args=tuple(dataclasses.replace(a, default=_antialias) if a.name == "antialias" else a for a in _ARGS),
-        min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), state="none", output_spec=_windows, rule=_rule, sequences=True,
-        input_layouts=("HWC",),
+        min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), state="none", output_spec=_windows, rule=_rule,
+        input_layouts=("HWC",), sequences=True,
     ))

@@ -288,6 +288,10 @@ class CocoReader(IndexedReader):
                        bool(args["image_ids"]))
         self.legacy_polygons = bool(args["masks"] and not args["polygon_masks"])  # rows count coordinates
 
+    def source_info_of(self, index: int) -> str:
+        """DALI's source_info: the image's file_name, as the annotation file has it (relative to file_root)."""
+        return self.images[index].file_name
+
     def _error(self, index: int, why: str) -> SampleError:
         path = self.paths[index]
         return SampleError(f"{OP} (node '{self.node}'): image {short_repr(path)} (id {self.images[index].image_id}, "
@@ -318,12 +322,31 @@ class CocoReader(IndexedReader):
             rows[:, 1:] *= 2
         return rows, vertices
 
-    def read_item(self, index: int) -> tuple[np.ndarray, ...]:
-        image = self.images[index]
+    def _read_image(self, index: int) -> np.ndarray:
+        """The image file's bytes, read alone (bounded; an error names the image)."""
         try:
-            data = np.frombuffer(read_bounded(self.paths[index], MAX_SAMPLE_BYTES), np.uint8)
+            return np.frombuffer(read_bounded(self.paths[index], MAX_SAMPLE_BYTES), np.uint8)
         except ValueError as exc:
             raise self._error(index, str(exc)) from None
+
+    def _read_all(self, indices: list[int]) -> list[tuple]:
+        """The items of these images, their files read as one batch with the GIL released once (the same reader as
+        readers.file's, headrace_kernels.batch_read); a file it cannot take is read alone, for its error."""
+        if self._batch_reader is None:
+            from headrace_kernels.batch_read import BatchFileReader
+
+            self._batch_reader = BatchFileReader(self.paths, MAX_SAMPLE_BYTES) if BatchFileReader.available() else False
+        if self._batch_reader is False:
+            return [self.read_item(i) for i in indices]
+        images = self._batch_reader.read(indices, self._read_image)
+        return [self._item(i, data) for i, data in zip(indices, images, strict=True)]
+
+    def read_item(self, index: int) -> tuple[np.ndarray, ...]:
+        return self._item(index, self._read_image(index))
+
+    def _item(self, index: int, data: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The outputs of image `index` with its file's bytes."""
+        image = self.images[index]
         outputs = [data, self._boxes(image), np.asarray([a.label for a in image.annotations], np.int32)]
         polygons, pixelwise, ids = self.wanted
         if polygons:

@@ -15,10 +15,13 @@ tests/test_torch_vs_dali.py; each rule also has a plain test in tests/test_reade
   number of batches per epoch, ceil(ceil(N/S) / batch_size), no batch spans two epochs, and a shard smaller than
   ceil(N/S) by more than its padding room may even get a batch made only of its last sample.
 * reader_meta: epoch_size = N; epoch_size_padded = ceil(N/S) * S with pad_last_batch, else N.
-* random_shuffle visits each epoch's shard in a new order, a pure function of (reader seed, epoch).
+* random_shuffle is DALI's (readers/shuffling.py): the data set is permuted once before it is sharded, with DALI's
+  own fixed permutation (so a shard holds DALI's samples), and every epoch of the shard is given out through a
+  shuffle buffer of `initial_fill` samples; shuffle_mode='permutation' (headrace's own) instead visits each epoch's
+  unpermuted shard in a full random permutation. Either order is a pure function of (reader seed, epoch).
   shuffle_after_epoch shuffles the whole data set once per epoch with a seed shared by all shards (the reader's
   own `seed` argument, else a fixed one, as DALI), so that the shards of an epoch still partition the data set.
-  Either way an epoch holds exactly the samples of its shard; only the order differs from DALI's.
+  Either way an epoch holds exactly the samples of its shard.
 * on_error="skip" (headrace's own; the reader's for unreadable files, a decoder's for undecodable ones): the slot of
   a skipped sample gets the next unread sample of the slot's epoch (`replacements`), and the epoch pays each one
   back with a fill at its end (one of its last samples again, the last first), so an epoch keeps its number of
@@ -36,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from headrace.errors import SchemaError
+from headrace.readers.shuffling import SHUFFLE_MODES, dali_permutation, shuffled_epoch
 from headrace.schema import short_repr
 from headrace_kernels.bounded_io import read_bounded, reason
 from headrace_kernels.registry import reader
@@ -53,6 +57,22 @@ class ReaderState:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+class SampleSource(str):
+    """A sample's source as errors name it (its full path, unambiguous) that also carries DALI's source_info for it
+    (the path as listed, relative to file_root; 'file at index offset' for records): get_property(key='source_info')
+    and the batches' source_info give `.source_info` (read with getattr, so plain str sources stay as they are)."""
+
+    source_info: str
+
+    def __new__(cls, name: str, source_info: str) -> "SampleSource":
+        self = super().__new__(cls, name)
+        self.source_info = source_info
+        return self
+
+    def __reduce__(self) -> tuple:
+        return SampleSource, (str(self), self.source_info)
 
 
 MAX_FILE_LIST_BYTES = 1 << 30
@@ -123,11 +143,21 @@ def _check_samples(samples: list[tuple[str, int]], node: str) -> None:
 class FileReader:
     """Reads one shard of a file set; the order of every epoch is a pure function of (seed, epoch, shard)."""
 
+    op = "readers.file"
+    permutes_data_set = True
+    """random_shuffle (buffer mode) first permutes the whole data set, as DALI's file-like loaders do (records in
+    databases and archives keep their stored order: their readers set this False)."""
+
     def __init__(self, node: str, args: dict, batch_size: int, seed: int, pool: ThreadPoolExecutor | None):
         self.node, self.batch_size, self.pool = node, batch_size, pool
         self.seed = seed
         self.shuffle_globally = bool(args["shuffle_after_epoch"])
         self.shuffle = bool(args["random_shuffle"]) or self.shuffle_globally
+        self.shuffle_mode, self.initial_fill = args.get("shuffle_mode", "buffer"), int(args.get("initial_fill", 1024))
+        if self.shuffle_mode not in SHUFFLE_MODES or self.initial_fill < 1:
+            raise SchemaError(f"{self.op} (node '{node}'): shuffle_mode must be one of {SHUFFLE_MODES} and "
+                              f"initial_fill positive, got {self.shuffle_mode!r} and {self.initial_fill}")
+        self._base_order: np.ndarray | None = None
         # shuffle_after_epoch: one permutation for all shards, so they must agree on its seed (DALI uses a fixed one)
         own_seed = args.get("seed", -1)
         self.global_shuffle_seed = own_seed & (2**64 - 1) if own_seed is not None and own_seed != -1 else 0x5EED
@@ -157,6 +187,15 @@ class FileReader:
                               f"num_shards={self.num_shards} shards")
         self.root = root
         self.paths = [str(root / p) if root is not None and not os.path.isabs(p) else p for p, _ in samples]
+        # DALI's source_info: each path as listed (relative to file_root), here the path past file_root's prefix
+        # except where the listed name differs from that ('./a.jpg', 'c//b.jpg', an absolute name); errors keep
+        # naming the full path
+        self._prefix = os.path.join(str(root), "") if root is not None else None
+        self._listed: dict[int, str] = {}
+        if root is not None:
+            cut = len(self._prefix)
+            self._listed = {i: name for i, ((name, _), path) in enumerate(zip(samples, self.paths, strict=True))
+                            if path[cut:] != name or not path.startswith(self._prefix)}
         self.labels = np.asarray([label for _, label in samples], dtype=np.int32)
         self.state = ReaderState()
         self._cached_order: tuple[int, np.ndarray] | None = None
@@ -189,10 +228,15 @@ class FileReader:
             permutation = np.arange(len(self.paths))
             np.random.Generator(np.random.Philox(key=[self.global_shuffle_seed, epoch])).shuffle(permutation)
             return permutation[start:stop]
-        order = np.arange(start, stop)
-        if self.shuffle:
-            np.random.Generator(np.random.Philox(key=[self.seed & (2**64 - 1), epoch])).shuffle(order)
-        return order
+        if not self.shuffle:
+            return np.arange(start, stop)
+        if self.shuffle_mode == "permutation" or not self.permutes_data_set:
+            order = np.arange(start, stop)
+        else:
+            if self._base_order is None:
+                self._base_order = dali_permutation(len(self.paths))
+            order = self._base_order[start:stop]
+        return shuffled_epoch(order, self.shuffle_mode, self.initial_fill, self.seed, epoch)
 
     def meta(self) -> dict:
         """DALI's reader_meta: epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch,
@@ -264,8 +308,7 @@ class FileReader:
                 indices.append(self._fill(order, state.fills))
                 state.fills += 1
                 self._layout[slot] = (epoch, True)
-        return [self._read_all(indices), [self.labels[i:i + 1].copy() for i in indices]], \
-            [self.paths[i] for i in indices]
+        return [self._read_all(indices), [self.labels[i:i + 1].copy() for i in indices]], self.sources(indices)
 
     def fill_slots(self) -> list[int]:
         """The slots of the last batch holding a fill."""
@@ -331,7 +374,23 @@ class FileReader:
         else:
             data = self._read_batch(indices)
         labels = [self.labels[i:i + 1].copy() for i in indices]
-        return [data, labels], [self.paths[i] for i in indices]
+        return [data, labels], self.sources(indices)
+
+    def source_info_of(self, index: int) -> str | None:
+        """DALI's source_info of sample `index` where it differs from the name errors use (its path as listed,
+        relative to file_root); None where they are the same."""
+        if self._prefix is None:
+            return None
+        listed = self._listed.get(index)
+        return listed if listed is not None else self.paths[index][len(self._prefix):]
+
+    def sources(self, indices: list[int]) -> list[str]:
+        """The source of each of these samples: its full name, carrying DALI's source_info where that differs."""
+        out: list[str] = []
+        for i in indices:
+            name, info = self.paths[i], self.source_info_of(i)
+            out.append(name if info is None or info == name else SampleSource(name, info))
+        return out
 
     def get_state(self) -> dict:
         return self.state.to_dict()

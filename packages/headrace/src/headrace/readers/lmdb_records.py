@@ -106,6 +106,8 @@ class RecordError(ValueError):
 class LmdbReader(IndexedReader):
     """The records of the LMDB databases of `path`, in key order; a subclass parses one with `parse(bytes)`."""
 
+    permutes_data_set = False  # DALI's LMDB loader keeps the key order and shuffles through the buffer alone
+
     def __init__(self, node: str, args: dict, batch_size: int, seed: int, pool: ThreadPoolExecutor | None):
         try:
             import lmdb
@@ -137,6 +139,11 @@ class LmdbReader(IndexedReader):
         if value is None:
             raise self._error(index, "is gone from the database")
         return value
+
+    def source_info_of(self, index: int) -> str:
+        """DALI's source_info: '<database> at key <key>'."""
+        db, key = self.records[index]
+        return f"{self.databases[db][0]} at key {key.decode('utf-8', errors='replace')}"
 
     def _error(self, index: int, why: str) -> SampleError:
         db, key = self.records[index]

@@ -100,8 +100,11 @@ def _list_folder(root: str, pattern: str, node: str) -> list[str]:
     return names
 
 
-def _file_names(args: dict, node: str) -> list[str]:
+def _file_names(args: dict, node: str) -> tuple[list[str], list[str]]:
+    """(the files' paths, their names as DALI's source_info gives them: as listed, a file of file_root's own
+    listing as './name')."""
     root = args.get("file_root")
+    listed = None
     if args.get("file_list"):
         try:
             text = read_bounded(args["file_list"], MAX_FILE_LIST_BYTES).decode("utf-8", errors="surrogateescape")
@@ -112,12 +115,14 @@ def _file_names(args: dict, node: str) -> list[str]:
         names = list(args["files"])
     elif root:
         names = _list_folder(root, args["file_filter"], node)
+        listed = [n if "/" in n else f"./{n}" for n in names]
     else:
         raise SchemaError(f"{OP} (node '{node}'): give file_root, file_list or files")
     bad = next((n for n in names if "\x00" in n), None)
     if bad is not None:
         raise SchemaError(f"{OP} (node '{node}'): file name {short_repr(bad)} contains a NUL byte")
-    return [os.path.join(root, n) if root and not os.path.isabs(n) else n for n in names]
+    paths = [os.path.join(root, n) if root and not os.path.isabs(n) else n for n in names]
+    return paths, names if listed is None else listed
 
 
 class NpyHeader(NamedTuple):
@@ -263,12 +268,16 @@ class NumpyReader(IndexedReader):
     op = OP
 
     def __init__(self, node: str, args: dict, batch_size: int, seed: int, pool: ThreadPoolExecutor | None):
-        names = _file_names(args, node)
+        names, self.listed = _file_names(args, node)
         super().__init__(node, args, names, batch_size, seed, pool)
         self.args = args
         self.policy, self.fill = args["out_of_bounds_policy"], float(args["fill_value"])
         self.on_gpu = args.get("device") == "gpu"
         self.headers: dict[int, tuple[int, int, NpyHeader]] | None = {} if args["cache_header_information"] else None
+
+    def source_info_of(self, index: int) -> str:
+        """DALI's source_info: the file's name as listed (relative to file_root)."""
+        return self.listed[index]
 
     def _error(self, index: int, why: str) -> SampleError:
         path = self.paths[index]

@@ -4,9 +4,10 @@
 A RecordReader is readers.file over records instead of files: the same shards, epochs, padding and checkpoint state
 (FileReader, which it extends, sees one entry per record). The shuffles are DALI's for these formats: random_shuffle
 draws each next record of the epoch from a buffer of `initial_fill` records read ahead in stored order (refilled per
-epoch, so that an epoch still holds exactly its shard); shuffle_after_epoch visits the files in a new order every
-epoch, each file's records in their stored order, with a seed all shards share, and the epoch's shards are contiguous
-ranges of that order. Either order is a pure function of (seed, epoch), so a checkpoint is the FileReader state.
+epoch, so that an epoch still holds exactly its shard; shuffle_mode='permutation', headrace's own, permutes it whole;
+readers/shuffling.py); shuffle_after_epoch visits the files in a new order every epoch, each file's records in their
+stored order, with a seed all shards share, and the epoch's shards are contiguous ranges of that order. Either order
+is a pure function of (seed, epoch), so a checkpoint is the FileReader state.
 
 Every record is read with a bound: its file must be a regular file, the index's offsets and sizes must lie inside it
 (a stale index is refused when the reader is made), and a short read or a malformed record is a SampleError naming
@@ -33,6 +34,7 @@ import numpy as np
 from headrace.errors import SampleError, SchemaError
 from headrace.ops import record_readers  # noqa: F401 - registers the schemas of the ops these readers implement
 from headrace.readers.file import MAX_SAMPLE_BYTES, FileReader
+from headrace.readers.shuffling import shuffled_epoch, shuffled_through_buffer  # noqa: F401 - importable here too
 from headrace.schema import short_repr
 from headrace_kernels.bounded_io import read_bounded, reason
 from headrace_kernels.registry import reader
@@ -70,32 +72,12 @@ def read_index(op: str, node: str, path: str) -> str:
         raise SchemaError(f"{op} (node '{node}'): index file {short_repr(path)} {exc}") from None
 
 
-def shuffled_through_buffer(order: np.ndarray, fill: int, rng: np.random.Generator) -> np.ndarray:
-    """`order` as a shuffle buffer of `fill` entries gives it out (DALI's random_shuffle): the buffer starts with the
-    first `fill` entries; each step gives out a random one of the buffer and puts the next entry of `order` in its
-    place. Output i thus comes from the first fill + i entries. A buffer as large as `order` is a full permutation."""
-    if fill >= len(order):
-        out = order.copy()
-        rng.shuffle(out)
-        return out
-    buffer, upcoming, out = order[:fill].tolist(), iter(order[fill:].tolist()), []
-    for draw in rng.random(len(order)).tolist():
-        slot = int(draw * len(buffer))
-        out.append(buffer[slot])
-        following = next(upcoming, None)
-        if following is not None:
-            buffer[slot] = following
-        else:
-            buffer[slot] = buffer[-1]
-            buffer.pop()
-    return np.asarray(out, dtype=order.dtype)
-
-
 class RecordReader(FileReader):
     """readers.file over records: subclasses give the files and records, and `parse` turns a record's bytes into
     the sample's outputs."""
 
     op = ""
+    permutes_data_set = False  # DALI reads records in their stored order, through the shuffle buffer
     num_outputs = 1
     decodes = True
     """Parsing a record (protobuf, CRCs, RecordIO parts) is CPU work: the executor gives the reader its thread pool,
@@ -137,9 +119,13 @@ class RecordReader(FileReader):
         else:
             order = np.arange(start, stop)
         if self.buffer_shuffle:
-            rng = np.random.Generator(np.random.Philox(key=[self.seed & (2**64 - 1), epoch]))
-            order = shuffled_through_buffer(order, self.initial_fill, rng)
+            order = shuffled_epoch(order, self.shuffle_mode, self.initial_fill, self.seed, epoch)
         return order
+
+    def source_info_of(self, index: int) -> str:
+        """DALI's source_info of a record: '<file> at index <its offset in the file>'."""
+        record = self.records[index]
+        return f"{self.files[record.file]} at index {record.offset}"
 
     def parse(self, index: int, data: bytes) -> tuple:
         """The outputs of sample `index` (a record number) from its record's bytes; ValueError says what is wrong."""
@@ -198,7 +184,7 @@ _MAGIC = 0xCED7230A
 _HEADER = struct.Struct("<IfQQ")
 
 
-def parse_recordio(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+def parse_recordio(data: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
     """(data, label) of one RecordIO record (the format is in the module docstring); ValueError if malformed."""
     view = memoryview(data)
     parts, position = [], 0
@@ -218,7 +204,7 @@ def parse_recordio(data: bytes) -> tuple[np.ndarray, np.ndarray]:
         position += (length + 3) & ~3
         if flag in (0, 3):
             break
-    payload = parts[0].tobytes() if len(parts) == 1 else struct.pack("<I", _MAGIC).join(p.tobytes() for p in parts)
+    payload = parts[0] if len(parts) == 1 else memoryview(struct.pack("<I", _MAGIC).join(p.tobytes() for p in parts))
     if len(payload) < _HEADER.size:
         raise ValueError(f"{len(payload)} bytes of payload, less than the {_HEADER.size}-byte image header")
     label_count, label = _HEADER.unpack_from(payload)[:2]

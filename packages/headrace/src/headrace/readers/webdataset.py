@@ -138,6 +138,7 @@ class WebdatasetReader(RecordReader):
         self.dtypes = [numpy_dtype(d) for d in dtypes]
         self.num_outputs = len(self.ext_sets)
         self.parts: list[tuple[tuple[int, int] | None, ...]] = []  # per sample: (start, size) per output
+        self.first_names: list[str | None] = []  # per sample: its first output's component (DALI's source_info)
         records = []
         for file, path in enumerate(paths):
             size = file_size(OP, node, path, "archive")
@@ -184,8 +185,18 @@ class WebdatasetReader(RecordReader):
         start = min((c.offset for c in used), default=0)
         end = max((c.offset + c.size for c in used), default=0)
         self.parts.append(tuple(None if c is None else (c.offset - start, c.size) for c in chosen))
+        self.first_names.append(None if chosen[0] is None else chosen[0].name)
         key = split_name(components[0].name)[0]
         return Record(file, start, end - start, f"sample {short_repr(key)} ({what})")
+
+    def source_info_of(self, index: int) -> str:
+        """DALI's source_info of the first output's component: '<archive>:<offset>:<name>' ('' when the sample has
+        none). DALI gives each output its component's; the engine keeps one source per sample."""
+        name, part = self.first_names[index], self.parts[index][0]
+        if name is None or part is None:
+            return ""
+        record = self.records[index]
+        return f"{self.files[record.file]}:{record.offset + part[0]}:{name}"
 
     def parse(self, index: int, data: bytes) -> tuple:
         return tuple(np.empty(0, dtype) if part is None else np.frombuffer(data, dtype, part[1] // dtype.itemsize,
