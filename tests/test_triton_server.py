@@ -167,14 +167,15 @@ def test_errors_are_per_request(server, reference, protocol):
 
 
 def test_bad_request_in_the_same_dynamic_batch(tmp_path, reference):
-    """A model that waits (up to 2 s) until 9 samples are queued: 7 good requests and one holding a corrupt image
-    run as ONE pipeline execution; the corrupt one gets its error, the 7 others their outputs."""
+    """A model that waits (up to 10 s: a loaded machine may take seconds to send eight requests) until 9 samples are
+    queued: 7 good requests and one holding a corrupt image run as ONE pipeline execution; the corrupt one gets its
+    error, the 7 others their outputs."""
     from headrace.serving import triton_config
 
     model = tmp_path / "repo" / "preprocess"
     shutil.copytree(MODEL_REPOSITORY / "preprocess" / "1", model / "1")
     (model / "config.pbtxt").write_text(triton_config(PREPROCESS_FILE, "preprocess", 16, preferred_batch_sizes=[9],
-                                                      max_queue_delay_us=2_000_000))
+                                                      max_queue_delay_us=10_000_000))
     images = jpegs()
     corrupt = np.frombuffer(b"\xff\xd8\xff\xe0 truncated " * 8, np.uint8)
     batches = [padded(images[i:i + 1]) for i in range(7)] + [padded([images[7], corrupt])]
