@@ -80,23 +80,37 @@ def messages() -> dict[str, type]:
             for name in ("Datum", "TensorProto", "TensorProtos")}
 
 
-_environments: dict[str, Any] = {}
+_environments: dict[str, tuple[Any, int]] = {}  # realpath -> (environment, readers holding it)
 _environments_lock = threading.Lock()
 
 
 def environment(path: str) -> Any:
     """The read-only LMDB environment of the database at `path`, one per process (lmdb refuses to open one twice in a
-    process, and every pipeline reading it shares it); lmdb.Error or OSError when it cannot be opened."""
+    process, and every pipeline reading it shares it), held until `release_environment`; lmdb.Error or OSError when
+    it cannot be opened."""
     import lmdb
 
     key = os.path.realpath(path)
     with _environments_lock:
-        env = _environments.get(key)
+        env, holders = _environments.get(key, (None, 0))
         if env is None:
-            env = _environments[key] = lmdb.open(path, readonly=True, lock=False, readahead=False,
-                                                 subdir=os.path.isdir(path), map_size=MAX_MAP_BYTES,
-                                                 max_readers=1024)
+            env = lmdb.open(path, readonly=True, lock=False, readahead=False, subdir=os.path.isdir(path),
+                            map_size=MAX_MAP_BYTES, max_readers=1024)
+        _environments[key] = (env, holders + 1)
         return env
+
+
+def release_environment(path: str) -> None:
+    """One holder of `path`'s environment lets it go; the last one closes it, unmapping the database (the pages it
+    read leave the process's RSS)."""
+    key = os.path.realpath(path)
+    with _environments_lock:
+        env, holders = _environments.get(key, (None, 0))
+        if holders > 1:
+            _environments[key] = (env, holders - 1)
+        elif env is not None:
+            del _environments[key]
+            env.close()
 
 
 class RecordError(ValueError):
@@ -127,6 +141,12 @@ class LmdbReader(IndexedReader):
             self.databases.append((path, env))
         names = [f"{self.databases[db][0]} [key {key!r}]" for db, key in self.records]  # a key may hold any byte
         super().__init__(node, {**args, "shuffle_after_epoch": False}, names, batch_size, seed, pool)
+
+    def close(self) -> None:
+        """Let the databases go when the pipeline closes (CpuStage.close): the last reader of one unmaps it."""
+        databases, self.databases = self.databases, []
+        for path, _ in databases:
+            release_environment(path)
 
     def _record(self, index: int) -> bytes:
         db, key = self.records[index]
