@@ -1,9 +1,9 @@
-"""random.normal and random.uniform with a shape-like input (DALI's `shape_like`: `fn.random.normal(audio)`, the
-dither of NVIDIA's Jasper / QuartzNet pipelines): output shapes and types as DALI's CPU build gives them (exact),
-statistics of headrace's and DALI's draws within 5 standard errors of the distribution's (as tests/test_random.py),
-each sample's draws from its own stream (the same numbers as `shape=` of that shape), and the GPU kernel's draws
-equal to the CPU's bit for bit (its host half here; on the device with marker gpu). random.coin_flip keeps no
-input, as before (DALI's takes one too)."""
+"""random.normal, random.uniform and random.coin_flip with a shape-like input (DALI's `shape_like`:
+`fn.random.normal(audio)`, the dither of NVIDIA's Jasper / QuartzNet pipelines): output shapes and types as DALI's
+CPU build gives them (exact), statistics of headrace's and DALI's draws within 5 standard errors of the
+distribution's (as tests/test_random.py), each sample's draws from its own stream (the same numbers as `shape=` of
+that shape), and the GPU kernel's draws equal to the CPU's bit for bit (its host half here; on the device with marker
+gpu)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ RAGGED = [np.zeros((3, 5), np.int16), np.zeros((0, 4), np.int16), np.zeros((7, 2
 GENERATORS = {
     "normal": lambda f, x, **kw: f.random.normal(x, **kw),
     "uniform": lambda f, x, **kw: f.random.uniform(x, **kw),
+    "coin_flip": lambda f, x, **kw: f.random.coin_flip(x, **kw),
 }
 
 
@@ -29,19 +30,23 @@ def _shapes_and_types(outputs) -> list[tuple]:
     return [(s.shape, s.dtype) for s in outputs]
 
 
-@pytest.mark.parametrize("name", sorted(GENERATORS))
-@pytest.mark.parametrize("dtype", [None, types.FLOAT64, types.INT16])
+DTYPES = [(name, dtype) for name in sorted(GENERATORS)
+          for dtype in ((None, types.UINT8, types.BOOL) if name == "coin_flip" else (None, types.FLOAT64, types.INT16))]
+"""Each generator with its default element type and two others it takes (coin_flip: DALI's INT32, UINT8, BOOL)."""
+
+
+@pytest.mark.parametrize("name, dtype", DTYPES)
 def test_output_takes_the_input_shape(name, dtype):
     kw = {} if dtype is None else {"dtype": dtype}
     (out,) = run_headrace(lambda x: GENERATORS[name](fn, x, **kw), RAGGED)
-    want = np.dtype(np.float32) if dtype is None else types.to_numpy_dtype(dtype)
+    default = np.dtype(np.int32 if name == "coin_flip" else np.float32)
+    want = default if dtype is None else types.to_numpy_dtype(dtype)
     assert _shapes_and_types(out) == [(s.shape, want) for s in RAGGED]
 
 
 @needs_dali
 @pytest.mark.dali
-@pytest.mark.parametrize("name", sorted(GENERATORS))
-@pytest.mark.parametrize("dtype", [None, types.FLOAT64, types.INT16])
+@pytest.mark.parametrize("name, dtype", DTYPES)
 def test_shapes_and_types_are_dalis(name, dtype):
     from nvidia.dali import types as dali_types
 
@@ -68,6 +73,10 @@ def _check_moments(name: str, draws: np.ndarray, **kw) -> None:
         assert abs(values.std() - stddev) <= 5 * stddev / np.sqrt(2 * n)
         z = (values - mean) / stddev
         assert abs(np.mean(np.abs(z) < 1) - 0.6827) <= 5 * np.sqrt(0.6827 * 0.3173 / n)
+    elif name == "coin_flip":
+        p = kw.get("probability", 0.5)
+        assert set(np.unique(values)) <= {0.0, 1.0}
+        assert abs(values.mean() - p) <= 5 * np.sqrt(p * (1 - p) / n)
     elif name == "uniform" and "values" in kw:
         for v in kw["values"]:
             share = 1 / len(kw["values"])
@@ -81,7 +90,8 @@ def _check_moments(name: str, draws: np.ndarray, **kw) -> None:
 
 
 CASES = [("normal", {}), ("normal", {"mean": 10.0, "stddev": 3.0}), ("uniform", {}),
-         ("uniform", {"range": [0.0, 255.0]}), ("uniform", {"values": [1.0, 5.0, 7.0]})]
+         ("uniform", {"range": [0.0, 255.0]}), ("uniform", {"values": [1.0, 5.0, 7.0]}), ("coin_flip", {}),
+         ("coin_flip", {"probability": 0.2})]
 ZEROS = [np.zeros(PER_SAMPLE, np.float32)] * BATCH
 
 
@@ -244,6 +254,7 @@ GPU_GRAPHS = {
     "uniform": lambda x: fn.random.uniform(x, seed=21, range=[0.0, 5.0], dtype=types.FLOAT64),
     "uniform_values": lambda x: fn.random.uniform(x, seed=21, values=[1.0, 2.0, 3.0], dtype=types.INT32),
     "dither": lambda x: x + fn.random.normal(x, seed=21) * 1e-5,
+    "coin_flip": lambda x: fn.random.coin_flip(x, seed=21, probability=0.3, dtype=types.UINT8),
 }
 
 

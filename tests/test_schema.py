@@ -83,7 +83,7 @@ def test_constant_needs_one_data_form():
     (lambda x: fn.resize(x, x, resize_x=10), "resize"),
     (lambda x: fn.decoders.image(), "decoders.image"),
     (lambda x: fn.readers.file(x, file_root="/d"), "readers.file"),
-    (lambda x: fn.random.coin_flip(x), "random.coin_flip"),
+    (lambda x: fn.random.coin_flip(x, x), "random.coin_flip"),
     (lambda x: fn.flip(x, x), "flip"),
 ])
 def test_wrong_number_of_inputs(body, op):
@@ -118,7 +118,7 @@ def test_per_sample_arguments_are_accepted():
 
 
 def test_unsupported_device():
-    raises(lambda x: fn.random.coin_flip(device="gpu"), "random.coin_flip", "device 'gpu' is not supported")
+    raises(lambda x: fn.peek_image_shape(x, device="gpu"), "peek_image_shape", "device 'gpu' is not supported")
 
 
 def test_cpu_op_cannot_read_gpu_data():

@@ -48,14 +48,18 @@ def draw_normal(args, rng: np.random.Generator, shape: tuple[int, ...]) -> np.nd
     return saturate_cast(np.asarray(draws), numpy_dtype(args["dtype"]))
 
 
-DRAWS = {"random.uniform": draw_uniform, "random.normal": draw_normal}
+def draw_coin_flip(args, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    draws = rng.random(shape) < _scalar(args["probability"])
+    return np.asarray(draws).astype(numpy_dtype(args["dtype"]))
+
+
+DRAWS = {"random.uniform": draw_uniform, "random.normal": draw_normal, "random.coin_flip": draw_coin_flip}
 """Op name -> its draw function (args, rng, shape) -> sample."""
 
 
 @cpu_kernel("random.coin_flip")
 def coin_flip(inputs, args, ctx):
-    draws = ctx.rng.random(_shape(args)) < _scalar(args["probability"])
-    return np.asarray(draws).astype(numpy_dtype(args["dtype"]))
+    return draw_coin_flip(args, ctx.rng, output_shape([np.shape(i) for i in inputs], args))
 
 
 @cpu_batch_draw_kernel("random.coin_flip")

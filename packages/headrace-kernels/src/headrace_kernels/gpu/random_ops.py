@@ -1,5 +1,6 @@
-"""GPU random.uniform and random.normal: each sample's draws are made on the host from its own stream, by the CPU
-kernels' draw functions, and the batch is uploaded in one copy, so the GPU gives the CPU's numbers bit for bit
+"""GPU random.uniform, random.normal and random.coin_flip: each sample's draws are made on the host from its own
+stream, by the CPU kernels' draw functions, and the batch is uploaded in one copy, so the GPU gives the CPU's numbers
+bit for bit
 (dither on GPU audio: `audio + fn.random.normal(audio) * 1e-5`). Only the shape-like input's shapes are read."""
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def upload_samples(host: list[np.ndarray]):
     return None, [flat[int(offsets[i]):int(offsets[i + 1])].reshape(shapes[i]) for i in range(len(host))]
 
 
-@gpu_kernel("random.uniform", "random.normal")
+@gpu_kernel("random.uniform", "random.normal", "random.coin_flip")
 class HostDraws:
     """One node's draws: the CPU kernel's draw function per sample on its stream (batch.rng), then one upload."""
 

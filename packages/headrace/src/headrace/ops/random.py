@@ -24,11 +24,12 @@ def _drawn(a: SpecArgs) -> list[OutputSpec]:
 
 register(OpSchema(
     name="random.coin_flip",
-    doc="Bernoulli draws: 1 with `probability`, else 0.",
-    args=(Arg("probability", "float", 0.5, "Probability of a 1.", tensor_input=True),
-          Arg("shape", "int", [], "Shape of each sample's output; [] for a scalar.", list_of=True),
-          Arg("dtype", "dtype", DALIDataType.INT32, "Element type of the output.")),
-    devices=("cpu",), random=True, state="rng", output_spec=_drawn,
+    doc="Bernoulli draws: 1 with `probability`, else 0." + _SHAPE_LIKE,
+    args=(Arg("probability", "float", 0.5, "Probability of a 1.", tensor_input=True), _SHAPE,
+          Arg("dtype", "dtype", DALIDataType.INT32, "Element type of the output: INT32, UINT8 or BOOL (DALI's).",
+              choices=(DALIDataType.INT32, DALIDataType.UINT8, DALIDataType.BOOL))),
+    min_inputs=0, max_inputs=1,
+    devices=("cpu", "gpu"), random=True, state="rng", output_spec=_drawn,
 ))
 
 register(OpSchema(
