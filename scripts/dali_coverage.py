@@ -102,7 +102,13 @@ def dali_ops() -> tuple[str, list[DaliOp]]:
     classified = {path: _classify(path, func, backend) for path, func in found}
     # The current `fn` path of each schema, to name a deprecated alias's replacement as a user calls it.
     current_path = {getattr(func, "_schema_name", ""): path for path, func in found if not classified[path][0]}
-    ops = [DaliOp(path, deprecated, current_path.get(replacement, replacement.replace("__", ".")))
+    # A replacement that is itself deprecated (readers__Sequence): its fn path outside `hidden`.
+    any_path: dict[str, str] = {}
+    for path, func in found:
+        if "hidden" not in path.split("."):
+            any_path.setdefault(getattr(func, "_schema_name", ""), path)
+    ops = [DaliOp(path, deprecated, current_path.get(replacement) or any_path.get(replacement)
+                  or replacement.replace("__", "."))
            for path, (deprecated, replacement) in classified.items()]
     return dali.__version__, sorted(ops, key=lambda op: op.path)
 
