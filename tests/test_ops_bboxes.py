@@ -8,7 +8,9 @@ far corner is rebuilt as anchor + shape) and by statistics of the windows both c
 deprecated crop, which outputs no window) is checked on the window its cropped image shows: the boxes follow from
 it to within 2 pixels of the crop's extent (the window is known to a pixel). The GPU kernels give the CPU's results
 exactly (random_bbox_crop, ssd_random_crop and bbox_rotate choose on the host from the same streams; box_encoder's
-offsets within 1e-5); their batch logic also runs here with numpy standing in for CuPy.
+offsets within 1e-5); their batch logic also runs here with numpy standing in for CuPy. The compiled (numba)
+random_bbox_crop search and box_encoder matching are pinned to their numpy references bit for bit (the same draws,
+the stream's state after them included).
 """
 
 from __future__ import annotations
@@ -235,6 +237,29 @@ def test_box_encoder_gives_an_anchor_its_identical_box_and_label():
     assert classes[0][7] == 42 and encoded[0].shape == (40, 4)
     center = (ANCHORS[7, :2] + ANCHORS[7, 2:]) / 2
     np.testing.assert_allclose(encoded[0][7], [*center, *(ANCHORS[7, 2:] - ANCHORS[7, :2])], atol=1e-7)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(), dict(criteria=0.0), dict(criteria=0.9), dict(offset=True, criteria=0.1),
+    dict(offset=True, scale=300.0, means=[0.1, 0.2, 0.3, 0.4], stds=[0.1, 0.1, 0.2, 0.2])])
+def test_box_encoder_compiled_matching_matches_the_numpy_reference(kwargs):
+    """The compiled matching (numba, GIL released) gives the numpy reference's outputs bit for bit: ties between
+    anchors (duplicated ones) and between boxes (duplicated ones, a box equal to an anchor) included."""
+    from headrace.schema import get_schema
+    from headrace_kernels.cpu.bbox_ops import cached_anchor_boxes, encode_boxes, encode_boxes_reference
+
+    duplicated = np.concatenate([ANCHORS, ANCHORS[:9]])  # ties between anchors
+    args = get_schema("box_encoder").resolve(dict(kwargs, anchors=duplicated.ravel().tolist()))
+    anchors = cached_anchor_boxes(args["anchors"])
+    rng = np.random.default_rng(5)
+    batches = [ltrb_boxes(int(rng.integers(1, 9))) for _ in range(12)]
+    batches += [np.zeros((0, 4), F32), np.concatenate([ANCHORS[3:6], ANCHORS[3:5], EDGE_BOXES[:2]]), EDGE_BOXES]
+    for boxes in batches:
+        labels = rng.integers(1, 80, (len(boxes), 1 + len(boxes) % 2)).astype(np.int32)
+        want, got = encode_boxes_reference(boxes, labels, anchors, args), encode_boxes(boxes, labels, anchors, args)
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
 
 
 def test_box_encoder_bad_inputs_are_named():
@@ -478,6 +503,64 @@ def test_random_bbox_crop_3d_boxes_keep_what_their_windows_keep():
 def test_random_bbox_crop_without_labels_has_three_outputs():
     boxes, _ = crop_batch(3)
     assert len(headrace_run("random_bbox_crop", boxes, scaling=[0.3, 1.0])) == 3
+
+
+PINNED_CROPS = CROPS[:4] + [
+    dict(crop_shape=[30, 40], input_shape=[100, 80], thresholds=[0.5], total_num_attempts=30),
+    dict(crop_shape=[100, 40], input_shape=[100, 80], thresholds=[0.9], total_num_attempts=7, output_bbox_indices=True),
+    dict(scaling=[0.3, 1.0], aspect_ratio=[0.5, 2.0], thresholds=[0, 0.1, 0.3, 0.5, 0.7, 0.9], allow_no_crop=True),
+    dict(scaling=[0.3, 1.0], aspect_ratio=[0.5, 2.0], allow_no_crop=False, total_num_attempts=20, thresholds=[0.99]),
+    dict(scaling=[0.2, 1.0], aspect_ratio=[0.5, 2.0, 1.0, 1.0, 0.8, 1.25], input_shape=[50, 60, 70], num_attempts=3,
+         thresholds=[0.1, 0.5], shape_layout="DWH"),
+    dict(scaling=[0.2, 1.0], thresholds=[0.3], bbox_layout="xyzWHD", all_boxes_above_threshold=False),
+    dict(scaling=[0.0, 1.0], aspect_ratio=[0.0, 3.0], thresholds=[0.5], allow_no_crop=False, total_num_attempts=50,
+         threshold_type="overlap", bbox_layout="yXxY"),
+    dict(crop_shape=[10, 10], input_shape=[2**33, 100], total_num_attempts=3),  # beyond 32-bit draws: the reference
+]
+
+
+def pinned_boxes(rng: np.random.Generator, ndim: int, shaped: bool) -> np.ndarray:
+    """0-5 random boxes inside [0, 1] (one degenerate, of zero extent, at times), as start-end or start-extent."""
+    lo = rng.uniform(0, 0.7, (int(rng.integers(0, 6)), ndim))
+    hi = np.minimum(lo + rng.uniform(0.0, 0.4, lo.shape), 1.0)
+    if len(lo) and rng.random() < 0.2:
+        hi[0, 0] = lo[0, 0]
+    return np.concatenate([lo, hi - lo if shaped else hi], axis=1).astype(F32)
+
+
+@pytest.mark.parametrize("kwargs", PINNED_CROPS)
+def test_random_bbox_crop_compiled_search_matches_the_numpy_reference(kwargs):
+    """The compiled search (numba, GIL released) gives the numpy reference's outputs bit for bit, from the same
+    draws of the same stream (its state after the search included); errors too."""
+    from headrace.schema import get_schema
+    from headrace_kernels.cpu.bbox_crop_ops import bbox_crop_sample, bbox_crop_sample_reference
+
+    args = get_schema("random_bbox_crop").resolve(kwargs)
+    layout = kwargs.get("bbox_layout") or ("xyzXYZ" if len(kwargs.get("input_shape", [])) == 3 else "xyXY")
+    canonical = ("xyz"[:len(layout) // 2] + ("WHD" if "W" in layout else "XYZ")[:len(layout) // 2])
+    rng = np.random.default_rng(len(layout) + 100 * PINNED_CROPS.index(kwargs))
+    for case in range(60):
+        boxes = pinned_boxes(rng, len(layout) // 2, "W" in layout)[:, [canonical.index(c) for c in layout]]
+        if case % 20 == 7 and len(boxes):
+            boxes[-1, 0] = 1.5  # outside [0, 1]: an error
+        labels = rng.integers(0, 9, len(boxes)).astype(np.int32)
+        results = []
+        for run in (bbox_crop_sample_reference, bbox_crop_sample):
+            stream = np.random.Generator(np.random.Philox(key=[case, 7]))
+            try:
+                out = run([boxes, labels], args, stream)
+            except ValueError as exc:
+                out = str(exc)
+            results.append((out, stream.bit_generator.state))
+        (want, want_state), (got, got_state) = results
+        assert str(got_state) == str(want_state), case
+        if isinstance(want, str):
+            assert got == want
+            continue
+        assert len(got) == len(want)
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape, (case, a, b)
+            np.testing.assert_array_equal(a, b, err_msg=f"case {case}")
 
 
 # GPU against CPU

@@ -1,15 +1,18 @@
 """CPU kernel of random_bbox_crop: DALI's search for a crop window (a threshold drawn per try, windows drawn until
 the boxes' IoU or overlap reaches it, the best window kept when attempts run out), drawn from the sample's own
-stream, and the boxes kept and remapped to the window in float32 as DALI does. `crop_boxes` (window -> boxes) is
-deterministic and shared with the GPU kernel and the tests."""
+stream, and the boxes kept and remapped to the window in float32 as DALI does. The kernel runs the search compiled
+by numba (GIL released, ~10 us a sample); `find_window_reference` is the same search in numpy, one attempt at a time
+(~0.2 ms), which tests pin the compiled one to, draw for draw. `crop_boxes` (window -> boxes) is deterministic and
+shared with the tests."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import numba
 import numpy as np
 
-from headrace_kernels.cpu.bbox_ops import F32, box_rows, label_rows, read_corners, write_corners
+from headrace_kernels.cpu.bbox_ops import F32, box_rows, label_rows, read_corners, split_layout, write_corners
 from headrace_kernels.registry import cpu_kernel
 
 OP = "random_bbox_crop"
@@ -210,10 +213,11 @@ def _draw_window(plan: CropPlan, rng: np.random.Generator, input_shape, crop_sha
     return lo, hi, lo, hi
 
 
-def find_window(box_lo: np.ndarray, box_hi: np.ndarray, plan: CropPlan, rng: np.random.Generator,
+def find_window_reference(box_lo: np.ndarray, box_hi: np.ndarray, plan: CropPlan, rng: np.random.Generator,
                 input_shape, crop_shape) -> Window:
     """DALI's search: draw a threshold (or no crop), try num_attempts windows for it, again until one succeeds
-    (its metric reaches the threshold and it keeps a box) or total_num_attempts run out (then the best so far)."""
+    (its metric reaches the threshold and it keeps a box) or total_num_attempts run out (then the best so far).
+    numpy, one attempt at a time: the readable reference that `find_window` (compiled) matches draw for draw."""
     ndim = plan.ndim
     count, best_metric = 0, -1.0
     zero = np.zeros(ndim, dtype=F32)
@@ -247,6 +251,370 @@ def find_window(box_lo: np.ndarray, box_hi: np.ndarray, plan: CropPlan, rng: np.
     return chosen
 
 
+# The compiled search: the reference's steps in the same float32 (and float64) operations and the same draws from
+# the sample's Generator (below: numpy's algorithms on the bit generator's 32-bit words), with the GIL released.
+# error_model="numpy": a division by zero gives inf / nan as numpy's does, not an exception.
+
+_NO_WINDOW, _NO_CROP, _WINDOW = 0, 1, 2
+
+
+@numba.njit(inline="always")
+def _min(a, b):  # pragma: no cover - compiled; np.minimum: nan if either is
+    return a if a <= b or a != a else b
+
+
+@numba.njit(inline="always")
+def _max(a, b):  # pragma: no cover - compiled; np.maximum: nan if either is
+    return a if a >= b or a != a else b
+
+
+@numba.njit(inline="always")
+def _clip01(value):  # pragma: no cover - compiled; np.clip(value, 0, 1): nan stays nan
+    return np.float32(0.0) if value < 0 else (np.float32(1.0) if value > 1 else value)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _metric(box_lo, box_hi, lo, hi, overlap, all_boxes):  # pragma: no cover - compiled
+    """The reference's IoU or covered fraction of every box, reduced as values.min() / .max() (nan propagates)."""
+    count, ndim = box_lo.shape
+    volume = hi[0] - lo[0]
+    for d in range(1, ndim):
+        volume = volume * (hi[d] - lo[d])
+    result = np.float32(0.0)
+    for i in range(count):
+        inter = np.float32(1.0)
+        box_volume = np.float32(1.0)
+        inside = True
+        for d in range(ndim):
+            extent = _min(hi[d], box_hi[i, d]) - _max(lo[d], box_lo[i, d])
+            inside = inside and extent > 0
+            inter = extent if d == 0 else inter * extent
+            side = box_hi[i, d] - box_lo[i, d]
+            box_volume = side if d == 0 else box_volume * side
+        if not inside:
+            inter = np.float32(0.0)
+        if overlap:
+            value = inter / box_volume
+        elif inside:
+            value = inter / (volume + box_volume - inter)
+        else:
+            value = np.float32(0.0)
+        if i == 0 or value != value:
+            result = value
+        elif result == result:
+            result = _min(result, value) if all_boxes else _max(result, value)
+    return result
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _keeps(box_lo, box_hi, i, lo, hi, prune, use_prune):  # pragma: no cover - compiled
+    """Whether crop_boxes keeps box i for the window (lo, hi)."""
+    ndim = box_lo.shape[1]
+    if use_prune:
+        inter = np.float32(1.0)
+        box_volume = np.float32(1.0)
+        inside = True
+        for d in range(ndim):
+            extent = _min(hi[d], box_hi[i, d]) - _max(lo[d], box_lo[i, d])
+            inside = inside and extent > 0
+            inter = extent if d == 0 else inter * extent
+            side = box_hi[i, d] - box_lo[i, d]
+            box_volume = side if d == 0 else box_volume * side
+        fraction = (inter if inside else np.float32(0.0)) / box_volume
+        return fraction >= prune and fraction > 0
+    keep = True
+    for d in range(ndim):
+        center = (box_lo[i, d] + box_hi[i, d]) * np.float32(0.5)
+        keep = keep and center >= lo[d] and center < hi[d]
+    return keep
+
+
+# numpy's draws from the bit generator's 32-bit words, draw for draw; the words come from the one Generator method
+# used (integers over the full 32-bit range is one word, next_uint32). Numba has random, integers and permutation
+# too, but each use of them costs seconds of compiling.
+
+@numba.njit(nogil=True, cache=True)
+def _word(rng):  # pragma: no cover - compiled
+    """The bit generator's next 32-bit word (numpy's next_uint32), as uint64."""
+    return np.uint64(rng.integers(0, 4294967296))
+
+
+@numba.njit(inline="always")
+def _float32(rng):  # pragma: no cover - compiled
+    """rng.random(dtype=np.float32): the word's top 24 bits times 2**-24."""
+    return np.float32(_word(rng) >> np.uint64(8)) * np.float32(1.0 / 16777216.0)
+
+
+@numba.njit(nogil=True, cache=True)
+def _below(rng, high):  # pragma: no cover - compiled
+    """rng.integers(0, high) for 1 <= high <= 2**32 - 1: numpy's Lemire rejection on 32-bit words (none drawn for
+    high 1)."""
+    if high <= 1:
+        return 0
+    bound = np.uint64(high)
+    low32 = np.uint64(0xFFFFFFFF)
+    product = _word(rng) * bound
+    leftover = product & low32
+    if leftover < bound:
+        threshold = (low32 - (bound - np.uint64(1))) % bound
+        while leftover < threshold:
+            product = _word(rng) * bound
+            leftover = product & low32
+    return np.int64(product >> np.uint64(32))
+
+
+@numba.njit(nogil=True, cache=True)
+def _permutation(rng, n):  # pragma: no cover - compiled
+    """rng.permutation(n) for n < 2**32: numpy's shuffle of arange(n), swapping each i (from the last) with j
+    drawn by masked rejection on 32-bit words (random_interval)."""
+    order = np.arange(n)
+    for i in range(n - 1, 0, -1):
+        mask = np.uint64(i)
+        for shift in (1, 2, 4, 8, 16):
+            mask |= mask >> np.uint64(shift)
+        j = _word(rng) & mask
+        while j > np.uint64(i):
+            j = _word(rng) & mask
+        order[i], order[np.int64(j)] = order[np.int64(j)], order[i]
+    return order
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _random_shape(rng, scaling, aspect, scales, shape):  # pragma: no cover - compiled
+    """The reference's draw of a window's extents with _fix_aspect and _aspect_ok: False when out of range."""
+    ndim = shape.size
+    for d in range(ndim):
+        shape[d] = scaling[0] + _float32(rng) * (scaling[1] - scaling[0])  # scaling: low, high(, more)
+    fixed = np.zeros((ndim, ndim))
+    any_fixed = False
+    k = 0
+    for d0 in range(ndim):
+        for d1 in range(d0 + 1, ndim):
+            low, high = aspect[k, 0], aspect[k, 1]
+            if low == high and low > 0:
+                relative = low * scales[d1] / scales[d0]
+                fixed[d0, d1], fixed[d1, d0] = relative, 1.0 / relative
+                any_fixed = True
+            k = (k + 1) % aspect.shape[0]
+    if any_fixed:
+        largest = shape.max()
+        order = _permutation(rng, ndim)
+        for i0 in range(ndim):
+            for i1 in range(i0 + 1, ndim):
+                d0, d1 = order[i0], order[i1]
+                if fixed[d1, d0] > 0:
+                    shape[d1] = shape[d0] * np.float32(fixed[d1, d0])
+        top = shape.max()
+        factor = largest / top if top > 0 else np.float32(1.0)
+        for d in range(ndim):
+            shape[d] = shape[d] * factor
+    k = 0
+    for i in range(ndim):
+        for j in range(i + 1, ndim):
+            ratio = np.float64(shape[i]) * scales[i] / (np.float64(shape[j]) * scales[j])
+            if not aspect[k, 0] <= ratio <= aspect[k, 1]:
+                return False
+            k = (k + 1) % aspect.shape[0]
+    return True
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _draw(rng, scaling, aspect, input_shape, crop_shape, draft):  # pragma: no cover - compiled
+    """One try into `draft` (out lo, out hi, rel lo, rel hi rows), as the reference's _draw_window: False when its
+    aspect ratio is out of range."""
+    ndim = draft.shape[1]
+    if crop_shape.size:
+        for d in range(ndim):
+            span = input_shape[d] - crop_shape[d]
+            anchor = np.float32(_below(rng, span + 1)) if span > 0 else np.float32(0.0)
+            size, scale = np.float32(crop_shape[d]), np.float32(input_shape[d])
+            draft[0, d], draft[1, d] = anchor, anchor + size
+            draft[2, d] = anchor / scale
+            draft[3, d] = size / scale + draft[2, d]
+        return True
+    scales = np.ones(ndim)
+    if input_shape.size:
+        for d in range(ndim):
+            scales[d] = np.float64(input_shape[d])
+    shape = np.empty(ndim, np.float32)
+    if not _random_shape(rng, scaling, aspect, scales, shape):
+        return False
+    zero = np.float32(0.0)
+    for d in range(ndim):
+        draft[2, d] = zero + _float32(rng) * (np.float32(1.0 - np.float64(shape[d])) - zero)
+    for d in range(ndim):
+        draft[3, d] = draft[2, d] + shape[d]
+        draft[0, d], draft[1, d] = draft[2, d], draft[3, d]
+    return True
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _search(box_lo, box_hi, thresholds, no_crop, scaling, aspect, overlap, all_boxes, prune, use_prune,
+            num_attempts, limit, rng, input_shape, crop_shape, window):  # pragma: no cover - compiled
+    """find_window_reference's loop: the chosen window into `window` (out lo, out hi, rel lo, rel hi rows) and what
+    was chosen (_NO_WINDOW, _NO_CROP or _WINDOW)."""
+    options = thresholds.size + (1 if no_crop else 0)
+    draft = np.empty((4, window.shape[1]), np.float32)
+    chosen = _NO_WINDOW
+    count, best = 0, -1.0
+    success = False
+    while not success and count < limit:
+        pick = _below(rng, options)
+        if pick >= thresholds.size:
+            return _NO_CROP
+        threshold = thresholds[pick]
+        for _ in range(num_attempts):
+            count += 1
+            if not _draw(rng, scaling, aspect, input_shape, crop_shape, draft):
+                continue
+            lo, hi = draft[2], draft[3]
+            metric = np.float64(_metric(box_lo, box_hi, lo, hi, overlap, all_boxes)) if box_lo.shape[0] else 0.0
+            valid = metric >= threshold
+            if metric <= best and not valid:
+                continue
+            best = metric
+            for r in range(4):
+                for d in range(window.shape[1]):
+                    window[r, d] = draft[r, d]
+            chosen = _WINDOW
+            success = False
+            if valid:
+                for i in range(box_lo.shape[0]):
+                    if _keeps(box_lo, box_hi, i, lo, hi, prune, use_prune):
+                        success = True
+                        break
+    return chosen
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _crop_sample(rows, layout, flags, reals, thresholds, aspect, pixels, rng):  # pragma: no cover - compiled
+    """bbox_crop_sample_reference's work on boxes `rows` (the corners read by `layout`: start columns, then end or
+    extent columns): (index of the first box outside [0, 1] or -1, anchor, shape, kept rows, their indices).
+    flags: extents?, no crop allowed?, overlap?, all boxes?, prune?, num_attempts, attempt limit, input_shape?,
+    crop_shape?; reals: scaling low, high, prune threshold; pixels: input_shape, crop_shape."""
+    count, ncoords = rows.shape
+    ndim = ncoords // 2
+    shaped, use_prune = flags[0] != 0, flags[4] != 0
+    anchor, extent = np.zeros(ndim, np.float32), np.zeros(ndim, np.float32)
+    box_lo, box_hi = np.empty((count, ndim), np.float32), np.empty((count, ndim), np.float32)
+    for i in range(count):
+        outside = False
+        for d in range(ndim):
+            box_lo[i, d] = rows[i, layout[d]]
+            box_hi[i, d] = box_lo[i, d] + rows[i, layout[ndim + d]] if shaped else rows[i, layout[ndim + d]]
+            outside = outside or box_lo[i, d] < 0 or box_hi[i, d] > 1
+        if outside:
+            return i, anchor, extent, np.zeros((0, ncoords), np.float32), np.zeros(0, np.int32)
+    no_shape = np.zeros(0, np.int64)
+    window = np.zeros((4, ndim), np.float32)
+    chosen = _search(box_lo, box_hi, thresholds, flags[1] != 0, reals, aspect, flags[2] != 0, flags[3] != 0,
+                     reals[2], use_prune, flags[5], flags[6], rng, pixels[0] if flags[7] else no_shape,
+                     pixels[1] if flags[8] else no_shape, window)
+    indices = np.empty(count, np.int32)
+    kept = 0
+    if chosen == _NO_CROP:
+        for d in range(ndim):
+            extent[d] = np.float32(pixels[0, d]) if flags[8] else np.float32(1.0)
+        for i in range(count):
+            indices[i] = i
+        kept = count
+    elif chosen == _WINDOW:
+        for d in range(ndim):
+            anchor[d], extent[d] = window[0, d], window[1, d] - window[0, d]
+        for i in range(count):
+            if _keeps(box_lo, box_hi, i, window[2], window[3], reals[2], use_prune):
+                indices[kept] = i
+                kept += 1
+    out = np.empty((kept, ncoords), np.float32)
+    for k in range(kept):
+        i = indices[k]
+        for d in range(ndim):
+            start, end = box_lo[i, d], box_hi[i, d]
+            if chosen == _WINDOW:
+                size = window[3, d] - window[2, d]
+                start = _clip01((_max(window[2, d], start) - window[2, d]) / size)
+                end = _clip01((_min(window[3, d], end) - window[2, d]) / size)
+            out[k, layout[d]] = start
+            out[k, layout[ndim + d]] = end - start if shaped else end
+    return -1, anchor, extent, out, indices[:kept].copy()
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledPlan:
+    """A sample's CropPlan as the compiled search's arguments (see _crop_sample)."""
+
+    plan: CropPlan
+    wide: bool
+    """A crop_shape window with more than 2**32 - 1 anchors on an axis: drawn by the reference (the compiled draws
+    are numpy's 32-bit ones)."""
+    layout: np.ndarray
+    flags: np.ndarray
+    reals: np.ndarray
+    thresholds: np.ndarray
+    aspect: np.ndarray
+    pixels: np.ndarray
+
+
+def compiled_plan(args: dict, ncoords: int) -> CompiledPlan:
+    """crop_plan and pixel_shapes of a sample, as the compiled search takes them; a ValueError naming the argument
+    otherwise."""
+    plan = crop_plan(args, ncoords)
+    input_shape, crop_shape = pixel_shapes(args, plan.ndim)
+    if crop_shape is not None and input_shape is None:
+        raise ValueError(f"{OP}: argument 'crop_shape' needs input_shape")
+    starts, ends, shaped = split_layout(plan.layout)
+    pixels = np.zeros((2, plan.ndim), np.int64)
+    for row, shape in enumerate((input_shape, crop_shape)):
+        if shape is not None:
+            pixels[row] = shape
+    flags = [shaped, plan.options[-1] is None, plan.overlap, plan.all_boxes, plan.prune is not None,
+             plan.num_attempts, plan.total_attempts if plan.total_attempts > 0 else SEARCH_LIMIT,
+             input_shape is not None, crop_shape is not None]
+    wide = crop_shape is not None and bool(np.any(input_shape - crop_shape >= 2**32 - 1))
+    return CompiledPlan(plan, wide, np.array(starts + ends, np.int64), np.array(flags, np.int64),
+                        np.array([*plan.scaling, plan.prune if plan.prune is not None else 0.0], F32),
+                        np.array([t for t in plan.options if t is not None], np.float64),
+                        np.array(plan.aspect_ratios, np.float64), pixels)
+
+
+_PLANS: dict[tuple[int, int], tuple[dict, CompiledPlan]] = {}
+
+
+def cached_plan(args: dict, ncoords: int) -> CompiledPlan:
+    """compiled_plan, made once per arguments dict: the executor gives every sample of a node without argument
+    inputs the node's own dict (the same object, never changed); the entry holds the dict, so its id is not reused
+    while cached."""
+    key = (id(args), ncoords)
+    found = _PLANS.get(key)
+    if found is not None and found[0] is args:
+        return found[1]
+    prepared = compiled_plan(args, ncoords)
+    if len(_PLANS) >= 16:
+        _PLANS.clear()
+    _PLANS[key] = (args, prepared)
+    return prepared
+
+
+_ENTRY: list = []
+"""The compiled _crop_sample (its arguments are of fixed kinds), called directly: without numba's typing of every
+argument per call (a third of a sample's time)."""
+
+
+def run_compiled(rows: np.ndarray, prepared: CompiledPlan, rng: np.random.Generator) -> tuple:
+    """_crop_sample of float32 [N, 4 or 6] `rows` with the sample's plan."""
+    view = np.ascontiguousarray(rows).view()
+    view.flags.writeable = False  # one compiled kind, whether the input is writable or not
+    args = (view, prepared.layout, prepared.flags, prepared.reals, prepared.thresholds, prepared.aspect,
+            prepared.pixels, rng)
+    if _ENTRY and view.flags.aligned and type(rng) is np.random.Generator:
+        return _ENTRY[0](*args)
+    result = _crop_sample(*args)
+    compiled = _crop_sample.overloads.get(tuple(numba.typeof(a) for a in args))
+    if compiled is not None:
+        _ENTRY[:] = [compiled.entry_point]
+    return result
+
+
 def check_boxes(box_lo: np.ndarray, box_hi: np.ndarray) -> None:
     """DALI's bounds: every box inside [0, 1] (lo >= 0, hi <= 1)."""
     outside = np.nonzero(np.any((box_lo < 0) | (box_hi > 1), axis=1))[0]
@@ -256,8 +624,8 @@ def check_boxes(box_lo: np.ndarray, box_hi: np.ndarray) -> None:
                          "outside [0, 1]; boxes are relative to the image")
 
 
-def bbox_crop_sample(inputs: list, args: dict, rng: np.random.Generator) -> tuple:
-    """All outputs of random_bbox_crop for one sample (shared with the GPU kernel, which draws on the host)."""
+def bbox_crop_sample_reference(inputs: list, args: dict, rng: np.random.Generator) -> tuple:
+    """bbox_crop_sample's outputs, computed by find_window_reference (numpy, the GIL held): the reference."""
     boxes = box_rows(inputs[0], OP)
     plan = crop_plan(args, boxes.shape[1])
     labels = label_rows(inputs[1], boxes.shape[0], OP) if len(inputs) > 1 else None
@@ -266,10 +634,29 @@ def bbox_crop_sample(inputs: list, args: dict, rng: np.random.Generator) -> tupl
         raise ValueError(f"{OP}: argument 'crop_shape' needs input_shape")
     box_lo, box_hi = read_corners(boxes, plan.layout)
     check_boxes(box_lo, box_hi)
-    window = find_window(box_lo, box_hi, plan, rng, input_shape, crop_shape)
+    window = find_window_reference(box_lo, box_hi, plan, rng, input_shape, crop_shape)
     kept_lo, kept_hi, indices = window.kept
     outputs = [window.out_lo.astype(F32), (window.out_hi - window.out_lo).astype(F32),
                write_corners(kept_lo, kept_hi, plan.layout)]
+    if labels is not None:
+        outputs.append(labels[indices])
+    if args["output_bbox_indices"]:
+        outputs.append(indices)
+    return tuple(outputs)
+
+
+def bbox_crop_sample(inputs: list, args: dict, rng: np.random.Generator) -> tuple:
+    """All outputs of random_bbox_crop for one sample (shared with the GPU kernel, which draws on the host):
+    bbox_crop_sample_reference's, draw for draw, by the compiled search."""
+    boxes = box_rows(inputs[0], OP)
+    prepared = cached_plan(args, boxes.shape[1])
+    if prepared.wide:
+        return bbox_crop_sample_reference(inputs, args, rng)
+    labels = label_rows(inputs[1], boxes.shape[0], OP) if len(inputs) > 1 else None
+    outside, anchor, shape, kept, indices = run_compiled(boxes, prepared, rng)
+    if outside >= 0:
+        check_boxes(*read_corners(boxes, prepared.plan.layout))
+    outputs = [anchor, shape, kept]
     if labels is not None:
         outputs.append(labels[indices])
     if args["output_bbox_indices"]:

@@ -1,12 +1,14 @@
 """CPU kernels of bb_flip, coord_flip, bbox_paste, bbox_rotate and box_encoder: float32 numpy arithmetic in DALI's
 order of operations, so that results match DALI's CPU operators bit for bit (box_encoder's offsets up to logf's
-last bit). The helpers here are shared with the GPU kernels and with random_bbox_crop."""
+last bit). box_encoder's matching (boxes x anchors) is compiled by numba, GIL released, and pinned by tests to
+encode_boxes_reference, its numpy form. The helpers here are shared with the GPU kernels and with random_bbox_crop."""
 
 from __future__ import annotations
 
 import math
 import threading
 
+import numba
 import numpy as np
 
 from headrace_kernels.cpu.warp_ops import rotated_size
@@ -93,8 +95,16 @@ def scalar(value, name: str) -> float:
 # bb_flip
 
 def flip_boxes(boxes: np.ndarray, ltrb: bool, horizontal: bool, vertical: bool) -> np.ndarray:
-    """bb_flip of float32 [N, 4] boxes: on a flipped axis lo' = 1 - hi, hi' = 1 - lo (DALI's arithmetic)."""
-    layout = "xyXY" if ltrb else "xyWH"
+    """bb_flip of float32 [N, 4] boxes: on a flipped axis lo' = 1 - hi, hi' = 1 - lo (DALI's arithmetic; xyWH
+    boxes go through their corners, extents included: (y + h) - y is written back for h)."""
+    if ltrb:  # the corners are the columns: a copy with the flipped axes' columns swapped and mirrored
+        out = boxes.copy()
+        for axis, flipped in ((0, horizontal), (1, vertical)):
+            if flipped:
+                out[:, axis] = ONE - boxes[:, axis + 2]
+                out[:, axis + 2] = ONE - boxes[:, axis]
+        return out
+    layout = "xyWH"
     lo, hi = read_corners(boxes, layout)
     for axis, flipped in ((0, horizontal), (1, vertical)):
         if flipped:
@@ -245,8 +255,8 @@ def encode_offsets(box_center, box_extent, anchor_center, anchor_extent, args: d
     return out
 
 
-def encode_boxes(boxes: np.ndarray, labels: np.ndarray, anchors: np.ndarray, args: dict):
-    """box_encoder of one sample: (float32 [M, 4] encoded boxes, int32 [M] labels)."""
+def encode_boxes_reference(boxes: np.ndarray, labels: np.ndarray, anchors: np.ndarray, args: dict):
+    """box_encoder of one sample in numpy arrays ([N, M] IoUs): the readable reference of encode_boxes."""
     criteria = F32(args["criteria"])
     anchor_center, anchor_extent = center_extent(anchors)
     if args["offset"]:
@@ -264,6 +274,80 @@ def encode_boxes(boxes: np.ndarray, labels: np.ndarray, anchors: np.ndarray, arg
     else:
         out[matched] = np.concatenate([box_center, box_extent], axis=1)
     out_labels[matched] = labels.reshape(labels.shape[0], -1)[best_box[matched], 0]
+    return out, out_labels
+
+
+@numba.njit(nogil=True, cache=True)
+def _match_and_encode(boxes, anchors, criteria, offset, scale, means, stds, labels, out,
+                      out_labels):  # pragma: no cover - compiled
+    """encode_boxes_reference's matching and encoding into `out` / `out_labels` (set to the anchors' own boxes and 0
+    by the caller), in its float32 operations, one anchor at a time: the IoU matrix, each box's best anchor (the
+    last on ties) set to 2, each anchor's best box (the last on ties) kept above `criteria`. With `offset` the
+    extents' columns get be / ae, whose log the caller takes (numpy's log, as the reference). Returns the matched
+    anchors' indices."""
+    count, total = boxes.shape[0], anchors.shape[0]
+    ious = np.empty((count, total), np.float32)
+    half = np.float32(0.5)
+    for n in range(count):
+        b0, b1, b2, b3 = boxes[n, 0], boxes[n, 1], boxes[n, 2], boxes[n, 3]
+        box_area = (b2 - b0) * (b3 - b1)
+        best, best_at = np.float32(-1.0), 0
+        for m in range(total):
+            width = min(b2, anchors[m, 2]) - max(b0, anchors[m, 0])
+            height = min(b3, anchors[m, 3]) - max(b1, anchors[m, 1])
+            value = np.float32(0.0)
+            if width > 0 and height > 0:
+                inter = width * height
+                anchor_area = (anchors[m, 2] - anchors[m, 0]) * (anchors[m, 3] - anchors[m, 1])
+                value = inter / (box_area + anchor_area - inter)
+            ious[n, m] = value
+            if value >= best:
+                best, best_at = value, m
+        ious[n, best_at] = np.float32(2.0)
+    matched = np.empty(total, np.int64)
+    found = 0
+    for m in range(total):
+        best, best_at = np.float32(-1.0), 0
+        for n in range(count):
+            if ious[n, m] >= best:
+                best, best_at = ious[n, m], n
+        if not best > criteria:
+            continue
+        matched[found] = m
+        found += 1
+        out_labels[m] = labels[best_at]
+        bc0 = (boxes[best_at, 0] + boxes[best_at, 2]) * half
+        bc1 = (boxes[best_at, 1] + boxes[best_at, 3]) * half
+        be0 = boxes[best_at, 2] - boxes[best_at, 0]
+        be1 = boxes[best_at, 3] - boxes[best_at, 1]
+        if not offset:
+            out[m, 0], out[m, 1], out[m, 2], out[m, 3] = bc0, bc1, be0, be1
+            continue
+        ac0 = (anchors[m, 0] + anchors[m, 2]) * half
+        ac1 = (anchors[m, 1] + anchors[m, 3]) * half
+        ae0 = (anchors[m, 2] - anchors[m, 0]) * scale
+        ae1 = (anchors[m, 3] - anchors[m, 1]) * scale
+        out[m, 0] = ((bc0 * scale - ac0 * scale) / ae0 - means[0]) / stds[0]
+        out[m, 1] = ((bc1 * scale - ac1 * scale) / ae1 - means[1]) / stds[1]
+        out[m, 2] = (be0 * scale) / ae0
+        out[m, 3] = (be1 * scale) / ae1
+    return matched[:found]
+
+
+def encode_boxes(boxes: np.ndarray, labels: np.ndarray, anchors: np.ndarray, args: dict):
+    """box_encoder of one sample: (float32 [M, 4] encoded boxes, int32 [M] labels); encode_boxes_reference's
+    results, matched by the compiled loop (GIL released)."""
+    out = np.zeros((anchors.shape[0], 4), dtype=F32) if args["offset"] else anchor_xywh(anchors).copy()
+    out_labels = np.zeros(anchors.shape[0], dtype=np.int32)
+    if boxes.shape[0] == 0:
+        return out, out_labels
+    means, stds = np.asarray(args["means"], dtype=F32), np.asarray(args["stds"], dtype=F32)
+    matched = _match_and_encode(np.ascontiguousarray(boxes), np.ascontiguousarray(anchors), F32(args["criteria"]),
+                                bool(args["offset"]), F32(args["scale"]), means, stds,
+                                np.ascontiguousarray(labels.reshape(labels.shape[0], -1)[:, 0]), out, out_labels)
+    if args["offset"] and matched.size:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[matched, 2:] = (np.log(out[matched, 2:]) - means[2:]) / stds[2:]
     return out, out_labels
 
 
@@ -285,6 +369,25 @@ def box_encoder(inputs, args, ctx):
 
 _ANCHORS: dict[int, tuple[object, np.ndarray]] = {}
 _ANCHORS_LOCK = threading.Lock()
+_XYWH: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def anchor_xywh(anchors: np.ndarray) -> np.ndarray:
+    """The (center, extent) rows of ltrb `anchors` (what box_encoder gives an unmatched anchor), made once per
+    read-only anchors array (cached_anchor_boxes gives a node the same one every sample; 40 us a sample for
+    SSD300's)."""
+    if anchors.flags.writeable:  # might change between calls: not cached
+        return np.concatenate(center_extent(anchors), axis=1)
+    found = _XYWH.get(id(anchors))
+    if found is not None and found[0] is anchors:
+        return found[1]
+    xywh = np.concatenate(center_extent(anchors), axis=1)
+    xywh.flags.writeable = False
+    with _ANCHORS_LOCK:
+        if len(_XYWH) >= 16:
+            _XYWH.clear()
+        _XYWH[id(anchors)] = (anchors, xywh)
+    return xywh
 
 
 def cached_anchor_boxes(anchors) -> np.ndarray:
