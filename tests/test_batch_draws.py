@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from headrace import fn, pipeline_def
+from headrace import fn, pipeline_def, types
 from headrace.schema import get_schema
 from headrace_kernels.cpu import random_ops
 from headrace_kernels.philox import batch_crop_windows, batch_doubles
@@ -70,6 +70,24 @@ def test_coin_flip_batch_kernel_is_the_per_sample_kernel(shape, probability):
     for i, value in enumerate(got):
         expected = random_ops.coin_flip([], args, Ctx(1000 + i))
         assert value.dtype == expected.dtype and value.shape == expected.shape
+        np.testing.assert_array_equal(value, expected)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"shape": [3]}, {"shape": [2, 5], "range": [0.5, 1.5]},
+                                    {"range": [-7.0, 300.0], "dtype": types.UINT8}, {"range": [1.0, 1.0000001]},
+                                    {"range": [0.0, 1e-30], "dtype": types.FLOAT16}, {"values": [1.0, 4.0, 9.0]},
+                                    {"shape": [4], "range": [-1.0, 1.0], "dtype": types.FLOAT64}])
+def test_uniform_batch_kernel_is_the_per_sample_kernel(kwargs):
+    args = get_schema("random.uniform").resolve(kwargs)
+
+    class Ctx:
+        def __init__(self, index):
+            self.rng = sample_rng(91, index)
+
+    got = random_ops.uniform_batch(args, 91, 5000, 33)
+    for i, value in enumerate(got):
+        expected = random_ops.uniform([], args, Ctx(5000 + i))
+        assert np.asarray(value).dtype == np.asarray(expected).dtype and np.shape(value) == np.shape(expected)
         np.testing.assert_array_equal(value, expected)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import cpu_batch_draw_kernel, cpu_kernel
+from headrace_kernels.rng import sample_rng
 
 
 def _shape(args) -> tuple[int, ...]:
@@ -35,7 +36,11 @@ def draw_uniform(args, rng: np.random.Generator, shape: tuple[int, ...]) -> np.n
         picked = np.asarray(values, dtype=np.float64)[rng.integers(0, len(values), shape)]
         return saturate_cast(np.asarray(picked), numpy_dtype(args["dtype"]))
     low, high = np.asarray(args["range"], dtype=np.float64).ravel()[:2]
-    draws = np.asarray(rng.uniform(low, high, shape))
+    return _uniform_values(np.asarray(rng.uniform(low, high, shape)), low, high, args)
+
+
+def _uniform_values(draws: np.ndarray, low: float, high: float, args) -> np.ndarray:
+    """Float64 draws in [low, high) in the output type."""
     dtype = numpy_dtype(args["dtype"])
     if dtype.kind == "f" and high > low:  # [low, high), as DALI's: a draw that rounds to `high` is the value below it
         top = np.nextafter(dtype.type(high), dtype.type(low))
@@ -71,6 +76,21 @@ def coin_flip_batch(args, seed: int, first_sample: int, size: int) -> list[np.nd
     draws = batch_doubles(seed, first_sample, size, int(np.prod(shape, dtype=np.int64)))
     flips = (draws < _scalar(args["probability"])).astype(numpy_dtype(args["dtype"])).reshape((size, *shape))
     return [flips[i, ...] for i in range(size)]
+
+
+@cpu_batch_draw_kernel("random.uniform")
+def uniform_batch(args, seed: int, first_sample: int, size: int) -> list[np.ndarray]:
+    """uniform for samples first_sample..first_sample+size-1: numpy's draws (low + (high - low) * random()) made in
+    one numba call; a discrete `values` set draws sample by sample."""
+    from headrace_kernels.philox import batch_doubles
+
+    shape = _shape(args)
+    if args.get("values"):
+        return [draw_uniform(args, sample_rng(seed, first_sample + i), shape) for i in range(size)]
+    low, high = np.asarray(args["range"], dtype=np.float64).ravel()[:2]
+    doubles = batch_doubles(seed, first_sample, size, int(np.prod(shape, dtype=np.int64)))
+    draws = _uniform_values(low + (high - low) * doubles, low, high, args).reshape((size, *shape))
+    return [draws[i, ...] for i in range(size)]
 
 
 @cpu_kernel("random.uniform")
