@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from headrace_kernels.gpu.cupy_module import cupy
+from headrace_kernels.gpu.memory import SMALL_BYTES, large_size
 
 ALIGN = 256
 """Byte alignment of each sample in the packed buffers (CUDA's allocation alignment)."""
@@ -34,6 +35,14 @@ def _aligned(size: int) -> int:
     return -(-size // ALIGN) * ALIGN
 
 
+def _pinned(cp, size: int):
+    """Pinned host memory of at least `size` bytes, in a size class (a power of two up to 1 MiB, then one of 8 steps
+    per power of two): batches of varying total size (ragged audio) reuse the pool's blocks instead of page-locking
+    new memory every batch, which costs milliseconds."""
+    size = max(size, 4096)
+    return cp.cuda.alloc_pinned_memory(large_size(size) if size > SMALL_BYTES else 1 << (size - 1).bit_length())
+
+
 def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, list | None]:
     """`arrays` on the current device and stream, copied asynchronously: (one (N, ...) array, None) when they share
     shape and element type, else (None, one array per sample, views of one device buffer)."""
@@ -42,7 +51,7 @@ def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, list | None]:
     first = arrays[0]
     if all(a.shape == first.shape and a.dtype == first.dtype for a in arrays):
         nbytes = first.nbytes * len(arrays)
-        pinned = cp.cuda.alloc_pinned_memory(max(nbytes, 1))
+        pinned = _pinned(cp, nbytes)
         host = np.frombuffer(pinned, np.uint8, nbytes).view(first.dtype).reshape(len(arrays), *first.shape)
         np.stack(arrays, out=host)
         device = cp.empty(host.shape, first.dtype)
@@ -54,7 +63,7 @@ def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, list | None]:
     for a in arrays:
         offsets.append(total)
         total += _aligned(a.nbytes)
-    pinned = cp.cuda.alloc_pinned_memory(max(total, 1))
+    pinned = _pinned(cp, total)
     packed = np.frombuffer(pinned, np.uint8, total)
     for a, offset in zip(arrays, offsets, strict=True):
         np.copyto(packed[offset:offset + a.nbytes].view(a.dtype).reshape(a.shape), a)
