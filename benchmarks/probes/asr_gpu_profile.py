@@ -8,17 +8,16 @@ a benchmark.
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "probes"))
 
 from asr_cpu import asr_pipeline, make_dataset  # noqa: E402
+from step_times import print_step_times  # noqa: E402
 
 from headrace import fn, pipeline_def, types  # noqa: E402
 
@@ -37,23 +36,7 @@ def main() -> None:
 
         p = pipe()
         p.build()
-        for _ in range(6):
-            out = p.run()
-        out[0].as_cpu()
-        stage = p._executor.gpu
-        stage.timings.clear()
-        start = time.perf_counter()
-        profiler = cProfile.Profile()
-        profiler.enable()
-        for _ in range(args.batches):
-            out = p.run()
-        out[0].as_cpu()
-        profiler.disable()
-        seconds = time.perf_counter() - start
-        print(f"{args.batches * 32 / seconds:.0f} samples/s; GPU stage host time per step, ms per batch:")
-        for name, total in sorted(stage.timings.items(), key=lambda kv: -kv[1]):
-            print(f"  {name:50} {total / args.batches * 1e3:8.2f}")
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        print_step_times(p, 32, args.batches, 6, "samples")
         p.close()
 
 

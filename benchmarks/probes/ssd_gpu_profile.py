@@ -7,17 +7,16 @@ and the calling thread's cProfile of a few batches. A probe for issue 20's GPU s
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "probes"))
 
 from ssd_pipeline import ssd300_training, write_coco_set  # noqa: E402
+from step_times import print_step_times  # noqa: E402
 
 from headrace import fn, pipeline_def, types  # noqa: E402
 
@@ -36,23 +35,7 @@ def main() -> None:
 
         p = pipe()
         p.build()
-        for _ in range(10):
-            out = p.run()
-        out[0].as_cpu()
-        stage = p._executor.gpu
-        stage.timings.clear()
-        start = time.perf_counter()
-        profiler = cProfile.Profile()
-        profiler.enable()
-        for _ in range(args.batches):
-            out = p.run()
-        out[0].as_cpu()
-        profiler.disable()
-        seconds = time.perf_counter() - start
-        print(f"{args.batches * 32 / seconds:.0f} images/s; GPU stage host time per step, ms per batch:")
-        for name, total in sorted(stage.timings.items(), key=lambda kv: -kv[1]):
-            print(f"  {name:50} {total / args.batches * 1e3:8.2f}")
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        print_step_times(p, 32, args.batches, 10, "images")
         p.close()
 
 

@@ -273,6 +273,22 @@ def _clip01(value):  # pragma: no cover - compiled; np.clip(value, 0, 1): nan st
     return np.float32(0.0) if value < 0 else (np.float32(1.0) if value > 1 else value)
 
 
+@numba.njit(inline="always", error_model="numpy")
+def _intersection(box_lo, box_hi, i, lo, hi):  # pragma: no cover - compiled
+    """(intersection volume, volume, whether they overlap) of box i and the window (lo, hi), in float32 as the
+    reference computes them axis by axis."""
+    inter = np.float32(1.0)
+    box_volume = np.float32(1.0)
+    inside = True
+    for d in range(box_lo.shape[1]):
+        extent = _min(hi[d], box_hi[i, d]) - _max(lo[d], box_lo[i, d])
+        inside = inside and extent > 0
+        inter = extent if d == 0 else inter * extent
+        side = box_hi[i, d] - box_lo[i, d]
+        box_volume = side if d == 0 else box_volume * side
+    return inter, box_volume, inside
+
+
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _metric(box_lo, box_hi, lo, hi, overlap, all_boxes):  # pragma: no cover - compiled
     """The reference's IoU or covered fraction of every box, reduced as values.min() / .max() (nan propagates)."""
@@ -282,15 +298,7 @@ def _metric(box_lo, box_hi, lo, hi, overlap, all_boxes):  # pragma: no cover - c
         volume = volume * (hi[d] - lo[d])
     result = np.float32(0.0)
     for i in range(count):
-        inter = np.float32(1.0)
-        box_volume = np.float32(1.0)
-        inside = True
-        for d in range(ndim):
-            extent = _min(hi[d], box_hi[i, d]) - _max(lo[d], box_lo[i, d])
-            inside = inside and extent > 0
-            inter = extent if d == 0 else inter * extent
-            side = box_hi[i, d] - box_lo[i, d]
-            box_volume = side if d == 0 else box_volume * side
+        inter, box_volume, inside = _intersection(box_lo, box_hi, i, lo, hi)
         if not inside:
             inter = np.float32(0.0)
         if overlap:
@@ -311,15 +319,7 @@ def _keeps(box_lo, box_hi, i, lo, hi, prune, use_prune):  # pragma: no cover - c
     """Whether crop_boxes keeps box i for the window (lo, hi)."""
     ndim = box_lo.shape[1]
     if use_prune:
-        inter = np.float32(1.0)
-        box_volume = np.float32(1.0)
-        inside = True
-        for d in range(ndim):
-            extent = _min(hi[d], box_hi[i, d]) - _max(lo[d], box_lo[i, d])
-            inside = inside and extent > 0
-            inter = extent if d == 0 else inter * extent
-            side = box_hi[i, d] - box_lo[i, d]
-            box_volume = side if d == 0 else box_volume * side
+        inter, box_volume, inside = _intersection(box_lo, box_hi, i, lo, hi)
         fraction = (inter if inside else np.float32(0.0)) / box_volume
         return fraction >= prune and fraction > 0
     keep = True

@@ -9,7 +9,6 @@ shuffling and checkpoints are readers.numpy's (IndexedReader)."""
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,7 +18,7 @@ import numpy as np
 from headrace.errors import SampleError, SchemaError
 from headrace.ops.sequence_readers import FITS_TYPES
 from headrace.readers.file import MAX_SAMPLE_BYTES
-from headrace.readers.numpy_files import IndexedReader
+from headrace.readers.numpy_files import IndexedReader, list_folder
 from headrace.schema import short_repr
 from headrace_kernels.bounded_io import read_bounded, reason
 from headrace_kernels.registry import reader
@@ -40,25 +39,6 @@ def astropy_fits() -> Any:
     return fits
 
 
-def list_files(root: str, pattern: str, node: str) -> list[str]:
-    """DALI's listing (as readers.numpy's): the files of `root` matching `pattern`, sorted, then those of each direct
-    sub-folder, sub-folders sorted."""
-    where = f"{OP} (node '{node}'): file_root {short_repr(root)}"
-    try:
-        entries = sorted(os.scandir(root), key=lambda e: e.name)
-    except (OSError, ValueError) as exc:
-        raise SchemaError(f"{where} cannot be listed ({reason(exc)})") from None
-    names = [e.name for e in entries if e.is_file() and fnmatch.fnmatchcase(e.name, pattern)]
-    for folder in (e for e in entries if e.is_dir()):
-        try:
-            inner = sorted(e.name for e in os.scandir(folder.path) if e.is_file())
-        except OSError as exc:
-            raise SchemaError(f"{where}: sub-folder {short_repr(folder.name)} cannot be listed ({reason(exc)})") \
-                from None
-        names += [f"{folder.name}/{n}" for n in inner if fnmatch.fnmatchcase(n, pattern)]
-    return names
-
-
 def file_paths(args: dict, node: str) -> list[str]:
     """The files' paths, from file_list, files or file_root's listing (relative names taken from file_root)."""
     root = args.get("file_root")
@@ -73,7 +53,7 @@ def file_paths(args: dict, node: str) -> list[str]:
     elif args.get("files"):
         names = list(args["files"])
     elif root:
-        names = list_files(root, args["file_filter"], node)
+        names = list_folder(root, args["file_filter"], node, OP)
     else:
         raise SchemaError(f"{OP} (node '{node}'): give file_root, file_list or files")
     bad = next((n for n in names if "\x00" in n), None)

@@ -81,10 +81,10 @@ class IndexedReader(FileReader):
         return self._columns(items), sources
 
 
-def _list_folder(root: str, pattern: str, node: str) -> list[str]:
-    """DALI's listing: the files of `root` matching `pattern` (case-sensitively), sorted, then those of each direct
-    sub-folder, sub-folders sorted."""
-    where = f"{OP} (node '{node}'): file_root {short_repr(root)}"
+def list_folder(root: str, pattern: str, node: str, op: str = OP) -> list[str]:
+    """DALI's listing (readers.numpy's, and the FITS reader's): the files of `root` matching `pattern`
+    (case-sensitively), sorted, then those of each direct sub-folder, sub-folders sorted; errors name `op`."""
+    where = f"{op} (node '{node}'): file_root {short_repr(root)}"
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except (OSError, ValueError) as exc:
@@ -114,7 +114,7 @@ def _file_names(args: dict, node: str) -> tuple[list[str], list[str]]:
     elif args.get("files"):
         names = list(args["files"])
     elif root:
-        names = _list_folder(root, args["file_filter"], node)
+        names = list_folder(root, args["file_filter"], node)
         listed = [n if "/" in n else f"./{n}" for n in names]
     else:
         raise SchemaError(f"{OP} (node '{node}'): give file_root, file_list or files")
