@@ -116,3 +116,28 @@ def test_match_dali():
                 # uint8 from uint8: exact; uint8 from float: one level (ties); float: float32 rounding
                 tolerance = 1e-5 if a.dtype != np.uint8 else 1 if images is FLOATS else 0
                 assert max_abs_diff(a, b) <= tolerance, (op, kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.uint16, np.float32, np.float64])
+def test_compiled_colour_map_is_the_numpy_reference_bit_for_bit(dtype):
+    """hsv / color_twist's per-pixel map (numba, GIL released) gives the written-out numpy float32 sums' bits."""
+    from headrace_kernels.cpu import color_ops
+
+    rng = np.random.default_rng(4)
+    info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+    center = 0.5 if np.dtype(dtype).kind == "f" else math.ceil(0.5 * info.max)
+    for shape in [(31, 17, 3), (1, 1, 3), (0, 5, 3)]:
+        if np.dtype(dtype).kind == "f":
+            image = (rng.standard_normal(shape) * 100).astype(dtype)
+        else:
+            image = rng.integers(max(info.min, -30000), min(info.max, 60000), shape).astype(dtype)
+        image = image[:, ::-1]  # not contiguous
+        for hue, saturation, value in [(37.0, 1.3, 0.9), (-120.0, 0.2, 1.7), (0.0, 1.0, 1.0)]:
+            got = color_ops.hsv([image], {"hue": hue, "saturation": saturation, "value": value, "dtype": None}, None)
+            want = color_ops.apply_reference(image, color_ops.hsv_matrix(hue, saturation, value), 0.0)
+            np.testing.assert_array_equal(got, color_ops.round_saturate(want, image.dtype))
+            twist = {"hue": hue, "saturation": saturation, "brightness": value, "contrast": 0.7, "dtype": None}
+            got = color_ops.color_twist([image], twist, None)
+            want = color_ops.apply_reference(image, value * 0.7 * color_ops.hsv_matrix(hue, saturation, 1.0),
+                                             value * (1 - 0.7) * center)
+            np.testing.assert_array_equal(got, color_ops.round_saturate(want, image.dtype))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
 from headrace_kernels.dtypes import numpy_dtype
@@ -29,7 +30,7 @@ def type_range(dtype: np.dtype) -> float:
 def round_saturate(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Into `dtype`: floats as they are, integers rounded half away from zero and clamped to the type's range."""
     if dtype.kind == "f":
-        return values.astype(dtype)
+        return values.astype(dtype, copy=False)
     info = np.iinfo(dtype)
     return np.clip(np.trunc(values + np.copysign(0.5, values)), info.min, info.max).astype(dtype)
 
@@ -43,13 +44,31 @@ def _rgb(inputs, op: str) -> np.ndarray:
 
 def _apply(image: np.ndarray, matrix: np.ndarray, offset: float, args) -> np.ndarray:
     dtype = numpy_dtype(args["dtype"]) if args.get("dtype") is not None else image.dtype
+    weights = matrix.astype(np.float32)
+    out = np.empty(image.shape, np.float32)
+    _affine_rgb(np.ascontiguousarray(image).reshape(-1, 3), weights, np.float32(offset), out.reshape(-1, 3))
+    return round_saturate(out, dtype)
+
+
+def apply_reference(image: np.ndarray, matrix: np.ndarray, offset: float) -> np.ndarray:
+    """The float32 map `_affine_rgb` computes, in numpy (the tests' reference for its bits)."""
     pixels = image.astype(np.float32)
     weights = matrix.astype(np.float32)
     out = np.empty(pixels.shape, np.float32)
-    for c in range(3):  # written out, not `@`: a BLAS product's rounding depends on the BLAS build and threads
+    for c in range(3):
         out[..., c] = (pixels[..., 0] * weights[c, 0] + pixels[..., 1] * weights[c, 1]
                        + pixels[..., 2] * weights[c, 2] + np.float32(offset))
-    return round_saturate(out, dtype)
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _affine_rgb(pixels, weights, offset, out):  # pragma: no cover - compiled
+    """out = pixels @ weights.T + offset per pixel, in float32, each sum written out left to right (not a BLAS
+    product, whose rounding depends on the build), with the GIL released."""
+    for i in range(pixels.shape[0]):
+        p0, p1, p2 = np.float32(pixels[i, 0]), np.float32(pixels[i, 1]), np.float32(pixels[i, 2])
+        for c in range(3):
+            out[i, c] = p0 * weights[c, 0] + p1 * weights[c, 1] + p2 * weights[c, 2] + offset
 
 
 @cpu_kernel("hsv")
