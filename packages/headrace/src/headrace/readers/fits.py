@@ -18,9 +18,9 @@ import numpy as np
 from headrace.errors import SampleError, SchemaError
 from headrace.ops.sequence_readers import FITS_TYPES
 from headrace.readers.file import MAX_SAMPLE_BYTES
-from headrace.readers.numpy_files import IndexedReader, list_folder
+from headrace.readers.numpy_files import IndexedReader, file_names
 from headrace.schema import short_repr
-from headrace_kernels.bounded_io import read_bounded, reason
+from headrace_kernels.bounded_io import reason
 from headrace_kernels.registry import reader
 
 OP = "experimental.readers.fits"
@@ -41,25 +41,9 @@ def astropy_fits() -> Any:
 
 def file_paths(args: dict, node: str) -> list[str]:
     """The files' paths, from file_list, files or file_root's listing (relative names taken from file_root)."""
-    root = args.get("file_root")
     if args.get("file_list") and args.get("files"):
         raise SchemaError(f"{OP} (node '{node}'): file_list and files are mutually exclusive")
-    if args.get("file_list"):
-        try:
-            text = read_bounded(args["file_list"], MAX_FILE_LIST_BYTES).decode("utf-8", errors="surrogateescape")
-        except ValueError as exc:
-            raise SchemaError(f"{OP} (node '{node}'): file_list {short_repr(args['file_list'])} {exc}") from None
-        names = [line.strip() for line in text.splitlines() if line.strip()]
-    elif args.get("files"):
-        names = list(args["files"])
-    elif root:
-        names = list_folder(root, args["file_filter"], node, OP)
-    else:
-        raise SchemaError(f"{OP} (node '{node}'): give file_root, file_list or files")
-    bad = next((n for n in names if "\x00" in n), None)
-    if bad is not None:
-        raise SchemaError(f"{OP} (node '{node}'): file name {short_repr(bad)} contains a NUL byte")
-    return [os.path.join(root, n) if root and not os.path.isabs(n) else n for n in names]
+    return file_names(args, node, OP)[0]
 
 
 def read_hdus(fits: Any, path: str, hdu_indices: list[int]) -> list[np.ndarray]:

@@ -100,27 +100,28 @@ def list_folder(root: str, pattern: str, node: str, op: str = OP) -> list[str]:
     return names
 
 
-def _file_names(args: dict, node: str) -> tuple[list[str], list[str]]:
+def file_names(args: dict, node: str, op: str = OP) -> tuple[list[str], list[str]]:
     """(the files' paths, their names as DALI's source_info gives them: as listed, a file of file_root's own
-    listing as './name')."""
+    listing as './name'), from file_list, files or file_root's listing (readers.numpy's and the FITS reader's);
+    errors name `op`."""
     root = args.get("file_root")
     listed = None
     if args.get("file_list"):
         try:
             text = read_bounded(args["file_list"], MAX_FILE_LIST_BYTES).decode("utf-8", errors="surrogateescape")
         except ValueError as exc:
-            raise SchemaError(f"{OP} (node '{node}'): file_list {short_repr(args['file_list'])} {exc}") from None
+            raise SchemaError(f"{op} (node '{node}'): file_list {short_repr(args['file_list'])} {exc}") from None
         names = [line.strip() for line in text.splitlines() if line.strip()]
     elif args.get("files"):
         names = list(args["files"])
     elif root:
-        names = list_folder(root, args["file_filter"], node)
+        names = list_folder(root, args["file_filter"], node, op)
         listed = [n if "/" in n else f"./{n}" for n in names]
     else:
-        raise SchemaError(f"{OP} (node '{node}'): give file_root, file_list or files")
+        raise SchemaError(f"{op} (node '{node}'): give file_root, file_list or files")
     bad = next((n for n in names if "\x00" in n), None)
     if bad is not None:
-        raise SchemaError(f"{OP} (node '{node}'): file name {short_repr(bad)} contains a NUL byte")
+        raise SchemaError(f"{op} (node '{node}'): file name {short_repr(bad)} contains a NUL byte")
     paths = [os.path.join(root, n) if root and not os.path.isabs(n) else n for n in names]
     return paths, names if listed is None else listed
 
@@ -268,7 +269,7 @@ class NumpyReader(IndexedReader):
     op = OP
 
     def __init__(self, node: str, args: dict, batch_size: int, seed: int, pool: ThreadPoolExecutor | None):
-        names, self.listed = _file_names(args, node)
+        names, self.listed = file_names(args, node)
         super().__init__(node, args, names, batch_size, seed, pool)
         self.args = args
         self.policy, self.fill = args["out_of_bounds_policy"], float(args["fill_value"])
