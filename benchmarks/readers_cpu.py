@@ -38,7 +38,7 @@ import struct
 import tarfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -77,7 +77,7 @@ def make_jpegs(count: int, seed: int) -> list[bytes]:
     return out
 
 
-def write_folder(root: Path, jpegs: list[bytes]) -> None:
+def write_folder(root: Path, jpegs: Iterable[bytes]) -> None:
     """readers.file: one folder per class."""
     for i, data in enumerate(jpegs):
         folder = root / f"class_{i % CLASSES:03d}"

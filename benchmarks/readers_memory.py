@@ -89,11 +89,10 @@ def _index(tool: str, *paths: Path) -> None:
 
 
 def write_file(root: Path, records: Iterator[bytes]) -> None:
-    """readers.file: one folder per class."""
-    for i, data in enumerate(records):
-        folder = root / f"class_{i % CLASSES:03d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"img_{i:07d}.jpg").write_bytes(data)
+    """readers.file: one folder per class (readers_cpu.py's layout)."""
+    from readers_cpu import write_folder
+
+    write_folder(root, records)
 
 
 def write_tfrecord(root: Path, records: Iterator[bytes], files: int = 2) -> None:
