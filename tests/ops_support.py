@@ -104,3 +104,18 @@ def spec_agrees(spec, samples: list[np.ndarray]) -> None:
         if spec.dims is not None:
             fits = all(d in (-1, n) for d, n in zip(spec.dims, sample.shape, strict=False))
             assert len(spec.dims) == sample.ndim and fits, (spec, sample.shape)
+
+
+def cpu_kernel_outputs(op: str, inputs: list[list[np.ndarray]], args_list: list[dict]) -> list[list[np.ndarray]]:
+    """The CPU kernel of `op` called sample by sample (sample i's stream: default_rng(i)): a list of samples per
+    output (the reference the GPU kernels' host halves are compared with)."""
+    from headrace_kernels.registry import get_cpu_kernel
+
+    class Context:
+        def __init__(self, index: int):
+            self.rng = np.random.default_rng(index)
+
+    kernel = get_cpu_kernel(op)
+    results = [kernel([inp[i] for inp in inputs], args_list[i], Context(i)) for i in range(len(inputs[0]))]
+    results = [r if isinstance(r, tuple) else (r,) for r in results]
+    return [[np.asarray(r[k]) for r in results] for k in range(len(results[0]))] if results else []

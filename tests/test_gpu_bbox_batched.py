@@ -22,10 +22,10 @@ import collections
 
 import numpy as np
 import pytest
+from ops_support import cpu_kernel_outputs
 
 import headrace
 from headrace import fn
-from headrace_kernels.registry import get_cpu_kernel
 
 # box_encoder's offsets of the degenerate EDGES boxes (zero width, matched by force) are log(0) = -inf, as on the CPU
 # (which silences numpy's warning); with numpy standing in for CuPy the warning shows
@@ -67,18 +67,6 @@ def flags(values: list[int]) -> list[np.ndarray]:
 
 def floats(values: list[float]) -> list[np.ndarray]:
     return [np.array(v, F32) for v in values]
-
-
-def cpu_kernel_outputs(op: str, inputs: list[list[np.ndarray]], args_list: list[dict]) -> list[list[np.ndarray]]:
-    """The CPU kernel of `op` sample by sample: a list of samples per output."""
-    class Context:
-        def __init__(self, index: int):
-            self.rng = np.random.default_rng(index)
-
-    kernel = get_cpu_kernel(op)
-    results = [kernel([inp[i] for inp in inputs], args_list[i], Context(i)) for i in range(len(inputs[0]))]
-    results = [r if isinstance(r, tuple) else (r,) for r in results]
-    return [[np.asarray(r[k]) for r in results] for k in range(len(results[0]))] if results else []
 
 
 def per_sample_args(op: str, size: int, arg_inputs: dict | None = None, **kwargs) -> list[dict]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ops_support import needs_dali
+from ops_support import cpu_kernel_outputs, needs_dali
 
 from headrace.errors import SampleError, SchemaError
 from headrace_kernels.cpu.bbox_crop_ops import crop_boxes
@@ -651,19 +651,6 @@ def numpy_gpu(monkeypatch):
     return bbox_ops
 
 
-def _cpu_outputs(op: str, inputs: list[list[np.ndarray]], args_list: list[dict]) -> list[list[np.ndarray]]:
-    from headrace_kernels.registry import get_cpu_kernel
-
-    class Context:
-        def __init__(self, index: int):
-            self.rng = np.random.default_rng(index)
-
-    kernel = get_cpu_kernel(op)
-    results = [kernel([inp[i] for inp in inputs], args_list[i], Context(i)) for i in range(len(inputs[0]))]
-    results = [r if isinstance(r, tuple) else (r,) for r in results]
-    return [[r[k] for r in results] for k in range(len(results[0]))]
-
-
 @pytest.mark.parametrize("op, kwargs, per_sample", [
     ("bb_flip", dict(ltrb=True), [dict(horizontal=h, vertical=v) for h, v in ((0, 1), (1, 0), (1, 1), (0, 0))]),
     ("bb_flip", dict(ltrb=False), None),
@@ -675,14 +662,14 @@ def test_gpu_box_transforms_batch_logic_matches_cpu(numpy_gpu, op, kwargs, per_s
     args_list = [{**args, **extra} for extra in per_sample] if per_sample else [args] * len(BOXES)
     boxes = BOXES if args["ltrb"] else [as_xywh(b) for b in BOXES]
     kernel = getattr(numpy_gpu, f"{op}_kernel")
-    assert_same(outputs_of(kernel(HostBatch([boxes], args, args_list))), _cpu_outputs(op, [boxes], args_list))
+    assert_same(outputs_of(kernel(HostBatch([boxes], args, args_list))), cpu_kernel_outputs(op, [boxes], args_list))
 
 
 def test_gpu_coord_flip_batch_logic_matches_cpu(numpy_gpu):
     args = resolved("coord_flip", flip_y=1)
     args_list = [{**args, "center_x": c} for c in (0.1, 0.5, 0.9)]
     got = outputs_of(numpy_gpu.coord_flip_kernel(HostBatch([POINTS], args, args_list)))
-    assert_same(got, _cpu_outputs("coord_flip", [POINTS], args_list))
+    assert_same(got, cpu_kernel_outputs("coord_flip", [POINTS], args_list))
 
 
 @pytest.mark.parametrize("kwargs", [dict(), dict(criteria=0.05),
@@ -692,22 +679,22 @@ def test_gpu_box_encoder_batch_logic_matches_cpu(numpy_gpu, kwargs):
     boxes, labels = encoder_batch()
     args = resolved("box_encoder", anchors=ANCHORS.reshape(-1).tolist(), **kwargs)
     got = outputs_of(numpy_gpu.box_encoder_kernel(HostBatch([boxes, labels], args)))
-    assert_same(got, _cpu_outputs("box_encoder", [boxes, labels], [args] * len(boxes)))
+    assert_same(got, cpu_kernel_outputs("box_encoder", [boxes, labels], [args] * len(boxes)))
 
 
 def test_gpu_host_kernels_match_cpu(numpy_gpu):
     labels = labels_for(INSIDE)
     args = resolved("bbox_rotate", **ROTATIONS[3])
     got = outputs_of(numpy_gpu.bbox_rotate_kernel(HostBatch([INSIDE, labels], args)))
-    assert_same(got, _cpu_outputs("bbox_rotate", [INSIDE, labels], [args] * len(INSIDE)))
+    assert_same(got, cpu_kernel_outputs("bbox_rotate", [INSIDE, labels], [args] * len(INSIDE)))
     boxes, labels = crop_batch(6)
     args = resolved("random_bbox_crop", output_bbox_indices=True, **CROPS[0])
     got = outputs_of(numpy_gpu.random_bbox_crop_kernel(HostBatch([boxes, labels], args)))
-    assert_same(got, _cpu_outputs("random_bbox_crop", [boxes, labels], [args] * len(boxes)))
+    assert_same(got, cpu_kernel_outputs("random_bbox_crop", [boxes, labels], [args] * len(boxes)))
     images, boxes, labels = ssd_batch(6)
     args = resolved("ssd_random_crop", num_attempts=3)
     got = outputs_of(numpy_gpu.ssd_random_crop_kernel(HostBatch([images, boxes, labels], args)))
-    assert_same(got, _cpu_outputs("ssd_random_crop", [images, boxes, labels], [args] * len(images)))
+    assert_same(got, cpu_kernel_outputs("ssd_random_crop", [images, boxes, labels], [args] * len(images)))
 
 
 # Output specs and per-sample shapes
