@@ -119,3 +119,13 @@ def cpu_kernel_outputs(op: str, inputs: list[list[np.ndarray]], args_list: list[
     results = [kernel([inp[i] for inp in inputs], args_list[i], Context(i)) for i in range(len(inputs[0]))]
     results = [r if isinstance(r, tuple) else (r,) for r in results]
     return [[np.asarray(r[k]) for r in results] for k in range(len(results[0]))] if results else []
+
+
+def run_once(p):
+    """One run of a defined pipeline of either library (built first, closed after where it can be): its one output
+    batch."""
+    p.build()
+    (out,) = p.run()
+    if hasattr(p, "close"):
+        p.close()
+    return out

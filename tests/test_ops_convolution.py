@@ -10,7 +10,7 @@ from math import comb
 import numpy as np
 import pytest
 from gpu_helpers import cpu_and_gpu
-from ops_support import assert_specs_agree, max_abs_diff, needs_dali
+from ops_support import assert_specs_agree, max_abs_diff, needs_dali, run_once
 
 import headrace
 from headrace import types
@@ -42,12 +42,7 @@ def run(api, op: str, *inputs: list, layout: str | None = None, arg_inputs: dict
             target = getattr(target, part)
         return target(*nodes, **args, **kwargs)
 
-    p = pipe()
-    if api is not headrace:
-        p.build()
-    (out,) = p.run()
-    if api is headrace:
-        p.close()
+    out = run_once(pipe())
     return [np.array(out.at(i)) for i in range(len(out))]
 
 

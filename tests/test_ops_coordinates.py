@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from gpu_helpers import cpu_and_gpu
-from ops_support import assert_specs_agree, needs_dali
+from ops_support import assert_specs_agree, needs_dali, run_once
 
 import headrace
 from headrace import types
@@ -35,12 +35,7 @@ def run(api, samples: list, arg_inputs: dict | None = None, **kwargs) -> list[np
         args = {k: fn.external_source(source=_source(v), batch=True) for k, v in (arg_inputs or {}).items()}
         return fn.coord_transform(fn.external_source(source=_source(samples), batch=True), **args, **kwargs)
 
-    p = pipe()
-    if api is not headrace:
-        p.build()
-    (out,) = p.run()
-    if api is headrace:
-        p.close()
+    out = run_once(pipe())
     return [np.array(out.at(i)) for i in range(len(out))]
 
 

@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 import pytest
 from gpu_helpers import cpu_and_gpu
-from ops_support import needs_dali, run_dali, run_headrace
+from ops_support import needs_dali, run_dali, run_headrace, run_once
 
 import headrace
 from headrace import types
@@ -67,12 +67,7 @@ def _sequence_pipeline(api, videos: list, positions: list | None):
         blue = fn.external_source(source=lambda: positions, batch=True)
         return fn.debayer(data, blue_position=fn.per_frame(blue))
 
-    p = pipe()
-    if api is not headrace:
-        p.build()
-    (out,) = p.run()
-    if api is headrace:
-        p.close()
+    out = run_once(pipe())
     return [np.array(out.at(i)) for i in range(len(out))], out.layout()
 
 

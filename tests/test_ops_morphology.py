@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import pytest
 from gpu_helpers import cpu_and_gpu
-from ops_support import assert_specs_agree, needs_dali
+from ops_support import assert_specs_agree, needs_dali, run_once
 
 import headrace
 from headrace.errors import SampleError
@@ -48,12 +48,7 @@ def run(api, op: str, samples: list, layout: str | None = None, arg_inputs: dict
         data = fn.external_source(source=_source(samples), batch=True, **({"layout": layout} if layout else {}))
         return target(data, **args, **kwargs)
 
-    p = pipe()
-    if api is not headrace:
-        p.build()
-    (out,) = p.run()
-    if api is headrace:
-        p.close()
+    out = run_once(pipe())
     return [np.array(out.at(i)) for i in range(len(out))]
 
 

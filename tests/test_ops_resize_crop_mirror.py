@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from gpu_helpers import cpu_and_gpu
-from ops_support import assert_specs_agree, max_abs_diff, needs_dali
+from ops_support import assert_specs_agree, max_abs_diff, needs_dali, run_once
 
 import headrace
 from headrace import types
@@ -31,12 +31,7 @@ def run(api, build: Callable, images: list) -> list[np.ndarray]:
     def pipe():
         return build(api.fn, api.fn.external_source(source=_source(images), batch=True, layout="HWC"))
 
-    p = pipe()
-    if api is not headrace:
-        p.build()
-    (out,) = p.run()
-    if api is headrace:
-        p.close()
+    out = run_once(pipe())
     return [np.array(out.at(i)) for i in range(len(out))]
 
 
