@@ -8,8 +8,8 @@ import numpy as np
 
 from headrace_kernels.cpu.random_draws_ops import DRAWS
 from headrace_kernels.gpu.packing import per_sample
-from headrace_kernels.gpu.random_ops import upload_samples
 from headrace_kernels.gpu.runtime import cupy
+from headrace_kernels.gpu.staging import upload_arrays
 from headrace_kernels.registry import GpuBatch, KernelSetup, gpu_kernel
 
 
@@ -35,4 +35,4 @@ class HostDraws:
         inputs = [host_inputs(batch, k, self.reads_values and k == 0) for k in range(batch.num_inputs())]
         host = [per_sample(i, self.draw, [samples[i] for samples in inputs], args, batch.rng(i))
                 for i, args in enumerate(batch.sample_args())]
-        return upload_samples(host)
+        return upload_arrays(host)

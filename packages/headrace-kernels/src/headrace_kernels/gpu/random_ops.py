@@ -9,7 +9,7 @@ import numpy as np
 
 from headrace_kernels.cpu.random_ops import DRAWS, output_shape
 from headrace_kernels.gpu.packing import per_sample
-from headrace_kernels.gpu.runtime import cupy
+from headrace_kernels.gpu.staging import upload_arrays
 from headrace_kernels.registry import gpu_kernel
 
 
@@ -20,21 +20,6 @@ def _like_shapes(batch) -> list[tuple[int, ...]] | None:
     value = batch.value(0)
     samples = value if isinstance(value, list | tuple) else value.samples()
     return [tuple(np.shape(s)) for s in samples]
-
-
-def upload_samples(host: list[np.ndarray]):
-    """Host samples of one element type as device data in one copy: (dense, None) when they share a shape, else
-    (None, list of views into one buffer)."""
-    cp = cupy()
-    if not host:
-        return None, []
-    shapes = [s.shape for s in host]
-    if len(set(shapes)) == 1:
-        return cp.asarray(np.stack(host)), None
-    sizes = np.array([s.size for s in host], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    flat = cp.asarray(np.concatenate([s.ravel() for s in host]))
-    return None, [flat[int(offsets[i]):int(offsets[i + 1])].reshape(shapes[i]) for i in range(len(host))]
 
 
 @gpu_kernel("random.uniform", "random.normal", "random.coin_flip")
@@ -50,4 +35,4 @@ class HostDraws:
         for i, args in enumerate(batch.sample_args()):
             shape = per_sample(i, output_shape, [like[i]] if like is not None else [], args)
             host.append(per_sample(i, self.draw, args, batch.rng(i), shape))
-        return upload_samples(host)
+        return upload_arrays(host)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from headrace_kernels.cpu.resize_crop_mirror_ops import resize_crop_mirror
 from headrace_kernels.gpu.packing import per_sample
-from headrace_kernels.gpu.random_ops import upload_samples
 from headrace_kernels.gpu.runtime import cupy
+from headrace_kernels.gpu.staging import upload_arrays
 from headrace_kernels.registry import gpu_kernel
 
 
@@ -15,5 +15,5 @@ from headrace_kernels.registry import gpu_kernel
 def resize_crop_mirror_kernel(batch):
     cp = cupy()
     images = batch.samples()
-    return upload_samples([per_sample(i, resize_crop_mirror, [cp.asnumpy(images[i])], args, None)
+    return upload_arrays([per_sample(i, resize_crop_mirror, [cp.asnumpy(images[i])], args, None)
                            for i, args in enumerate(batch.sample_args())])

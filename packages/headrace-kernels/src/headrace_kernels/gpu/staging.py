@@ -46,6 +46,8 @@ def _pinned(cp, size: int):
 def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, list | None]:
     """`arrays` on the current device and stream, copied asynchronously: (one (N, ...) array, None) when they share
     shape and element type, else (None, one array per sample, views of one device buffer)."""
+    if not arrays:
+        return None, []
     cp = cupy()
     stream = cp.cuda.get_current_stream()
     first = arrays[0]

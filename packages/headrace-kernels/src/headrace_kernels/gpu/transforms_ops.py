@@ -7,8 +7,8 @@ import numpy as np
 
 from headrace_kernels.cpu.transforms_ops import BUILDERS, chained, combined
 from headrace_kernels.gpu.packing import per_sample
-from headrace_kernels.gpu.random_ops import upload_samples
 from headrace_kernels.gpu.runtime import cupy
+from headrace_kernels.gpu.staging import upload_arrays
 from headrace_kernels.registry import GpuBatch, KernelSetup, gpu_kernel
 
 
@@ -29,11 +29,11 @@ class Generator:
 
     def run(self, batch: GpuBatch) -> tuple:
         inputs = host_inputs(batch)
-        return upload_samples([per_sample(i, chained, self.op, inputs[i], args)
+        return upload_arrays([per_sample(i, chained, self.op, inputs[i], args)
                                for i, args in enumerate(batch.sample_args())])
 
 
 @gpu_kernel("transforms.combine")
 def combine(batch):
     inputs = host_inputs(batch)
-    return upload_samples([per_sample(i, combined, inputs[i], args) for i, args in enumerate(batch.sample_args())])
+    return upload_arrays([per_sample(i, combined, inputs[i], args) for i, args in enumerate(batch.sample_args())])
