@@ -1,22 +1,31 @@
 """headrace against DALI's GPU build in one process on the same JPEGs: ResNet-50 training (hw_decoder_load 0.65 and
 1.0) and validation pipelines, written once against the shared API and built by each library. Alternating rounds
 (A B, B A, ...) of a few epochs each; medians, the ratio headrace / DALI, GPU memory above the baseline and build +
-first batch per pipeline.
+first batch per pipeline. `--fresh` runs each library's pipeline alone in a new process instead: build + first batch
+of a new process, and the GPU memory it holds after a warm-up epoch, after more epochs and after releasing it
+(each library's own pools, given back: `release_memory()`, DALI's `ReleaseUnusedMemory()`), with where headrace's
+is held.
 
     python benchmarks/gpu_vs_dali.py [--images 2048] [--batch-size 256] [--threads 8] [--rounds 7] [--epochs 3]
+    python benchmarks/gpu_vs_dali.py --fresh [--libs dali headrace] [--epochs 5]
     (DALI's GPU build: ../shared/tools/dali-gpu/README.md says how it reaches the GPU machine)
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from headrace.data.synthetic import make_image_folder
-from headrace.demo import IMAGENET_MEAN, IMAGENET_STD
+# headrace.demo's values, written out so that DALI's fresh processes (--fresh) do not import headrace
+IMAGENET_MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
+IMAGENET_STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 
 
 def train(api, data: str, hw_load: float):
@@ -85,6 +94,107 @@ def epoch_rate(pipe, batches: int, epochs: int) -> float:
     return count / (time.perf_counter() - start)
 
 
+def give_back(pipes: dict) -> None:
+    """Drop both pipelines and return their pools to the device, so the next case's memory starts from nothing:
+    DALI keeps a process-wide pool that outlives its pipelines until ReleaseUnusedMemory()."""
+    for pipe in pipes.values():
+        if hasattr(pipe, "release_memory"):
+            pipe.release_memory()
+    pipes.clear()
+    gc.collect()
+    from nvidia.dali import backend
+
+    backend.ReleaseUnusedMemory()
+
+
+def held_detail(pipe) -> dict:
+    """Where headrace's pipeline holds GPU memory (MiB): its small and large pools, and each per-batch purpose."""
+    memory = pipe._executor.gpu.ctx.memory
+    detail = {"small": memory.small.total_bytes(), "large": memory.large.total_bytes()}
+    for purpose, entry in memory.per_batch.items():
+        detail[purpose] = sum(pool.total_bytes() for pool in entry.pools())
+    return {name: round(size / 2**20) for name, size in detail.items()}
+
+
+def fresh_child(lib_name: str, case: str, data: str, batch: int, threads: int, epochs: int) -> dict:
+    """One library's pipeline alone in this (new) process: import + build + first batch seconds, and the GPU memory
+    (MiB above the CUDA context) after a warm-up epoch, after `epochs` more, after giving back what is unused and
+    after dropping the pipeline."""
+    import cupy
+
+    cupy.cuda.runtime.memGetInfo()  # the CUDA context, which both libraries need, is the baseline
+    base = device_used_mib()
+    start = time.perf_counter()
+    lib = Library(lib_name)
+    imported = time.perf_counter()
+    body, load = CASES[case]
+    pipe, _, _ = build(lib, body, data, load, batch, threads)
+    first = time.perf_counter()
+    count = sum(1 for p in Path(data).rglob("*") if p.is_file())
+    batches = -(-count // batch)
+    epoch_rate(pipe, batches, 1)
+    warm = device_used_mib() - base
+    rate = epoch_rate(pipe, batches, epochs)
+    later = device_used_mib() - base
+    result = {"import_s": imported - start, "first_s": first - start, "warm_mib": warm, "later_mib": later,
+              "rate": rate}
+    if lib_name == "headrace":
+        result["held"] = held_detail(pipe)
+        pipe.release_memory()
+        result["released_mib"] = device_used_mib() - base
+        pipe.close()
+        del pipe
+        gc.collect()
+    else:
+        from nvidia.dali import backend
+
+        backend.ReleaseUnusedMemory()
+        result["released_mib"] = device_used_mib() - base
+        del pipe
+        gc.collect()
+        backend.ReleaseUnusedMemory()
+    result["closed_mib"] = device_used_mib() - base
+    return result
+
+
+def fresh_processes(args, data: str) -> None:
+    """Each library's pipeline of each case in a new process of its own, alternating the libraries."""
+    rows = []
+    for case in args.cases:
+        results: dict[str, list[dict]] = {lib: [] for lib in args.libs}
+        for repeat in range(args.repeats):
+            for lib in args.libs if repeat % 2 == 0 else args.libs[::-1]:
+                done = subprocess.run([sys.executable, __file__, "--child", lib, case, "--data", data,
+                                       "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+                                       "--epochs", str(args.epochs)], capture_output=True, text=True, timeout=900)
+                line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+                if line is None:
+                    print(f"{case} {lib}: failed\n{done.stdout[-2000:]}{done.stderr[-3000:]}", flush=True)
+                    continue
+                results[lib].append(json.loads(line[7:]))
+                print(f"{case} {lib}: {line[7:]}", flush=True)
+        rows.append((case, results))
+    print(f"\nbatch {args.batch_size}, {args.threads} threads, each pipeline alone in a new process ({args.repeats} "
+          "each); medians")
+    print("| pipeline | library | import + build + first batch s | import s | GPU MiB after 1 epoch | after "
+          f"{args.epochs + 1} | after release | after closing | img/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for case, results in rows:
+        for lib, runs in results.items():
+            if not runs:
+                continue
+
+            def med(key: str, runs=runs) -> float:
+                return statistics.median(r[key] for r in runs)
+
+            print(f"| {case} | {lib} | {med('first_s'):.2f} | {med('import_s'):.2f} | {med('warm_mib'):+.0f} | "
+                  f"{med('later_mib'):+.0f} | {med('released_mib'):+.0f} | {med('closed_mib'):+.0f} | "
+                  f"{med('rate'):,.0f} |")
+        held = [r["held"] for r in results.get("headrace", []) if "held" in r]
+        if held:
+            print(f"  headrace's pools after the epochs ({case}), MiB: {held[-1]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=2048)
@@ -94,11 +204,25 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3, help="per round and side")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--data", help="a folder of class folders of JPEGs (default: generate --images)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="each pipeline alone in a new process: first batch and GPU memory, not the rates")
+    parser.add_argument("--libs", nargs="+", default=["dali", "headrace"], choices=["dali", "headrace"])
+    parser.add_argument("--repeats", type=int, default=2, help="--fresh: new processes per library and case")
+    parser.add_argument("--child", nargs=2, metavar=("LIB", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    libs = [Library("dali"), Library("headrace")]
+    if args.child:
+        result = fresh_child(*args.child, args.data, args.batch_size, args.threads, args.epochs)
+        print("RESULT " + json.dumps(result), flush=True)
+        return
+    from headrace.data.synthetic import make_image_folder
+
     with tempfile.TemporaryDirectory() as scratch:
         data = args.data or str(make_image_folder(Path(scratch) / "images", args.images, 10, size=(375, 500),
                                                   progress=True))
+        if args.fresh:
+            fresh_processes(args, data)
+            return
+        libs = [Library("dali"), Library("headrace")]
         count = sum(1 for p in Path(data).rglob("*") if p.is_file())
         batches = -(-count // args.batch_size)
         rows = []
@@ -118,7 +242,7 @@ def main() -> None:
                       flush=True)
             dali, ours = statistics.median(rates["dali"]), statistics.median(rates["headrace"])
             rows.append((case, dali, ours, firsts, memory))
-            pipes.clear()
+            give_back(pipes)
     print(f"\n{count} JPEGs, batch {args.batch_size}, {args.threads} threads, {args.rounds} rounds x {args.epochs} "
           "epochs per side; medians")
     print("| pipeline | DALI img/s | headrace img/s | headrace / DALI | first batch s (DALI / headrace) "

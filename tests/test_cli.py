@@ -146,6 +146,29 @@ def test_demo_takes_a_data_folder(capsys, image_folder, tmp_path):
     assert status == 0 and f"37 images in {image_folder}" in out
 
 
+# warmup
+
+
+def test_warmup_compiles_the_cpu_pipelines_loops(capsys):
+    from headrace_kernels.cpu import resampling
+
+    status, out, _ = run_cli(capsys, "warmup", "--device", "cpu", "--no-progress")
+    assert status == 0
+    assert all(f"cpu {name}:" in out for name in ("training", "validation", "fed")) and "gpu" not in out
+    assert resampling.triangle_taps.overloads  # compiled, or loaded from numba's cache
+
+
+@pytest.mark.gpu
+def test_warmup_compiles_the_gpu_pipelines_too(capsys):
+    from headrace_kernels import capi_loops
+
+    status, out, _ = run_cli(capsys, "warmup", "--device", "gpu", "--no-progress")
+    assert status == 0
+    assert all(f"{device} {name}:" in out for device in ("cpu", "gpu") for name in ("training", "validation", "fed"))
+    assert any(getattr(capi_loops, name).overloads for name in dir(capi_loops)
+               if hasattr(getattr(capi_loops, name), "overloads"))
+
+
 # inspect
 
 

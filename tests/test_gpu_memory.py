@@ -75,6 +75,75 @@ def test_batch_allocations_of_varying_size_reuse_their_blocks():
 
 
 @pytest.mark.gpu
+def test_stream_scratch_is_one_block_per_purpose_that_grows_and_is_released():
+    from headrace_kernels.gpu.memory import stream_scratch
+    from headrace_kernels.gpu.runtime import GpuContext
+
+    ctx = GpuContext(0)
+    with ctx.active():
+        first = stream_scratch(20 << 20, "rows")
+        assert stream_scratch(10 << 20, "rows").ptr == first.ptr  # every batch shares it
+        assert stream_scratch(5 << 20, "other").ptr != first.ptr
+        grown = stream_scratch(30 << 20, "rows")
+        assert grown.mem.size == batch_size_class(30 << 20) and stream_scratch(1, "rows").ptr == grown.ptr
+        held = ctx.held_bytes
+        del first
+        stream_scratch(1, "rows")  # the next request drains what came back
+        assert ctx.held_bytes == held - batch_size_class(20 << 20)  # the outgrown block went back to the device
+    del grown
+    ctx.release()
+    assert ctx.held_bytes == 0
+
+
+@pytest.mark.gpu
+def test_a_resize_pipeline_keeps_one_rows_block_over_batches():
+    from headrace import fn, pipeline_def, types
+
+    images = [np.random.default_rng(i).integers(0, 255, (300 + 7 * i, 400 - 5 * i, 3), np.uint8) for i in range(8)]
+
+    @pipeline_def(batch_size=8, num_threads=2, device_id=0, seed=1)
+    def pipe():
+        data = fn.external_source(source=lambda: images, batch=True, dtype=types.UINT8, layout="HWC")
+        return fn.resize(data.gpu(), resize_x=123, resize_y=97)
+
+    p = pipe()
+    p.build()
+    for _ in range(6):
+        (out,) = p.run()
+        assert out.as_cpu().as_array().shape == (8, 97, 123, 3)
+    memory = p._executor.gpu.ctx.memory
+    assert list(memory.scratch) == ["resize rows"]
+    assert memory.per_batch["resize rows"].pool.total_bytes() == memory.scratch["resize rows"].mem.size
+    p.close()
+
+
+@pytest.mark.gpu
+def test_closing_a_pipeline_gives_its_memory_back_to_the_device():
+    import cupy as cp
+
+    from headrace import fn, pipeline_def, types
+
+    images = [np.full((480, 640, 3), i, np.uint8) for i in range(16)]
+
+    @pipeline_def(batch_size=16, num_threads=2, device_id=0, seed=1)
+    def pipe():
+        data = fn.external_source(source=lambda: images, batch=True, dtype=types.UINT8, layout="HWC")
+        return fn.resize(data.gpu(), resize_x=300, resize_y=200)
+
+    def run_and_close() -> None:
+        p = pipe()
+        p.build()
+        for _ in range(4):
+            p.run()
+        p.close()
+
+    run_and_close()  # the kernels' modules load once per process
+    free_before = cp.cuda.runtime.memGetInfo()[0]
+    run_and_close()
+    assert cp.cuda.runtime.memGetInfo()[0] >= free_before - (2 << 20)
+
+
+@pytest.mark.gpu
 def test_the_limit_bounds_all_pools_together():
     import cupy as cp
 

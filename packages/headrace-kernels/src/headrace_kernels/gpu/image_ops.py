@@ -23,7 +23,7 @@ from headrace_kernels.cpu.geometry_ops import (
     resize_region,
 )
 from headrace_kernels.dtypes import CTYPES, numpy_dtype
-from headrace_kernels.gpu.memory import batch_allocation
+from headrace_kernels.gpu.memory import stream_scratch
 from headrace_kernels.gpu.runtime import cupy, function
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
 from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, round_half_up
@@ -165,7 +165,7 @@ def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norma
     if resampled.any():
         tmp_sizes = np.where(resampled, rec["rs_h"].astype(np.int64) * rec["col_n"] * channels * 4, 0)
         tmp_offsets = np.concatenate([[0], np.cumsum(tmp_sizes)])
-        tmp = cp.ndarray(int(tmp_offsets[-1]), cp.uint8, batch_allocation(int(tmp_offsets[-1]), "resize rows"))
+        tmp = cp.ndarray(int(tmp_offsets[-1]), cp.uint8, stream_scratch(int(tmp_offsets[-1]), "resize rows"))
         rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets[:-1], 0).astype(np.uint64)
     device, host = tables_to_device(batch, head=-(-rec.nbytes // 8) * 8)  # the records first, then the tables
     host[:rec.nbytes] = rec.view(np.uint8)

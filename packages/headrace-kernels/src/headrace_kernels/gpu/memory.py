@@ -11,7 +11,11 @@ large free blocks and the next batch's allocation no longer fits, so the pool ke
 - what is made once per batch in a size that follows the random crops (the decoder's outputs, the resize's
   intermediate rows) comes from a pool per purpose in one size, the largest so far in 8 MiB steps: every freed
   block fits the next batch, and when a larger batch raises the size the smaller blocks are returned to the
-  device as they come back.
+  device as they come back;
+- scratch that only the pipeline's own kernels touch, between two launches of one step (the resize's vertical pass
+  writes rows that its store pass reads), is one block per purpose shared by every batch (`stream_scratch`): all
+  launches go to the pipeline's one stream, so batch i+1's passes start after batch i's have finished with it;
+  it has a pool of its own, as the per-batch blocks, so an outgrown block goes back to the device.
 (benchmarks/HISTORY.md has what a single pool and these pools held over 100 epochs.)"""
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ class PipelineMemory:
         cp = cupy()
         self.small, self.large = cp.cuda.MemoryPool(), cp.cuda.MemoryPool()
         self.per_batch: dict[str, _PerBatch] = {}
+        self.scratch: dict[str, object] = {}
         self.limit = limit_bytes
         self._lock = threading.Lock()
 
@@ -111,6 +116,33 @@ class PipelineMemory:
             size, pool = entry.block_bytes, entry.pool
         return self._bounded(pool, size)
 
+    def stream_scratch(self, size: int, purpose: str):
+        """The one scratch block of `purpose`, at least `size` bytes, shared by every batch. Only for memory that
+        kernels on the pipeline's stream write and read, never the host or another stream: stream order keeps one
+        batch's use after the last one's. A larger request replaces the block (the old one goes back to the device
+        once the batches holding it are done)."""
+        with self._lock:
+            entry = self.per_batch.get(purpose)
+            if entry is None:
+                entry = self.per_batch[purpose] = _PerBatch()
+            if entry.retired:  # an outgrown block that the batches have finished with
+                entry.drain()
+            block = self.scratch.get(purpose)
+            if block is not None and block.mem.size >= size:
+                return block
+            del block
+            self.scratch.pop(purpose, None)
+            entry.raise_to(batch_size_class(size))  # the outgrown block goes back to the device once unused
+            block = self.scratch[purpose] = self._bounded(entry.pool, entry.block_bytes)
+            return block
+
+    def release_scratch(self) -> None:
+        """Drop the scratch blocks (they go back to the device with free_all_blocks once no batch holds them)."""
+        with self._lock:
+            self.scratch.clear()
+            for entry in self.per_batch.values():
+                entry.drain()
+
     def _bounded(self, pool, size: int):
         if not self.limit:
             return pool.malloc(size)
@@ -139,6 +171,12 @@ def using(memory: PipelineMemory):
 def active_memory() -> PipelineMemory | None:
     """The memory of the pipeline context active in this thread (GpuContext.active), if any."""
     return getattr(_local, "memory", None)
+
+
+def stream_scratch(size: int, purpose: str):
+    """The active pipeline's shared scratch block of `purpose` (PipelineMemory.stream_scratch), else a fresh one."""
+    memory = active_memory()
+    return memory.stream_scratch(size, purpose) if memory is not None else cupy().cuda.alloc(size)
 
 
 def batch_allocation(size: int, purpose: str):

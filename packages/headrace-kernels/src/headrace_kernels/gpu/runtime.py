@@ -149,5 +149,6 @@ class GpuContext:
         cp = cupy()
         with cp.cuda.Device(self.device_id):
             self.stream.synchronize()
+            self.memory.release_scratch()
             self.memory.free_all_blocks()
             cp.get_default_pinned_memory_pool().free_all_blocks()

@@ -12,7 +12,8 @@ import sys
 
 from headrace.cli.common import CliError, OneLineParser, user_error_message
 
-SUBCOMMANDS = ("run", "demo", "inspect_graph", "preview", "bench", "triton_config", "serve", "tfrecord2idx", "wds2idx")
+SUBCOMMANDS = ("run", "demo", "inspect_graph", "preview", "bench", "triton_config", "serve", "tfrecord2idx", "wds2idx",
+               "warmup")
 
 
 def build_parser() -> argparse.ArgumentParser:
