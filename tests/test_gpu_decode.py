@@ -179,21 +179,3 @@ def test_warm_up_makes_the_decoder_before_the_first_batch(image_folder):
     np.testing.assert_array_equal(warm.run()[0].as_cpu().as_array(), cold.run()[0].as_cpu().as_array())
     warm.close()
     cold.close()
-
-
-def test_build_warms_the_decoders_up_on_a_thread_of_their_own(image_folder):
-    built = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=5)
-    built.build()  # starts the decoders' warm-up beside the first batch's reads
-    stage = built._executor.gpu
-    assert stage._warm_thread is not None and stage._warm_thread.name == "headrace-warm-up"
-    first = built.run()[0].as_cpu().as_array()
-    stage._warm_thread.join()
-    decoders = [k.decoder for k in stage.kernels() if hasattr(k, "decoder")]
-    assert decoders and all(d._warmed and d._decoder is not None for d in decoders)
-    warm = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=5)
-    warm.warm_up()  # warmed before any batch, in this thread
-    np.testing.assert_array_equal(first, warm.run()[0].as_cpu().as_array())
-    built.release_memory()  # waits for nothing now, and still runs after
-    assert built.run()[0].as_cpu().as_array().shape == first.shape
-    built.close()
-    warm.close()

@@ -140,8 +140,6 @@ class Pipeline:
         # exit handlers run last-registered first, so the pipelines close while those libraries still work
         atexit.unregister(_close_live_pipelines)
         atexit.register(_close_live_pipelines)
-        if self._executor.gpu is not None:  # the decoders get ready while the first batch is read
-            self._executor.gpu.start_warm_up()
         self._executor.record_states = self.enable_checkpointing
         self._consumed_states = self._executor.states()
         if pending is not None:

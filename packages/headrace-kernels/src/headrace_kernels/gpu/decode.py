@@ -146,7 +146,6 @@ class MixedDecoder:
         self.max_pixels = int(args["max_pixels"])  # checked from the headers in `prepare`, before any allocation
         self._decoder = None
         self._lock = threading.Lock()
-        self._warm_lock = threading.Lock()  # a warm-up on another thread (GpuStage.start_warm_up) is waited for
         self.backend_names: list[str] = []
         self._attempt = 0  # which of _backend_attempts() the decoder was made with
         self._backend_confirmed = False  # it has decoded an image on this GPU
@@ -166,14 +165,9 @@ class MixedDecoder:
                 ([(hw, load), (hybrid, 1.0), cpu], "hardware+hybrid+cpu"), ([(cuda, 1.0), cpu], "cuda+cpu")]
 
     def warm_up(self, stream) -> None:
-        """Make the decoder and decode its warm-up batch now, not in the first batch (a server's first request).
-        A call while another thread warms up waits for it."""
-        if self._warmed:
-            return
-        with self._warm_lock:
-            if not self._warmed:
-                self._warm_up(stream)
-                self._warmed = True
+        """Make the decoder and decode its warm-up batch now, not in the first batch (a server's first request)."""
+        if not self._warmed:
+            self._warm_up(stream)
 
     def _warm_up(self, stream) -> None:
         """Decode a full batch (`capacity` tiny JPEGs) first. nvImageCodec fixes a backend chain's hardware share
@@ -181,6 +175,7 @@ class MixedDecoder:
         decoder, which rounds differently, so an image's pixels would depend on its batch mates (a served image
         would differ from the same image in training). After a first call at full size, with hw_decoder_load 1
         every batch goes to the hardware decoder whole; a load below 1 asks for a split, as DALI's does."""
+        self._warmed = True
         if not self.capacity or self.hw_load <= 0:
             return
         tiny = tiny_jpeg()

@@ -216,7 +216,6 @@ class GpuStage:
         self.lookahead_at = preparing[-1] if preparing and options.lookahead == "after" and not self.skip_until \
             else None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
-        self._warm_thread: threading.Thread | None = None
         self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-readers")
         self._reads: dict[int, Future] = {}  # the readers' phase of batches ahead (see _read_ahead)
         self._pending: tuple[int, Future] | None = None
@@ -382,39 +381,15 @@ class GpuStage:
 
     def warm_up(self) -> None:
         """Do what the kernels would do at their first batch (the decoders: create, decode a warm-up batch)."""
-        self._join_warm_up()
-        with self._lock:
-            self._warm_kernels()
-
-    def start_warm_up(self) -> None:
-        """Begin `warm_up` on a thread of its own, so that making the decoders and their warm-up batch overlap the
-        first batch's reads and host work (a decode that comes first waits for it)."""
-        if self._warm_thread is None and any(hasattr(kernel, "warm_up") for kernel in self.kernels()):
-            self._warm_thread = threading.Thread(target=self._warm_kernels, kwargs={"quiet": True}, daemon=True,
-                                                 name="headrace-warm-up")
-            self._warm_thread.start()
-
-    def _warm_kernels(self, quiet: bool = False) -> None:
-        try:
-            with self.ctx.active():
-                for kernel in self.kernels():
-                    if hasattr(kernel, "warm_up"):
-                        kernel.warm_up(self.ctx.stream)
-                self.ctx.stream.synchronize()
-        except Exception:
-            if not quiet:
-                raise
-            # in the background: the first batch warms up again and reports the error with its node and batch
-
-    def _join_warm_up(self) -> None:
-        thread = self._warm_thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        with self._lock, self.ctx.active():
+            for kernel in self.kernels():
+                if hasattr(kernel, "warm_up"):
+                    kernel.warm_up(self.ctx.stream)
+            self.ctx.stream.synchronize()
 
     # Memory
     def release_memory(self) -> None:
         """Free every pooled device block nothing refers to, and the kernels' own buffers and kept plans."""
-        self._join_warm_up()
         pending = self._pending
         if pending is not None:  # the look-ahead allocates too: let it finish (its batch keeps its memory)
             try:
@@ -445,9 +420,8 @@ class GpuStage:
         if getattr(self, "_holds_interval", False):
             self._holds_interval = False
             _switch_interval.release()
-        if not hasattr(self, "_warm_thread"):
+        if not hasattr(self, "_thread"):
             return  # __init__ failed (no GPU): nothing was made
-        self._join_warm_up()
         pending, self._pending = self._pending, None
         if pending is not None:
             try:
