@@ -53,8 +53,8 @@ class CpuStage:
                 reader_cls = get_reader(node.schema.name)
                 if reader_cls is None:
                     raise SchemaError(f"{node.schema.name} (node '{node.name}') has no reader implementation")
-                # a reader that decodes what it reads (audio) always gets the pool: its work is not cheap I/O
-                own_pool = pool if getattr(reader_cls, "decodes", False) else reader_pool
+                # a reader whose per-sample work runs without the GIL (audio decoding, large arrays) gets the pool
+                own_pool = pool if getattr(reader_cls, "gil_free_work", False) else reader_pool
                 args = {**node.args, **{a: node.arg(a) for a in node.schema.all_args}, "device": node.device}
                 self.batch_ops[node.name] = reader_cls(node.name, args, batch_size, node_seed(seed, node), own_pool)
                 self.batch_op_kinds[node.name] = node.schema.name

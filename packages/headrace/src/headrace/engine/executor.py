@@ -31,9 +31,10 @@ class Executor:
         has_gpu = bool(gpu_nodes) or any(n.device != "cpu" for n in self.nodes)
         if has_gpu:  # no GPU is the first thing to say, before readers scan their folders
             check_device(device_id, self.nodes)
-        # A GPU pipeline's readers read in the thread that runs its CPU stage: the stage overlaps the GPU work, and
-        # a pool's GIL hand-offs around every file's system calls cost more than reading cached files one by one.
-        reader_pool = self.pool if not has_gpu or self.options.parallel_reads else None
+        # Readers read in the thread that runs the CPU stage, as DALI's read in their loader's thread: a pool's GIL
+        # hand-offs around every record's system calls and parsing cost more than reading cached files one by one
+        # (benchmarks/HISTORY.md). parallel_reads gives them the pool, for storage whose latency a pool hides.
+        reader_pool = self.pool if self.options.parallel_reads else None
         self.cpu = CpuStage([n for n in self.nodes if n.name not in gpu_nodes], outputs, batch_size,
                             self.num_threads, seed, self.buffers, reader_pool, self.pool)
         self.cpu.start_workers(workers or WorkerOptions())

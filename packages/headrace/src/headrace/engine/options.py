@@ -23,8 +23,8 @@ class ExecutorOptions:
     decode), 'after' its last decoder, or 'off' (no overlap). Fed pipelines (external_source without `source`)
     never look ahead."""
     parallel_reads: bool = False
-    """Give a GPU pipeline's readers the thread pool (slow storage); by default they read in the CPU stage's thread,
-    which beats the pool's GIL hand-offs on cached files."""
+    """Give the readers the thread pool (slow storage); by default they read in the CPU stage's thread, which beats
+    the pool's GIL hand-offs on cached files."""
     switch_interval: float = 0.0
     """The interpreter's GIL switch interval (seconds) while a GPU stage exists; 0 keeps the interpreter's."""
     gpu_pool_limit: int = 0

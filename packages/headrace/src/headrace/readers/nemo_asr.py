@@ -105,9 +105,9 @@ class NemoAsrReader(FileReader):
     """Reads one shard of the entries of NeMo manifests and decodes their audio; the order of every epoch is a pure
     function of (seed, epoch, shard), as readers.file's."""
 
-    decodes = True
-    """It decodes and resamples what it reads: the executor gives it the thread pool even in a GPU pipeline, whose
-    file readers read in the CPU stage's own thread."""
+    gil_free_work = True
+    """It decodes and resamples what it reads, without the GIL: the executor gives it the thread pool (the other
+    readers read in the CPU stage's own thread)."""
 
     def __init__(self, node: str, args: dict, batch_size: int, seed: int, pool: ThreadPoolExecutor | None):
         entries: list[ManifestEntry] = []

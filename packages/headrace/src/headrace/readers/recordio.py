@@ -79,9 +79,6 @@ class RecordReader(FileReader):
     op = ""
     permutes_data_set = False  # DALI reads records in their stored order, through the shuffle buffer
     num_outputs = 1
-    decodes = True
-    """Parsing a record (protobuf, CRCs, RecordIO parts) is CPU work: the executor gives the reader its thread pool,
-    and a batch is read as one contiguous run of records per thread."""
 
     def __init__(self, node: str, args: dict, batch_size: int, seed: int, pool: ThreadPoolExecutor | None,
                  files: list[str], records: list[Record]):

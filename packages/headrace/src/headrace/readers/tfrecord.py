@@ -63,33 +63,45 @@ def parse_record(data: bytes) -> memoryview:
     return payload
 
 
-def feature_output(name: str, feature: dict, example) -> np.ndarray:
-    """One feature of a parsed Example as DALI's parser gives it; ValueError if it does not fit the declaration."""
-    dtype = _DTYPES[feature["type"]]
-    features = example.features.feature
-    if name not in features:
-        return _missing(feature)
-    encoded = features[name]
-    kind = encoded.WhichOneof("kind")
-    if kind is not None and kind != _LISTS[feature["type"]]:
-        raise ValueError(f"feature {short_repr(name)} holds a {kind}, it is declared {feature['type']}")
-    values = getattr(encoded, _LISTS[feature["type"]]).value
-    if feature["type"] == "string":
-        return np.frombuffer(values[0], np.uint8) if len(values) else _missing(feature)
-    array = np.array(values, dtype)
-    if feature["kind"] == "var":
-        dims = feature_dims(feature)[1:]
-        block = int(np.prod(dims)) if dims else 1
-        if block == 0 or array.size % block:
-            raise ValueError(f"feature {short_repr(name)} has {array.size} values, not a whole number of rows of "
-                             f"partial_shape {list(dims)}")
-        return array.reshape(array.size // block, *dims)
-    dims = feature_dims(feature)
-    out = np.full(dims, tfrecord.default_value(feature) or 0, dtype)
-    if array.size > out.size:
-        raise ValueError(f"feature {short_repr(name)} has {array.size} values, more than its shape {list(dims)} holds")
-    out.reshape(-1)[:array.size] = array
-    return out
+class FeatureParser:
+    """One declared feature of an Example as DALI's parser gives it, with what the declaration fixes worked out once
+    (dtype, list field, shape, default) rather than per record."""
+
+    def __init__(self, name: str, feature: dict):
+        self.name, self.feature = name, feature
+        self.kind, self.type = feature["kind"], feature["type"]
+        self.dtype, self.list_name = _DTYPES[self.type], _LISTS[self.type]
+        self.dims = feature_dims(feature)
+        self.size = int(np.prod(self.dims)) if self.kind != "var" else 0
+        row = self.dims[1:]
+        self.row = int(np.prod(row)) if row else 1
+        self.default = tfrecord.default_value(feature) or 0
+
+    def __call__(self, features) -> np.ndarray:
+        """The output of this feature from an Example's feature map; ValueError if it does not fit the declaration."""
+        if self.name not in features:
+            return _missing(self.feature)
+        encoded = features[self.name]
+        kind = encoded.WhichOneof("kind")
+        if kind is not None and kind != self.list_name:
+            raise ValueError(f"feature {short_repr(self.name)} holds a {kind}, it is declared {self.type}")
+        values = getattr(encoded, self.list_name).value
+        if self.type == "string":
+            return np.frombuffer(values[0], np.uint8) if len(values) else _missing(self.feature)
+        count = len(values)
+        if self.kind == "var":
+            if self.row == 0 or count % self.row:
+                raise ValueError(f"feature {short_repr(self.name)} has {count} values, not a whole number of rows "
+                                 f"of partial_shape {list(self.dims[1:])}")
+            return np.array(values, self.dtype).reshape(count // self.row, *self.dims[1:])
+        if count == self.size:
+            return np.array(values, self.dtype).reshape(self.dims)
+        if count > self.size:
+            raise ValueError(f"feature {short_repr(self.name)} has {count} values, more than its shape "
+                             f"{list(self.dims)} holds")
+        out = np.full(self.dims, self.default, self.dtype)
+        out.reshape(-1)[:count] = np.array(values, self.dtype)
+        return out
 
 
 def _missing(feature: dict) -> np.ndarray:
@@ -114,8 +126,8 @@ class TFRecordReader(RecordReader):
             raise SchemaError(f"{OP} (node '{node}'): {len(paths)} files in `path` but {len(indices)} in "
                               "`index_path` (one index per file)")
         records = [r for k, (p, i) in enumerate(zip(paths, indices, strict=True)) for r in index_records(node, k, p, i)]
-        self.features = [(name, feature) for name, feature in args["features"]]
-        self.num_outputs = len(self.features)
+        self.parsers = [FeatureParser(name, feature) for name, feature in args["features"]]
+        self.num_outputs = len(self.parsers)
         self.example = tfrecord.example_class()
         super().__init__(node, args, batch_size, seed, pool, paths, records)
 
@@ -126,4 +138,5 @@ class TFRecordReader(RecordReader):
             example = self.example.FromString(parse_record(data))
         except DecodeError as exc:
             raise ValueError(f"not a tf.train.Example ({exc})") from None
-        return tuple(feature_output(name, feature, example) for name, feature in self.features)
+        features = example.features.feature
+        return tuple(parser(features) for parser in self.parsers)
