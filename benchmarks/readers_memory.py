@@ -41,9 +41,10 @@ import numpy as np
 
 FORMATS = ("file", "tfrecord", "webdataset", "numpy", "mxnet", "caffe", "caffe2", "coco")
 LIBRARIES = ("headrace", "dali")
-MMAPS = {"headrace": {"caffe", "caffe2"}, "dali": set(FORMATS)}
+MMAPS = {"headrace": {"caffe", "caffe2", "tfrecord", "webdataset", "mxnet"}, "dali": set(FORMATS)}
 """Which readers map their files (RssFile grows with what they touched): headrace's LMDB readers (liblmdb maps the
-database), and DALI's readers with their default dont_use_mmap=False (its LMDB readers through liblmdb)."""
+database) and its record readers (TFRecord, tar shards, RecordIO: views of a mapping, not copies), and DALI's
+readers with their default dont_use_mmap=False (its LMDB readers through liblmdb)."""
 STATUS_FIELDS = ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem")
 CLASSES = 10
 MB = 1 << 20

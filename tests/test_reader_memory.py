@@ -6,7 +6,8 @@ the ecosystem's writers, as the readers' tests write them). A reader that kept i
 grow its anonymous memory (RssAnon) by the difference, ~3 * SMALL; a streaming one stays within a few batches of
 where it was. The bound, BOUND, is ~10 batches' worth plus a margin for the allocator, well under that difference.
 File pages mapped into the process (RssFile) are checked alike for the readers that read() their files; headrace's
-LMDB readers map the database (liblmdb), so what they touched counts in RssFile: the page cache's, not the process's.
+LMDB readers map the database (liblmdb) and its record readers their record files, so what they touched counts in
+RssFile: the page cache's, not the process's.
 No timing is asserted.
 """
 

@@ -316,3 +316,31 @@ def test_a_device_or_a_fifo_is_refused_unread(records, tmp_path, which):
             {"path": paths, "index_path": [indices[0], bad]}
         with pytest.raises(SchemaError, match=rf"readers.tfrecord \(node 'Reader'\): .*{shown}' is not a regular file"):
             headrace_pipe(given["path"], given["index_path"]).build()
+
+
+def test_a_file_truncated_after_it_was_mapped_fails_its_records_with_an_error(records, tmp_path):
+    """Records are views of the mapped file: one cut short since fails the records it lost with a SampleError
+    naming them (a read of the lost pages would be a SIGBUS), measured before every batch."""
+    paths, indices = records
+    copy = tmp_path / "mapped.tfrecord"
+    copy.write_bytes(open(paths[0], "rb").read())
+    pipe = headrace_pipe([str(copy)], [indices[0]], batch_size=2)
+    pipe.build()
+    executor = pipe._executor  # batches run here, in this thread: no read-ahead races the truncation
+    executor.run(0)
+    with open(copy, "r+b") as f:
+        f.truncate(copy.stat().st_size // 2)
+    with pytest.raises(SampleError, match=r"readers.tfrecord \(node 'Reader'\).*mapped.tfrecord.*record \d.*the file "
+                                          r"ends after \d+ of its bytes"):
+        for iteration in range(1, 8):
+            executor.run(iteration)
+    pipe.close()
+
+
+def test_dont_use_mmap_reads_copies_with_the_same_samples(records):
+    mapped = samples(headrace_pipe(*records, batch_size=5), 6)
+    copied = samples(headrace_pipe(*records, batch_size=5, dont_use_mmap=True), 6)
+    assert len(mapped) == len(copied) == 30
+    for a, b in zip(mapped, copied, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
