@@ -129,3 +129,24 @@ def test_batch_reads_equal_file_reads_and_report_errors_per_file(tmp_path):
         assert data.dtype == np.uint8 and data.tobytes() == open(paths[index], "rb").read()
     with pytest.raises(OSError, match="missing.bin"):
         reader.read([1, 5], fallback)
+
+
+@pytest.mark.parametrize("dont_use_mmap", [False, True])
+def test_file_samples_are_the_files_bytes_mapped_or_copied(tmp_path, dont_use_mmap):
+    """By default a sample is a view of its file mapped into memory (DALI's default); dont_use_mmap reads a copy.
+    Either way it holds the file's bytes, an empty file gives an empty sample, and the file may go meanwhile."""
+    contents = {"a.bin": os.urandom(70_000), "b.bin": b"", "c.bin": os.urandom(5)}
+    for name, data in contents.items():
+        (tmp_path / name).write_bytes(data)
+
+    @pipeline_def(batch_size=3, num_threads=2, device_id=None, seed=1)
+    def pipe():
+        data, _ = fn.readers.file(files=[str(tmp_path / n) for n in contents], dont_use_mmap=dont_use_mmap)
+        return data
+
+    p = pipe()
+    (batch,) = p.run()
+    for name in contents:
+        (tmp_path / name).unlink()  # a mapping keeps the unlinked file's pages
+    assert [bytes(np.asarray(batch.at(i))) for i in range(3)] == list(contents.values())
+    p.close()

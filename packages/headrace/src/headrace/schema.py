@@ -356,6 +356,14 @@ READER_COMPAT_ARGS = (
 )
 """Arguments every DALI reader takes that change nothing in headrace's readers (they are declared so ported code
 runs)."""
+MAPPING_READER_ARGS = (
+    *(arg for arg in READER_COMPAT_ARGS if arg.name != "dont_use_mmap"),
+    Arg("dont_use_mmap", "bool", False, "Read each sample as a copy instead of handing out a view of its file mapped "
+        "into memory (DALI's default, False, maps): for files that may be truncated while they are read, which a "
+        "mapping meets with a SIGBUS once the sample is touched."),
+)
+"""READER_COMPAT_ARGS for the readers that map their files (readers.file and the record readers), where
+dont_use_mmap does what DALI's does."""
 SHARD_ARGS = (
     Arg("shard_id", "int", 0, "Which shard this pipeline reads."),
     Arg("num_shards", "int", 1, "Into how many shards the data set is split."),

@@ -12,7 +12,7 @@ from headrace import tfrecord
 from headrace.enums import DALIDataType
 from headrace.output_specs import numpy_dtype
 from headrace.schema import (
-    READER_COMPAT_ARGS,
+    MAPPING_READER_ARGS,
     RECORDS_IN_ORDER,
     REQUIRED,
     SHARD_ARGS,
@@ -121,10 +121,7 @@ def _shuffle_args(unit: str) -> tuple[Arg, ...]:
 
 _COMMON = (
     *SHARD_ARGS,
-    *(arg for arg in READER_COMPAT_ARGS if arg.name != "dont_use_mmap"),
-    Arg("dont_use_mmap", "bool", False, "Read each record as a copy instead of handing out views of its file mapped "
-        "into memory (DALI's default, False, maps): for files that may be truncated while they are read, which a "
-        "mapping would meet with a SIGBUS once a batch's arrays are touched."),
+    *MAPPING_READER_ARGS,
     Arg("tensor_init_bytes", "int", 1048576, _DALI_HINT),
     Arg("bytes_per_sample_hint", "int", [0], _DALI_HINT, list_of=True),
     Arg("use_o_direct", "bool", False, _DALI_HINT),
