@@ -133,8 +133,8 @@ def test_batch_reads_equal_file_reads_and_report_errors_per_file(tmp_path):
 
 @pytest.mark.parametrize("dont_use_mmap", [False, True])
 def test_file_samples_are_the_files_bytes_mapped_or_copied(tmp_path, dont_use_mmap):
-    """By default a sample is a view of its file mapped into memory (DALI's default); dont_use_mmap reads a copy.
-    Either way it holds the file's bytes, an empty file gives an empty sample, and the file may go meanwhile."""
+    """readers.file reads each file into a copy, whatever dont_use_mmap says (a mapping per file made the GPU
+    training pipeline 0.62x: benchmarks/HISTORY.md): the file's bytes, an empty file an empty sample."""
     contents = {"a.bin": os.urandom(70_000), "b.bin": b"", "c.bin": os.urandom(5)}
     for name, data in contents.items():
         (tmp_path / name).write_bytes(data)

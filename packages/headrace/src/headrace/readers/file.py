@@ -30,7 +30,6 @@ tests/test_torch_vs_dali.py; each rule also has a plain test in tests/test_reade
 
 import dataclasses
 import fnmatch
-import mmap
 import os
 import re
 import stat
@@ -140,15 +139,6 @@ def _check_samples(samples: list[tuple[str, int]], node: str) -> None:
             raise SchemaError(f"readers.file (node '{node}'): file name {short_repr(name)} contains a NUL byte")
 
 
-def _map(fd: int, size: int) -> mmap.mmap | None:
-    """`size` bytes of the open file mapped read-only, or None where the file system cannot map it (then it is
-    read)."""
-    try:
-        return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        return None
-
-
 @reader("readers.file")
 class FileReader:
     """Reads one shard of a file set; the order of every epoch is a pure function of (seed, epoch, shard)."""
@@ -211,8 +201,6 @@ class FileReader:
         self._cached_order: tuple[int, np.ndarray] | None = None
         self._batch_reader = None  # made on the first serial batch
         self.skip_errors = args.get("on_error", "raise") == "skip"  # an unreadable file's data is its OSError
-        # a file's sample is a view of the file mapped into memory, as DALI's (dont_use_mmap=False), not a copy
-        self.use_mmap = not args.get("dont_use_mmap", False)
         self._layout: list[tuple[int, bool]] = []  # the last batch's slots: (epoch, whether it is a fill)
         self._ended: dict[int, int] = {}  # epochs that ended in the last batch -> the fills they gave
 
@@ -342,10 +330,6 @@ class FileReader:
                 size = info.st_size
                 if size > MAX_SAMPLE_BYTES:
                     raise OSError(0, f"{size:,} bytes, more than a sample may have ({MAX_SAMPLE_BYTES:,})")
-                if self.use_mmap and size:
-                    mapped = _map(fd, size)
-                    if mapped is not None:
-                        return np.frombuffer(mapped, dtype=np.uint8)
                 data = os.read(fd, size + 1)
                 if len(data) > size:  # the file grew since fstat: read to its end, within the limit
                     parts, total = [data], len(data)
@@ -368,10 +352,7 @@ class FileReader:
         return [self._read(i) for i in indices]
 
     def _read_batch(self, indices: list[int]) -> list[np.ndarray]:
-        """Every file of the batch mapped, or read (dont_use_mmap) with the GIL released once
-        (headrace_kernels.batch_read)."""
-        if self.use_mmap:
-            return self._read_all(indices)
+        """Every file of the batch with the GIL released once (headrace_kernels.batch_read), per file otherwise."""
         if self._batch_reader is None:
             from headrace_kernels.batch_read import BatchFileReader
 
