@@ -356,6 +356,12 @@ READER_COMPAT_ARGS = (
 )
 """Arguments every DALI reader takes that change nothing in headrace's readers (they are declared so ported code
 runs)."""
+DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
+READER_BUFFER_ARGS = (
+    Arg("tensor_init_bytes", "int", 1048576, DALI_HINT),
+    Arg("bytes_per_sample_hint", "int", [0], DALI_HINT, list_of=True),
+)
+"""DALI readers' buffer-size hints (headrace sizes its buffers from the data)."""
 MAPPING_READER_ARGS = (
     *(arg for arg in READER_COMPAT_ARGS if arg.name != "dont_use_mmap"),
     Arg("dont_use_mmap", "bool", False, "Read each sample as a copy instead of handing out a view of its file mapped "

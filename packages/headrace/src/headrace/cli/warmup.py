@@ -23,20 +23,19 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
 
 
-def warmup_pipelines(data: str, devices: list[str]) -> list[tuple[str, object]]:
+def warmup_pipelines(data: str, devices: list[str]) -> list[tuple[str, object, bool]]:
     """The pipelines whose first batches compile what a new process needs: the ResNet-50 training and validation
-    pipelines on each device (with both hardware-decoder loads on the GPU), and the fed pipeline that serving
-    runs."""
+    pipelines on each device, and the fed pipeline that serving runs."""
     from headrace.demo import resnet50_train, resnet50_val
 
     found = []
     for device in devices:
         device_id = 0 if device == "gpu" else None
         found.append((f"{device} training", resnet50_train(data_dir=data, device=device, batch_size=8,
-                                                           num_threads=2, device_id=device_id)))
+                                                           num_threads=2, device_id=device_id), False))
         found.append((f"{device} validation", resnet50_val(data_dir=data, device=device, batch_size=8,
-                                                           num_threads=2, device_id=device_id)))
-        found.append((f"{device} fed", fed_pipeline(device, device_id)))
+                                                           num_threads=2, device_id=device_id), False))
+        found.append((f"{device} fed", fed_pipeline(device, device_id), True))
     return found
 
 
@@ -56,13 +55,13 @@ def fed_pipeline(device: str, device_id: int | None):
     return fed()
 
 
-def run_first_batch(name: str, pipe, data: Path) -> None:
-    """Build `pipe` and run one batch (feeding the fed pipeline the generated JPEGs)."""
+def run_first_batch(pipe, fed: bool, data: Path) -> None:
+    """Build `pipe` and run one batch (feeding a fed pipeline the generated JPEGs)."""
     import numpy as np
 
     pipe.build()
     try:
-        if name.endswith("fed"):
+        if fed:
             files = sorted(data.rglob("*.jpg"))[:8]
             pipe.feed_input("INPUT", [np.fromfile(f, dtype=np.uint8) for f in files])
         pipe.run()
@@ -85,9 +84,9 @@ def main(args: argparse.Namespace) -> int:
             from tqdm import tqdm
 
             steps = tqdm(pipes, desc="warm-up", unit="pipeline")
-        for name, pipe in steps:
+        for name, pipe, fed in steps:
             start = time.perf_counter()
-            run_first_batch(name, pipe, data)
+            run_first_batch(pipe, fed, data)
             say(f"{name}: {time.perf_counter() - start:.1f} s")
     say(f"compiled for {' and '.join(devices)}: numba's cache and "
         f"{'CuPy' if 'gpu' in devices else 'no'} kernel cache filled; new processes load them")

@@ -6,7 +6,9 @@ import numpy as np
 from headrace.enums import DALIDataType
 from headrace.output_specs import numpy_dtype
 from headrace.schema import (
+    DALI_HINT,
     FILES_PERMUTED,
+    READER_BUFFER_ARGS,
     READER_COMPAT_ARGS,
     REQUIRED,
     SHARD_ARGS,
@@ -21,7 +23,6 @@ from headrace.schema import (
 
 register = registrar(__name__)
 
-_DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
 _DECODE_TYPES = (DALIDataType.INT16, DALIDataType.INT32, DALIDataType.FLOAT)
 _RESAMPLE_TYPES = (DALIDataType.INT8, DALIDataType.UINT8, DALIDataType.INT16, DALIDataType.UINT16,
                    DALIDataType.INT32, DALIDataType.UINT32, DALIDataType.FLOAT)
@@ -58,7 +59,7 @@ register(OpSchema(
             "is -1..1 for FLOAT, the type's range for the integers).", choices=_DECODE_TYPES),
         _QUALITY,
         Arg("on_error", "str", "raise", _ON_ERROR, choices=("raise", "skip")),
-        Arg("bytes_per_sample_hint", "int", [0], _DALI_HINT, list_of=True),
+        Arg("bytes_per_sample_hint", "int", [0], DALI_HINT, list_of=True),
     ),
     min_inputs=1, max_inputs=1, num_outputs=2,
     devices=("cpu",),
@@ -105,7 +106,7 @@ register(OpSchema(
         _QUALITY,
         Arg("dtype", "dtype", None, "Output element type (INT8, UINT8, INT16, UINT16, INT32, UINT32 or FLOAT); "
             "default the input's.", choices=_RESAMPLE_TYPES),
-        Arg("bytes_per_sample_hint", "int", [0], _DALI_HINT, list_of=True),
+        Arg("bytes_per_sample_hint", "int", [0], DALI_HINT, list_of=True),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
     rule=_resample_rule,
@@ -164,8 +165,7 @@ register(OpSchema(
                                                           "An audio file that cannot be read or decoded"),
             choices=("raise", "skip")),
         *READER_COMPAT_ARGS,
-        Arg("tensor_init_bytes", "int", 1048576, _DALI_HINT),
-        Arg("bytes_per_sample_hint", "int", [0], _DALI_HINT, list_of=True),
+        *READER_BUFFER_ARGS,
     ),
     num_outputs=_nemo_outputs,
     stateful=True,

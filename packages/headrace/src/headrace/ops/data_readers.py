@@ -5,7 +5,9 @@ defaults and outputs. Epochs, shards, padding, shuffling and checkpoints are rea
 import numpy as np
 
 from headrace.schema import (
+    DALI_HINT,
     FILES_PERMUTED,
+    READER_BUFFER_ARGS,
     READER_COMPAT_ARGS,
     REQUIRED,
     SHARD_ARGS,
@@ -19,7 +21,6 @@ from headrace.schema import (
 
 register = registrar(__name__)
 
-_DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
 _SHUFFLE_ARGS = (
     *shuffle_args(FILES_PERMUTED + " (LMDB records keep their key order)"),
     Arg("seed", "int", -1, "Seed of random_shuffle; -1 derives it from the pipeline seed."),
@@ -30,10 +31,6 @@ _AFTER_EPOCH_ARGS = (
         "(seed: shuffle_after_epoch_seed, else a fixed one); implies stick_to_shard, and excludes random_shuffle and "
         "an explicit stick_to_shard=True."),
     Arg("shuffle_after_epoch_seed", "int", None, "Seed of shuffle_after_epoch's permutations."),
-)
-_HINT_ARGS = (
-    Arg("tensor_init_bytes", "int", 1048576, _DALI_HINT),
-    Arg("bytes_per_sample_hint", "int", [0], _DALI_HINT, list_of=True),
 )
 
 
@@ -84,9 +81,9 @@ register(OpSchema(
         *_COMPAT_ARGS,
         Arg("cache_header_information", "bool", False, "Keep the parsed header of each file, parsed again only "
             "when the file's size or modification time changes."),
-        Arg("register_buffers", "bool", True, _DALI_HINT),
-        Arg("use_o_direct", "bool", False, _DALI_HINT),
-        *_HINT_ARGS,
+        Arg("register_buffers", "bool", True, DALI_HINT),
+        Arg("use_o_direct", "bool", False, DALI_HINT),
+        *READER_BUFFER_ARGS,
     ),
     devices=("cpu", "gpu"),
     stateful=True,
@@ -153,7 +150,7 @@ register(OpSchema(
         *_AFTER_EPOCH_ARGS,
         *SHARD_ARGS,
         *_COMPAT_ARGS,
-        *_HINT_ARGS,
+        *READER_BUFFER_ARGS,
     ),
     num_outputs=_coco_outputs,
     stateful=True,
@@ -187,7 +184,7 @@ register(OpSchema(
         *_SHUFFLE_ARGS,
         *SHARD_ARGS,
         *_COMPAT_ARGS,
-        *_HINT_ARGS,
+        *READER_BUFFER_ARGS,
     ),
     num_outputs=_caffe_outputs,
     stateful=True,
@@ -232,7 +229,7 @@ register(OpSchema(
         *_SHUFFLE_ARGS,
         *SHARD_ARGS,
         *_COMPAT_ARGS,
-        *_HINT_ARGS,
+        *READER_BUFFER_ARGS,
     ),
     num_outputs=_caffe2_outputs,
     stateful=True,

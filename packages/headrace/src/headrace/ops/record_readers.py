@@ -12,7 +12,9 @@ from headrace import tfrecord
 from headrace.enums import DALIDataType
 from headrace.output_specs import numpy_dtype
 from headrace.schema import (
+    DALI_HINT,
     MAPPING_READER_ARGS,
+    READER_BUFFER_ARGS,
     RECORDS_IN_ORDER,
     REQUIRED,
     SHARD_ARGS,
@@ -27,7 +29,6 @@ from headrace.schema import (
 
 register = registrar(__name__)
 
-_DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
 WDS_TYPES = (DALIDataType.UINT8, DALIDataType.UINT16, DALIDataType.UINT32, DALIDataType.UINT64, DALIDataType.INT8,
              DALIDataType.INT16, DALIDataType.INT32, DALIDataType.INT64, DALIDataType.FLOAT16, DALIDataType.FLOAT,
              DALIDataType.FLOAT64)
@@ -122,9 +123,8 @@ def _shuffle_args(unit: str) -> tuple[Arg, ...]:
 _COMMON = (
     *SHARD_ARGS,
     *MAPPING_READER_ARGS,
-    Arg("tensor_init_bytes", "int", 1048576, _DALI_HINT),
-    Arg("bytes_per_sample_hint", "int", [0], _DALI_HINT, list_of=True),
-    Arg("use_o_direct", "bool", False, _DALI_HINT),
+    *READER_BUFFER_ARGS,
+    Arg("use_o_direct", "bool", False, DALI_HINT),
 )
 
 

@@ -7,6 +7,7 @@ import numpy as np
 from headrace.enums import DALIDataType, DALIImageType
 from headrace.schema import (
     FILES_PERMUTED,
+    READER_BUFFER_ARGS,
     READER_COMPAT_ARGS,
     REQUIRED,
     SHARD_ARGS,
@@ -21,11 +22,6 @@ from headrace.schema import (
 
 register = registrar(__name__)
 
-_DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
-_HINT_ARGS = (
-    Arg("tensor_init_bytes", "int", 1048576, _DALI_HINT),
-    Arg("bytes_per_sample_hint", "int", [0], _DALI_HINT, list_of=True),
-)
 _SEED = Arg("seed", "int", -1, "Seed of random_shuffle; -1 derives it from the pipeline seed.")
 SEQUENCE_IMAGE_TYPES = (DALIImageType.RGB, DALIImageType.BGR, DALIImageType.GRAY, DALIImageType.ANY_DATA)
 """The colour spaces readers.sequence decodes frames to (DALI's: YCbCr is refused)."""
@@ -65,7 +61,7 @@ register(OpSchema(
         _SEED,
         *SHARD_ARGS,
         *READER_COMPAT_ARGS,
-        *_HINT_ARGS,
+        *READER_BUFFER_ARGS,
     ),
     stateful=True,
     batch_op=True,
@@ -110,7 +106,7 @@ register(OpSchema(
         Arg("shuffle_after_epoch_seed", "int", None, "Seed of shuffle_after_epoch's permutations."),
         *SHARD_ARGS,
         *READER_COMPAT_ARGS,
-        *_HINT_ARGS,
+        *READER_BUFFER_ARGS,
     ),
     num_outputs=_fits_outputs,
     devices=("cpu", "gpu"),

@@ -145,8 +145,13 @@ class RecordReader(FileReader):
                            source=f"{path} [{record.name}]")
 
     def _read_all(self, indices: list[int]) -> list[tuple]:
-        sizes: dict[int, int] = {}  # each file's size now, measured once per batch
-        return [self._sample(i, sizes) for i in indices]
+        per_batch: dict[int, int] = {}  # per file: its size now (mapped), or its descriptor (dont_use_mmap)
+        try:
+            return [self._sample(i, per_batch) for i in indices]
+        finally:
+            if not self.use_mmap:
+                for fd in per_batch.values():
+                    os.close(fd)
 
     def _mapped_record(self, record: Record, sizes: dict[int, int]) -> memoryview:
         """The record's bytes as a view of its mapped file, after checking the file still holds them."""
@@ -163,14 +168,12 @@ class RecordReader(FileReader):
             raise self.error(record, f"the file ends after {have} of its bytes (truncated, or a stale index)")
         return mapped[record.offset:end]
 
-    def _copied_record(self, record: Record) -> bytes:
-        """The record's bytes read into a copy (dont_use_mmap)."""
+    def _copied_record(self, record: Record, fds: dict[int, int]) -> bytes:
+        """The record's bytes read into a copy (dont_use_mmap); `fds` keeps the batch's open files."""
         try:
-            fd = os.open(self.files[record.file], os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-            try:
-                data = os.pread(fd, record.size, record.offset)
-            finally:
-                os.close(fd)
+            if record.file not in fds:
+                fds[record.file] = os.open(self.files[record.file], os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            data = os.pread(fds[record.file], record.size, record.offset)
         except OSError as exc:
             raise self.error(record, f"cannot read it ({reason(exc)})") from None
         if len(data) < record.size:
@@ -194,11 +197,11 @@ class RecordReader(FileReader):
     def _read_batch(self, indices: list[int]) -> list[tuple]:
         return self._read_all(indices)
 
-    def _sample(self, index: int, sizes: dict[int, int]) -> tuple:
+    def _sample(self, index: int, per_batch: dict[int, int]) -> tuple:
         record = self.records[index]
         if record.size > MAX_SAMPLE_BYTES:
             raise self.error(record, f"{record.size:,} bytes, more than a sample may have ({MAX_SAMPLE_BYTES:,})")
-        data = self._mapped_record(record, sizes) if self.use_mmap else self._copied_record(record)
+        data = self._mapped_record(record, per_batch) if self.use_mmap else self._copied_record(record, per_batch)
         try:
             return self.parse(index, data)
         except ValueError as exc:
