@@ -178,6 +178,39 @@ def test_mixed_host_half_cuts_the_cpu_windows(encoded, c_api):
     assert failure.value.index == 0
 
 
+SLICE_BATCHES = [  # (heights, widths, anchors, shapes, image_slice arguments): float inputs
+    ([75, 100, 480], [100, 75, 640], [[0.1, 0.2], [0.0, 0.0], [0.25, 0.5]], [[0.5, 0.5], [1.0, 1.0], [0.5, 0.25]],
+     {}),
+    ([75, 75], [100, 100], [[0.333, 0.125], [0.5, 0.5]], [[0.3, 0.51], [0.5, 0.5]], {"axis_names": "HW"}),
+    ([75, 75], [100, 100], [[10.0, 5.5], [0.5, 2.5]], [[20.0, 30.0], [3.5, 4.5]],
+     {"normalized_anchor": False, "normalized_shape": False}),
+    ([75, 75], [100, 100], [[10.0, 5.0], [0.0, 0.0]], [[0.5, 0.25], [0.2, 0.2]], {"normalized_anchor": False}),
+    ([75, 75], [100, 100], [[0.1, 0.1], [0.5, 0.5]], [[10.0, 10.0], [20.0, 20.0]], {"normalized_shape": False}),
+]
+
+
+@pytest.mark.parametrize("heights, widths, anchors, shapes, kwargs", SLICE_BATCHES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_slice_windows_are_the_per_sample_ones(heights, widths, anchors, shapes, kwargs, dtype):
+    """slice_regions (the mixed decoder's one pass over a batch) gives slice_region's windows sample by sample, and
+    None, for the per-sample rules and their errors, wherever a window is empty or outside or an input is unusual."""
+    from headrace.schema import get_schema
+    from headrace_kernels.cpu.decode_roi import slice_region, slice_regions
+
+    args = get_schema("decoders.image_slice").resolve(kwargs)
+    anchors, shapes = [np.asarray(a, dtype) for a in anchors], [np.asarray(s, dtype) for s in shapes]
+    heights, widths = np.asarray(heights, np.int64), np.asarray(widths, np.int64)
+    got = slice_regions(heights, widths, args, anchors, shapes)
+    want = [slice_region(int(h), int(w), args, a, s) for h, w, a, s in zip(heights, widths, anchors, shapes,
+                                                                          strict=True)]
+    assert got is not None and [tuple(row) for row in got.tolist()] == want
+    outside = [a + np.asarray([0.0, 1e4], dtype) for a in anchors]
+    assert slice_regions(heights, widths, args, outside, shapes) is None
+    ints = [np.asarray(a, np.int32) for a in anchors]
+    assert slice_regions(heights, widths, args, ints, [np.asarray(s, np.int32) for s in shapes]) is None
+    assert slice_regions(heights, widths, {**args, "rel_start": [0.1, 0.1]}, anchors, shapes) is None
+
+
 # DALI ------------------------------------------------------------------------------------------------------------
 
 @pytest.mark.dali

@@ -7,6 +7,7 @@ Two halves. Marker gpu: the real thing, headrace pipelines on the GPU against th
 the CPU kernel on the GPU pipeline's own coin flips). Unmarked (runs in CI): the same kernels' batch logic with numpy
 standing in for CuPy (same array API), against the CPU kernels sample by sample, plus checks that the number of
 array-module calls does not grow with the batch size and that the box kernels never read device data back.
+box_encoder is a CUDA kernel (kernels/bbox.cu): it is tested on the device only.
 
 Tolerances: bb_flip, coord_flip, bbox_paste, box_encoder's labels and its boxes without offsets are exact (the CPU
 kernels' float32 operations in their order; ties of box_encoder to the last box / anchor, as the CPU). box_encoder's
@@ -210,28 +211,6 @@ ENCODER_KWARGS = [dict(), dict(criteria=0.05), dict(criteria=0.0),
                   dict(offset=True, scale=300.0, means=[0.1, 0.2, 0.3, 0.4], stds=[0.1, 0.1, 0.2, 0.2])]
 
 
-@pytest.mark.parametrize("kwargs", ENCODER_KWARGS)
-@pytest.mark.parametrize("column", [False, True])
-def test_box_encoder_batch_logic_matches_cpu(xp, kwargs, column):
-    for batch, dense in ((RAGGED, False), (DENSE, True), (DENSE, False), (EMPTY, True)):
-        labels = labels_for(batch, column)
-        args_list = per_sample_args("box_encoder", len(batch), anchors=ANCHORS.reshape(-1).tolist(), **kwargs)
-        got = host_run("box_encoder", [batch, labels], args_list, dense)
-        assert_same(got, cpu_kernel_outputs("box_encoder", [batch, labels], args_list))
-
-
-def test_box_encoder_ties_go_to_the_last_box_and_anchor(xp):
-    # two identical boxes with different labels: every anchor they match takes the second one's label
-    boxes = [np.concatenate([DUPLICATE, DUPLICATE]), ANCHORS[10:11].copy()]
-    labels = [np.array([3, 7], np.int32), np.array([5], np.int32)]
-    args_list = per_sample_args("box_encoder", 2, anchors=ANCHORS.reshape(-1).tolist(), criteria=0.3)
-    got = host_run("box_encoder", [boxes, labels], args_list)
-    assert_same(got, cpu_kernel_outputs("box_encoder", [boxes, labels], args_list))
-    assert 7 in got[1][0] and 3 not in got[1][0]
-    # anchor 10 is repeated at the end: the box equal to it matches the last copy for sure (IoU 2), and both copies
-    assert got[1][1][len(ANCHORS) - 4] == 5 and got[1][1][10] == 5
-
-
 TRANSFORMS = [
     (POINTS, dict(M=[1.0, 2.0, 3.0, 4.0], T=[0.5, -1.0]), None),
     (POINTS, dict(), {"M": [[2.0, 0.0, 0.0, 1.0], [0.5], [1.0, 1.0, -1.0, 2.0], [0.0, 1.0, 1.0, 0.0]],
@@ -273,21 +252,18 @@ def _calls(xp: CountingNumpy, op: str, inputs: list[list[np.ndarray]], args_list
 
 
 @pytest.mark.parametrize("op, kwargs", [("bb_flip", dict(ltrb=True)), ("bbox_paste", dict(ratio=2.0)),
-                                        ("coord_flip", dict(flip_y=1)), ("box_encoder", dict(offset=True)),
-                                        ("coord_transform", dict())])
+                                        ("coord_flip", dict(flip_y=1)), ("coord_transform", dict())])
 def test_array_calls_do_not_grow_with_the_batch_and_nothing_is_read_back(xp, op, kwargs):
     def batch(size: int) -> list[list[np.ndarray]]:
         if op in ("coord_flip", "coord_transform"):
             return [[POINTS[i % len(POINTS)] for i in range(size)]]
-        boxes = [RAGGED[i % len(RAGGED)] for i in range(size)]
-        return [boxes, labels_for(boxes)] if op == "box_encoder" else [boxes]
+        return [[RAGGED[i % len(RAGGED)] for i in range(size)]]
 
     def args(size: int) -> list[dict]:
-        extra = dict(anchors=ANCHORS.reshape(-1).tolist()) if op == "box_encoder" else {}
         values = {"horizontal": flags([i % 2 for i in range(size)])} if op == "bb_flip" else None
         if op == "coord_transform":  # per-sample matrices: the gathered path
             values = {"M": [np.array([1.0, i, 0.0, 1.0], F32) for i in range(size)]}
-        return per_sample_args(op, size, values, **kwargs, **extra)
+        return per_sample_args(op, size, values, **kwargs)
 
     small, large = _calls(xp, op, batch(4), args(4)), _calls(xp, op, batch(40), args(40))
     assert small == large and sum(small.values()) > 0
@@ -382,11 +358,38 @@ def test_gpu_coord_flip_matches_cpu(points, kwargs, centers):
 @pytest.mark.parametrize("kwargs", ENCODER_KWARGS)
 def test_gpu_box_encoder_matches_cpu(kwargs):
     tolerance = dict(atol=1e-5, rtol=1e-6) if kwargs.get("offset") else {}
-    for batch, column in ((RAGGED, False), (DENSE, True), (EMPTY, False)):
+    for batch, column in ((RAGGED, False), (RAGGED, True), (DENSE, True), (DENSE, False), (EMPTY, False)):
         labels = labels_for(batch, column)
         cpu, gpu = cpu_and_gpu("box_encoder", [batch, labels], anchors=ANCHORS.reshape(-1).tolist(), **kwargs)
         assert_same(gpu[:1], cpu[:1], **tolerance)
         assert_same(gpu[1:], cpu[1:])
+
+
+@pytest.mark.gpu
+def test_gpu_box_encoder_ties_go_to_the_last_box_and_anchor():
+    # two identical boxes with different labels: every anchor they match takes the second one's label
+    boxes = [np.concatenate([DUPLICATE, DUPLICATE]), ANCHORS[10:11].copy()]
+    labels = [np.array([3, 7], np.int32), np.array([5], np.int32)]
+    cpu, gpu = cpu_and_gpu("box_encoder", [boxes, labels], anchors=ANCHORS.reshape(-1).tolist(), criteria=0.3)
+    assert_same(gpu, cpu)
+    assert 7 in gpu[1][0] and 3 not in gpu[1][0]
+    # anchor 10 is repeated at the end: the box equal to it matches the last copy for sure (IoU 2), and both copies
+    assert gpu[1][1][len(ANCHORS) - 4] == 5 and gpu[1][1][10] == 5
+
+
+@pytest.mark.gpu
+def test_gpu_box_encoder_reads_back_to_back_uploads_without_a_copy():
+    # boxes and labels uploaded by .gpu() lie back to back in one buffer: ragged.pack takes them as one view
+    import cupy as cp
+
+    from headrace_kernels.gpu import ragged
+    from headrace_kernels.gpu.staging import upload_arrays
+
+    _, samples = upload_arrays(RAGGED)
+    view = ragged.pack(cp, samples, 4)
+    assert view.data.ptr == next(s for s in samples if s.size).data.ptr
+    np.testing.assert_array_equal(cp.asnumpy(view), np.concatenate(RAGGED))
+    assert ragged.adjacent_view(cp, [samples[1], samples[3]]) is None  # not adjacent: packed by a copy
 
 
 @pytest.mark.gpu

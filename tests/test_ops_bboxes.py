@@ -672,16 +672,6 @@ def test_gpu_coord_flip_batch_logic_matches_cpu(numpy_gpu):
     assert_same(got, cpu_kernel_outputs("coord_flip", [POINTS], args_list))
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(criteria=0.05),
-                                    dict(offset=True, scale=300.0, means=[0.1, 0.2, 0.3, 0.4],
-                                         stds=[0.1, 0.1, 0.2, 0.2])])
-def test_gpu_box_encoder_batch_logic_matches_cpu(numpy_gpu, kwargs):
-    boxes, labels = encoder_batch()
-    args = resolved("box_encoder", anchors=ANCHORS.reshape(-1).tolist(), **kwargs)
-    got = outputs_of(numpy_gpu.box_encoder_kernel(HostBatch([boxes, labels], args)))
-    assert_same(got, cpu_kernel_outputs("box_encoder", [boxes, labels], [args] * len(boxes)))
-
-
 def test_gpu_host_kernels_match_cpu(numpy_gpu):
     labels = labels_for(INSIDE)
     args = resolved("bbox_rotate", **ROTATIONS[3])

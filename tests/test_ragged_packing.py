@@ -1,5 +1,5 @@
 """gpu/ragged.py's index arithmetic (the packing behind the batched GPU box kernels) against a plain-Python
-reference, with numpy as the array module: offsets, the sample of each row, per-row tables, padded slot indices,
+reference, with numpy as the array module: offsets, the sample of each row, per-row tables,
 first elements of label rows, packing lists and dense batches, and splitting one buffer back into samples. Exact."""
 
 from __future__ import annotations
@@ -34,24 +34,6 @@ def test_per_row_repeats_each_sample_over_its_rows(counts):
     np.testing.assert_array_equal(got, np.array(want, dtype=np.float32).reshape(-1, 2, 3))
 
 
-@pytest.mark.parametrize("counts", CASES)
-def test_padded_index_puts_each_samples_rows_first_then_the_sentinel(counts):
-    index = ragged.padded_index(counts)
-    total, width = sum(counts), max([1, *counts])
-    assert index.shape == (len(counts), width)
-    for i, count in enumerate(counts):
-        for j in range(width):
-            want = sum(counts[:i]) + j if j < count else total
-            assert index[i, j] == want, (i, j)
-
-
-def test_padded_index_gathers_a_padded_batch():
-    counts = [2, 0, 3]
-    packed = np.array([[10.0], [11.0], [20.0], [21.0], [22.0], [-1.0]])  # the last row: the sentinel
-    padded = packed[ragged.padded_index(counts)][..., 0]
-    np.testing.assert_array_equal(padded, [[10, 11, -1], [-1, -1, -1], [20, 21, 22]])
-
-
 @pytest.mark.parametrize("shapes", [[(3,), (0,), (2,)], [(3, 2), (0, 2), (1, 2)], [(2, 1), (4, 1)], []])
 def test_first_elements_of_label_rows(shapes):
     counts = [s[0] for s in shapes]
@@ -63,15 +45,13 @@ def test_first_elements_of_label_rows(shapes):
 
 
 @pytest.mark.parametrize("counts", CASES)
-@pytest.mark.parametrize("extra", [0, 1])
-def test_pack_and_split_round_trip(counts, extra):
-    rng = np.random.default_rng(sum(counts) + extra)
+def test_pack_and_split_round_trip(counts):
+    rng = np.random.default_rng(sum(counts))
     samples = [rng.uniform(size=(c, 4)).astype(np.float32) for c in counts]
-    rows = ragged.pack(np, samples, 4, extra=extra)
-    assert rows.shape == (sum(counts) + extra, 4) and rows.dtype == np.float32
-    np.testing.assert_array_equal(rows[:sum(counts)], np.concatenate([*samples, np.zeros((0, 4), np.float32)]))
-    np.testing.assert_array_equal(rows[sum(counts):], np.zeros((extra, 4), np.float32))
-    dense, listed = ragged.split(rows[:sum(counts)], [s.shape for s in samples])
+    rows = ragged.pack(np, samples, 4)
+    assert rows.shape == (sum(counts), 4) and rows.dtype == np.float32
+    np.testing.assert_array_equal(rows, np.concatenate([*samples, np.zeros((0, 4), np.float32)]))
+    dense, listed = ragged.split(rows, [s.shape for s in samples])
     got = list(dense) if dense is not None else listed
     assert len(got) == len(samples)
     for a, b in zip(got, samples, strict=True):
@@ -90,10 +70,9 @@ def test_split_hands_out_views_of_one_buffer():
 
 def test_pack_reads_a_dense_batch_and_converts_types():
     dense = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
-    rows = ragged.pack(np, None, 4, dense=dense, extra=2, dtype=np.float32)
-    assert rows.dtype == np.float32 and rows.shape == (8, 4)
-    np.testing.assert_array_equal(rows[:6], dense.reshape(6, 4).astype(np.float32))
-    np.testing.assert_array_equal(rows[6:], 0)
+    rows = ragged.pack(np, None, 4, dense=dense, dtype=np.float32)
+    assert rows.dtype == np.float32 and rows.shape == (6, 4)
+    np.testing.assert_array_equal(rows, dense.reshape(6, 4).astype(np.float32))
     labels = [np.array([1, 2], np.int32), np.zeros((0, 1), np.int32), np.array([[7], [8]], np.int32)]
-    np.testing.assert_array_equal(ragged.pack(np, labels, 1, extra=1).reshape(-1), [1, 2, 7, 8, 0])
+    np.testing.assert_array_equal(ragged.pack(np, labels, 1).reshape(-1), [1, 2, 7, 8])
     assert ragged.pack(np, [], 4).shape == (0, 4)

@@ -244,11 +244,13 @@ def test_torch_iterator_reads_the_epoch_size_through_reader_name(records):
     assert seen == list(range(13))
 
 
-def _corrupt(tmp_path, records, position: int):
+def _corrupt(tmp_path, records, position: int, name: str = "bad.tfrecord"):
+    """A copy of the first file with one byte flipped. Each call writes a new file: rewriting one that a reader of
+    an earlier pipeline still maps (its read-ahead) would truncate the mapping under it (SIGBUS, as in DALI)."""
     paths, indices = records
     data = bytearray(open(paths[0], "rb").read())
     data[position] ^= 0x55
-    path = tmp_path / "bad.tfrecord"
+    path = tmp_path / name
     path.write_bytes(bytes(data))
     return [str(path)], [indices[0]]
 
@@ -259,8 +261,8 @@ def test_a_corrupt_record_names_the_reader_the_file_and_the_record(records, tmp_
     with pytest.raises(SampleError, match=r"readers.tfrecord \(node 'Reader'\).*bad.tfrecord.*record 2.*CRC of the "
                                           r"record's data"):
         samples(headrace_pipe(*bad, batch_size=3), 1)
-    bad = _corrupt(tmp_path, records, offsets[1] + 2)  # record 1's length
-    with pytest.raises(SampleError, match=r"bad.tfrecord.*record 1.*CRC of the record's length"):
+    bad = _corrupt(tmp_path, records, offsets[1] + 2, "bad_length.tfrecord")  # record 1's length
+    with pytest.raises(SampleError, match=r"bad_length.tfrecord.*record 1.*CRC of the record's length"):
         samples(headrace_pipe(*bad, batch_size=3), 1)
 
 

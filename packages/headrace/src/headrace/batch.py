@@ -119,7 +119,9 @@ class TensorListGPU(_TensorList):
     def samples(self, raw: bool = False) -> list:
         """The samples as CuPy arrays; `raw` keeps a decoder's DeviceImage records as they are (the image kernels
         read those directly)."""
-        if raw and self._samples is not None:
+        if self._dense is not None:
+            return list(self._dense)
+        if raw:
             return list(self._samples)
         return [self.at(i) for i in range(len(self))]
 

@@ -81,6 +81,8 @@ def write_corners(lo: np.ndarray, hi: np.ndarray, layout: str) -> np.ndarray:
 
 def flag(value) -> bool:
     """A per-sample int flag (scalar or one-element array) as a bool."""
+    if isinstance(value, int):  # bool included: what the executor gives a per-sample argument
+        return bool(value)
     return bool(np.asarray(value).reshape(-1)[0]) if np.size(value) else False
 
 

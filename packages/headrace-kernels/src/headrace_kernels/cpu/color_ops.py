@@ -15,11 +15,32 @@ RGB_TO_YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -
 YIQ_TO_RGB = np.linalg.inv(RGB_TO_YIQ)
 
 
+def _product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x @ y of stacked 3x3 matrices, each sum written out left to right: the same bits for a sample whether it is
+    computed alone or in a batch (a BLAS product's rounding depends on the build and the batch)."""
+    return (x[..., :, 0, None] * y[..., None, 0, :] + x[..., :, 1, None] * y[..., None, 1, :]) \
+        + x[..., :, 2, None] * y[..., None, 2, :]
+
+
+def hsv_matrices(hue, saturation, value) -> np.ndarray:
+    """(n, 3, 3) float64: per sample, the RGB map that rotates hue by `hue` degrees and scales saturation and value,
+    through YIQ (value * YIQ_TO_RGB @ rotation @ diag(1, s, s) @ RGB_TO_YIQ); arguments of n values or scalars."""
+    hue, saturation, value = np.broadcast_arrays(*(np.atleast_1d(np.asarray(a, np.float64))
+                                                   for a in (hue, saturation, value)))
+    angle = np.radians(hue)
+    cos, sin = np.cos(angle), np.sin(angle)
+    n = hue.shape[0]
+    rotate = np.zeros((n, 3, 3))
+    rotate[:, 0, 0], rotate[:, 1, 1], rotate[:, 1, 2], rotate[:, 2, 1], rotate[:, 2, 2] = 1.0, cos, sin, -sin, cos
+    scale = np.zeros((n, 3, 3))
+    scale[:, 0, 0], scale[:, 1, 1], scale[:, 2, 2] = 1.0, saturation, saturation
+    first = value[:, None, None] * YIQ_TO_RGB
+    return _product(_product(_product(first, rotate), scale), np.broadcast_to(RGB_TO_YIQ, (n, 3, 3)))
+
+
 def hsv_matrix(hue: float, saturation: float, value: float) -> np.ndarray:
-    """The 3x3 RGB map that rotates hue by `hue` degrees and scales saturation and value, through YIQ."""
-    angle = math.radians(hue)
-    rotate = np.array([[1, 0, 0], [0, math.cos(angle), math.sin(angle)], [0, -math.sin(angle), math.cos(angle)]])
-    return value * YIQ_TO_RGB @ rotate @ np.diag([1.0, saturation, saturation]) @ RGB_TO_YIQ
+    """The 3x3 RGB map of one sample (hsv_matrices' numbers)."""
+    return hsv_matrices(hue, saturation, value)[0]
 
 
 def type_range(dtype: np.dtype) -> float:

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from headrace_kernels.cpu import decode as cpu_decode
-from headrace_kernels.cpu.signal_ops import slice_window
+from headrace_kernels.cpu.signal_ops import slice_axes, slice_window
 from headrace_kernels.registry import cpu_kernel
 from headrace_kernels.windows import crop_anchor
 
@@ -64,6 +64,50 @@ def slice_region(height: int, width: int, args: dict, anchor=None, extent=None) 
     named = [f"'{n}'" for n in _WINDOW_ARGS if args.get(n) is not None]
     source = "the anchor and shape inputs" if anchor is not None else "arguments " + " / ".join(named)
     return check_window((y, x, h, w), height, width, source)
+
+
+def _llround(values: np.ndarray) -> np.ndarray:
+    """signal_ops.llround of float64 values: to nearest, halves away from zero."""
+    low = np.floor(values)
+    fraction = values - low
+    return (low + ((fraction > 0.5) | ((fraction == 0.5) & (values > 0)))).astype(np.int64)
+
+
+def slice_regions(heights: np.ndarray, widths: np.ndarray, args: dict, anchors: list,
+                  extents: list) -> np.ndarray | None:
+    """slice_region of every image of a batch from float anchor and shape inputs, in one pass of array arithmetic:
+    (n, 4) windows (y, x, h, w), or None when a sample needs the per-sample rules (other input types or sizes,
+    named coordinates, a window that is empty or reaches outside: slice_region gives those their errors)."""
+    n = len(anchors)
+    if n == 0 or len(extents) != n or any(args.get(name) is not None for name in _WINDOW_ARGS):
+        return None
+    anchors, extents = [np.asarray(a) for a in anchors], [np.asarray(e) for e in extents]
+    shape = anchors[0].shape
+    if any(a.dtype.kind != "f" or e.dtype.kind != "f" or a.shape != shape or e.shape != shape
+           for a, e in zip(anchors, extents, strict=True)):
+        return None
+    starts, sizes = np.asarray(anchors, np.float64).reshape(n, -1), np.asarray(extents, np.float64).reshape(n, -1)
+    axes = slice_axes({**_SLICE_ONLY, **args}, 3)
+    if sorted(axes) != [0, 1] or starts.shape[1] != 2:
+        return None
+    image = np.stack([heights, widths], axis=1).astype(np.float64)[:, axes]  # each axis' extent, in axes' order
+    if args["normalized_anchor"] and args["normalized_shape"]:  # one multiplication after the sum, as DALI
+        begins, ends = starts * image, (starts + sizes) * image
+    else:
+        begins = starts * image if args["normalized_anchor"] else starts
+        ends = begins + (sizes * image if args["normalized_shape"] else sizes)
+    if not (np.isfinite(begins).all() and np.isfinite(ends).all() and (np.abs(begins) < 2**62).all()
+            and (np.abs(ends) < 2**62).all() and (ends >= begins).all()):
+        return None
+    first_pixel = _llround(begins)
+    length = _llround(ends) - first_pixel
+    windows = np.zeros((n, 4), np.int64)
+    for k, axis in enumerate(axes):  # axis 0: y and h; axis 1: x and w
+        windows[:, axis], windows[:, 2 + axis] = first_pixel[:, k], length[:, k]
+    y, x, h, w = windows.T
+    if ((y < 0) | (x < 0) | (h <= 0) | (w <= 0) | (y + h > heights) | (x + w > widths)).any():
+        return None
+    return windows
 
 
 def decode_region(data, args: dict, region) -> np.ndarray:

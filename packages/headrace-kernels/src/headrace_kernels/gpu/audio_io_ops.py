@@ -5,6 +5,8 @@ decoders.audio and readers.nemo_asr are CPU only, as in DALI."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from headrace_kernels.cpu.audio_io_ops import (
@@ -76,7 +78,7 @@ def audio_resample(samples: list, args_list: list[dict], quality: float):
         shapes.append((n_out, *signal.shape[1:]))
         rec["n_in"][i], rec["n_out"][i], rec["channels"][i] = signal.shape[0], n_out, channels
         rec["scale"][i] = in_rate / out_rate if out_rate > 0 else 0.0
-    sizes = np.array([int(np.prod(s)) for s in shapes], dtype=np.int64)
+    sizes = np.array([math.prod(s) for s in shapes], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     flat = cp.zeros(int(offsets[-1]), dtype=cp.float32)
     rec["in"] = [u.data.ptr for u in units]

@@ -2,14 +2,15 @@
 one device array (gpu/ragged.py), per-sample arguments repeated over their rows on the host and uploaded in one
 asynchronous copy, a fixed number of CuPy array operations whatever the batch size (no per-sample launches, no host
 synchronisation), and per-sample views of one output buffer; the CPU kernels' float32 order of operations.
-box_encoder matches all samples' boxes against the anchors as one [sum N_i, anchors] IoU array and picks each
-anchor's best box per sample with one argmax over the samples padded by a gather. bbox_rotate and random_bbox_crop,
+box_encoder is two launches of kernels/bbox.cu over the packed boxes: each box's best anchor, then each anchor's
+best box of its sample and the encoding. bbox_rotate and random_bbox_crop,
 which DALI has on the CPU only, run the CPU kernels' code on the host (random_bbox_crop from each sample's own
 stream, so CPU and GPU choose the same windows): their output sizes depend on the data, so they read the batch back
 in one copy (one synchronisation per batch) and upload each output in one copy."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from headrace_kernels.cpu.bbox_ops import (
 )
 from headrace_kernels.gpu import ragged
 from headrace_kernels.gpu.packing import per_sample
-from headrace_kernels.gpu.runtime import cupy
+from headrace_kernels.gpu.runtime import cupy, function
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
 
 ONE = F32(1.0)
@@ -56,15 +57,15 @@ def _read(batch, k: int) -> tuple[Any, list | None, list[tuple[int, ...]], list[
     return None, samples, [tuple(s.shape) for s in samples], [np.dtype(s.dtype) for s in samples]
 
 
-def _input_rows(batch, k: int, op: str, coords: int, two_d: bool = False, extra: int = 0, what: str = "input 0",
+def _input_rows(batch, k: int, op: str, coords: int, two_d: bool = False, what: str = "input 0",
                 read: tuple | None = None):
-    """(input k's samples as one float32 [R + extra, coords] device array (the extra rows zeros), rows per sample,
-    the samples' shapes), from the batch's dense array when it has one, else from its samples (one concatenation).
-    `read`: what _read gave for input k, when the caller has it."""
+    """(input k's samples as one float32 [R, coords] device array, rows per sample, the samples' shapes), from the
+    batch's dense array when it has one, else from its samples (no copy when they lie back to back, else one
+    concatenation). `read`: what _read gave for input k, when the caller has it."""
     dense, samples, shapes, dtypes = read if read is not None else _read(batch, k)
     counts = []
     for i, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True)):
-        size = int(np.prod(shape, dtype=np.int64))
+        size = math.prod(shape)
         if dtype != np.float32:
             raise SampleFailureError(i, f"{op}: {what} must be float32, got {dtype}")
         if two_d and len(shape) != 2:
@@ -72,7 +73,7 @@ def _input_rows(batch, k: int, op: str, coords: int, two_d: bool = False, extra:
         if size % coords:
             raise SampleFailureError(i, f"{op}: {what} must hold rows of {coords} values, got shape {shape}")
         counts.append(size // coords)
-    rows = ragged.pack(cupy(), samples, coords, dense=dense, extra=extra, dtype=np.float32)
+    rows = ragged.pack(cupy(), samples, coords, dense=dense, dtype=np.float32)
     return rows, counts, shapes
 
 
@@ -133,7 +134,7 @@ def bbox_paste_kernel(batch):
 
 def _labels_packed(batch, counts: list[int]) -> Any:
     """Input 1 (labels, int32 [N] or [N, k], one row per box) checked against the box counts, as the first column of
-    every row packed into one int32 [R + 1] device array (the last a zero sentinel)."""
+    every row packed into one int32 [R] device array."""
     cp = cupy()
     dense, samples, shapes, dtypes = _read(batch, 1)
     if len(shapes) != len(counts):
@@ -142,77 +143,60 @@ def _labels_packed(batch, counts: list[int]) -> Any:
         if dtype != np.int32 or len(shape) not in (1, 2) or shape[0] != count:
             raise SampleFailureError(i, f"box_encoder: input 1 (labels) must be int32 with one row per box "
                                         f"({count}), got {dtype} {shape}")
-    sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
-    flat = ragged.pack(cp, samples, 1, dense=dense, extra=1, dtype=np.int32).reshape(-1)
+    sizes = [math.prod(s) for s in shapes]
+    flat = ragged.pack(cp, samples, 1, dense=dense, dtype=np.int32).reshape(-1)
     if sizes == list(counts):  # one label per box: the packed labels are the first column
         return flat
-    first = ragged.first_elements(counts, sizes)
-    return flat[_device(np.append(first, sum(sizes)))]
+    return flat[_device(ragged.first_elements(counts, sizes))]
 
 
-def encode_batch(boxes: Any, labels: Any, counts: list[int], anchors: np.ndarray, args: dict):
-    """box_encoder of a packed batch (boxes float32 [R + 1, 4] and labels int32 [R + 1], the last row of each a
-    sentinel, `counts` boxes per sample): the IoU of every (box, anchor) as one [R + 1, M] array, each box's best
-    anchor forced to IoU 2, each anchor's best box per sample (the last on ties, as the CPU) by one argmax over the
-    samples padded to one length (padding IoU -1), then the encoding. Returns dense (N, M, 4) and (N, M) outputs."""
-    cp = cupy()
-    total, m = int(sum(counts)), anchors.shape[0]
-    consts = _device(np.concatenate([anchors, np.asarray(args["means"], dtype=F32).reshape(1, 4),
-                                     np.asarray(args["stds"], dtype=F32).reshape(1, 4)]))  # one upload
-    anchor, means, stds = consts[:m], consts[m], consts[m + 1]
-    index = _device(ragged.padded_index(counts))  # [N, P]: packed row of each slot, `total` (the sentinel) past N_i
-    # IoU as the CPU's iou_matrix, [R + 1, M]
-    width = cp.minimum(boxes[:, None, 2], anchor[None, :, 2]) - cp.maximum(boxes[:, None, 0], anchor[None, :, 0])
-    height = cp.minimum(boxes[:, None, 3], anchor[None, :, 3]) - cp.maximum(boxes[:, None, 1], anchor[None, :, 1])
-    overlaps = (width > 0) & (height > 0)
-    inter = cp.where(overlaps, width * height, F32(0.0))
-    box_area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    anchor_area = (anchor[:, 2] - anchor[:, 0]) * (anchor[:, 3] - anchor[:, 1])
-    union = box_area[:, None] + anchor_area[None, :] - inter
-    ious = cp.where(overlaps, inter / cp.where(overlaps, union, ONE), F32(0.0))
-    best_anchor = (m - 1) - cp.argmax(ious[:, ::-1], axis=1)  # each box's best anchor, the last on ties
-    ious[cp.arange(total), best_anchor[:total]] = F32(2.0)
-    ious[total] = F32(-1.0)  # the sentinel row pads the samples: below every real IoU
-    padded = ious[index]  # [N, P, M]
-    slots = padded.shape[1]
-    best_slot = (slots - 1) - cp.argmax(padded[:, ::-1, :], axis=1)  # [N, M]: each anchor's best box, last on ties
-    best_iou = cp.take_along_axis(padded, best_slot[:, None, :], axis=1)[:, 0, :]
-    best_row = cp.take_along_axis(index, best_slot, axis=1)  # [N, M] packed rows (the sentinel: no boxes)
-    matched = best_iou > F32(args["criteria"])  # criteria >= 0 > -1: a sample without boxes matches nothing
-    chosen = boxes[best_row]  # [N, M, 4]
-    half = F32(0.5)
-    box_center, box_extent = (chosen[..., :2] + chosen[..., 2:]) * half, chosen[..., 2:] - chosen[..., :2]
-    anchor_center, anchor_extent = (anchor[:, :2] + anchor[:, 2:]) * half, anchor[:, 2:] - anchor[:, :2]
-    if args["offset"]:
-        scale = F32(args["scale"])
-        bc, ac, ae = box_center * scale, anchor_center * scale, anchor_extent * scale
-        be = cp.where(matched[..., None], box_extent * scale, ae)  # unmatched anchors: no log of 0 (unused)
-        centers = ((bc - ac) / ae - means[:2]) / stds[:2]
-        extents = (cp.log(be / ae) - means[2:]) / stds[2:]
-        encoded = cp.concatenate([centers, extents], axis=-1)
-        fallback = cp.zeros((m, 4), dtype=cp.float32)
-    else:
-        encoded = cp.concatenate([box_center, box_extent], axis=-1)
-        fallback = cp.concatenate([anchor_center, anchor_extent], axis=-1)
-    out = cp.where(matched[..., None], encoded, fallback[None])
-    out_labels = cp.where(matched, labels[best_row], cp.int32(0))
-    return cp.ascontiguousarray(out.astype(cp.float32)), cp.ascontiguousarray(out_labels.astype(cp.int32))
+class BoxEncoderKernel:
+    """Both outputs, dense: encoded boxes (N, M, 4) and labels (N, M), from two launches of kernels/bbox.cu (each
+    box's best anchor; each anchor's best box of its sample and the encoding). The anchors, means and stds go to
+    the device once per node."""
+
+    def __init__(self, setup):
+        self.args = setup.args
+        self._consts = None  # the anchors (M rows), then means and stds: float32 [M + 2, 4] on the device
+
+    def release(self) -> None:
+        self._consts = None
+
+    def run(self, batch):
+        cp = cupy()
+        args = self.args
+        per_sample(0, check_encoder_args, args)
+        anchors = per_sample(0, cached_anchor_boxes, args["anchors"])
+        m = int(anchors.shape[0])
+        read = _read(batch, 0)
+        for i, (shape, dtype) in enumerate(zip(read[2], read[3], strict=True)):
+            if dtype != np.float32 or len(shape) != 2 or shape[1] != 4:
+                raise SampleFailureError(i, f"box_encoder: input 0 (boxes) must be float32 [N, 4], got {dtype} "
+                                            f"{shape}")
+        boxes, counts, _ = _input_rows(batch, 0, "box_encoder", 4, read=read)
+        labels = _labels_packed(batch, counts)
+        n = len(counts)
+        out = cp.empty((n, m, 4), dtype=cp.float32)
+        out_labels = cp.empty((n, m), dtype=cp.int32)
+        if n == 0:
+            return (out, None), (out_labels, None)
+        if self._consts is None:
+            self._consts = _device(np.concatenate([anchors, np.asarray(args["means"], dtype=F32).reshape(1, 4),
+                                                   np.asarray(args["stds"], dtype=F32).reshape(1, 4)]))
+        anchors, means, stds = self._consts[:m], self._consts[m], self._consts[m + 1]
+        total = int(boxes.shape[0])
+        best_anchor = cp.empty(max(total, 1), dtype=cp.int32)
+        if total:
+            function("bbox.cu", "box_best_anchor")((total,), (256,), (boxes, anchors, np.int32(m), best_anchor))
+        offsets = _device(ragged.offsets(counts))
+        function("bbox.cu", "box_match_encode")(
+            ((m + 255) // 256, n), (256,),
+            (boxes, labels, offsets, best_anchor, anchors, np.int32(m), F32(args["criteria"]),
+             np.int32(bool(args["offset"])), F32(args["scale"]), means, stds, out, out_labels))
+        return (out, None), (out_labels, None)
 
 
-@gpu_kernel("box_encoder")
-def box_encoder_kernel(batch):
-    """Both outputs, dense: encoded boxes (N, M, 4) and labels (N, M)."""
-    args = batch.args
-    per_sample(0, check_encoder_args, args)
-    anchors = per_sample(0, cached_anchor_boxes, args["anchors"])
-    read = _read(batch, 0)
-    for i, (shape, dtype) in enumerate(zip(read[2], read[3], strict=True)):
-        if dtype != np.float32 or len(shape) != 2 or shape[1] != 4:
-            raise SampleFailureError(i, f"box_encoder: input 0 (boxes) must be float32 [N, 4], got {dtype} {shape}")
-    boxes, counts, _ = _input_rows(batch, 0, "box_encoder", 4, extra=1, read=read)
-    labels = _labels_packed(batch, counts)
-    out, out_labels = encode_batch(boxes, labels, counts, anchors, args)
-    return (out, None), (out_labels, None)
+gpu_kernel("box_encoder")(BoxEncoderKernel)
 
 
 def _host_inputs(batch, ks) -> dict[int, list[np.ndarray]]:

@@ -11,11 +11,12 @@ from headrace_kernels.cpu.color_ops import (
     brightness_contrast_addend,
     check_color_space_input,
     color_conversion,
-    hsv_matrix,
+    hsv_matrices,
     type_range,
 )
 from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.packing import (
+    KERNEL_INPUTS,
     Outputs,
     blocks,
     contiguous_samples,
@@ -25,56 +26,89 @@ from headrace_kernels.gpu.packing import (
     upload,
 )
 from headrace_kernels.gpu.runtime import function, module
-from headrace_kernels.registry import gpu_kernel
+from headrace_kernels.registry import SampleFailureError, gpu_kernel
 
 MODE_MATRIX, MODE_SCALE = 0, 1
 RECORD = np.dtype([("in", "<u8"), ("out", "<u8"), ("pixels", "<i8"), ("mode", "<i4"), ("m", "<f4", (9,)),
                    ("scale", "<f4"), ("offset", "<f4")], align=True)
 assert RECORD.itemsize == 72, RECORD.itemsize
+_READ_DTYPES = frozenset(np.dtype(name) for name in KERNEL_INPUTS)
 
 
-def _rgb_check(image, index: int, op: str) -> None:
-    if image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError(f"{op} expects HWC images with 3 channels, got shape {tuple(image.shape)}")
+def _column(args_list: list[dict], name: str) -> np.ndarray:
+    """Argument `name` of every sample as float64 [n]."""
+    return np.fromiter((a[name] for a in args_list), np.float64, len(args_list))
 
 
-def _coefficients(op: str, args: dict, in_dtype: np.dtype) -> tuple[int, np.ndarray, float, float]:
-    """(mode, 3x3 matrix, scale, offset) of one sample, computed as the CPU kernel computes them."""
+def _coefficients(op: str, args_list: list[dict], in_dtype: np.dtype) -> tuple[int, np.ndarray, np.ndarray,
+                                                                                np.ndarray]:
+    """(mode, (n, 3, 3) matrices, scales [n], offsets [n]) of the batch, computed as the CPU kernel computes each
+    sample's (the same float32 numbers), for the whole batch at once."""
+    n = len(args_list)
     if op == "hsv":
-        return MODE_MATRIX, hsv_matrix(args["hue"], args["saturation"], args["value"]), 1.0, 0.0
+        matrices = hsv_matrices(_column(args_list, "hue"), _column(args_list, "saturation"),
+                                _column(args_list, "value"))
+        return MODE_MATRIX, matrices, np.ones(n), np.zeros(n)
     top = type_range(in_dtype)
     half = 0.5 * top if in_dtype.kind == "f" else math.ceil(0.5 * top)
+    brightness, contrast = _column(args_list, "brightness"), _column(args_list, "contrast")
     if op == "color_twist":
-        scale = args["brightness"] * args["contrast"]
-        offset = args["brightness"] * (1 - args["contrast"]) * half
-        return MODE_MATRIX, scale * hsv_matrix(args["hue"], args["saturation"], 1.0), 1.0, offset
-    dtype = numpy_dtype(args["dtype"]) if args.get("dtype") is not None else in_dtype
-    center = half if args["contrast_center"] is None else args["contrast_center"]
-    brightness, contrast = np.float32(args["brightness"]), np.float32(args["contrast"])
-    offset = brightness_contrast_addend(args["brightness_shift"], type_range(dtype), brightness, contrast, center)
-    return MODE_SCALE, np.eye(3), brightness * contrast, offset
+        scale = brightness * contrast
+        offset = brightness * (1 - contrast) * half
+        matrices = scale[:, None, None] * hsv_matrices(_column(args_list, "hue"), _column(args_list, "saturation"),
+                                                       1.0)
+        return MODE_MATRIX, matrices, np.ones(n), offset
+    dtype = numpy_dtype(args_list[0]["dtype"]) if args_list[0].get("dtype") is not None else in_dtype
+    center = np.fromiter((half if a["contrast_center"] is None else a["contrast_center"] for a in args_list),
+                         np.float64, n)
+    brightness, contrast = brightness.astype(np.float32), contrast.astype(np.float32)
+    offset = brightness_contrast_addend(_column(args_list, "brightness_shift"), type_range(dtype), brightness,
+                                        contrast, center)
+    return MODE_SCALE, np.broadcast_to(np.eye(3), (n, 3, 3)), brightness * contrast, offset
 
 
-def color(op: str, samples: list, args_list: list[dict]):
-    """hsv / color_twist / brightness_contrast of every sample; returns (dense or None, list)."""
-    images, in_dtype = contiguous_samples(samples, op)
-    n = len(images)
+def _dense_input(value) -> tuple | None:
+    """(dense array, [its sample shape] * n, first addresses) of a batch stored as one C-contiguous (N, ...) array
+    of a type the kernel reads, or None: its records are then made without a view per sample."""
+    dense = getattr(value, "dense", None)
+    if dense is None or dense.ndim < 2 or not dense.flags.c_contiguous or dense.dtype not in _READ_DTYPES:
+        return None
+    n = dense.shape[0]
+    addresses = np.uint64(dense.data.ptr) + np.arange(n, dtype=np.uint64) * np.uint64(dense.strides[0])
+    return dense, [tuple(dense.shape[1:])] * n, addresses
+
+
+def color(op: str, value, args_list: list[dict]):
+    """hsv / color_twist / brightness_contrast of every sample of `value` (a GPU batch, or a list of device
+    arrays); returns (dense or None, list)."""
+    dense = _dense_input(value)
+    if dense is not None:
+        array, shapes, addresses = dense
+        in_dtype = np.dtype(array.dtype)
+    else:
+        images, in_dtype = contiguous_samples(value.samples() if hasattr(value, "samples") else value, op)
+        shapes = [image.shape for image in images]
+        addresses = [image.data.ptr for image in images]
+    n = len(shapes)
+    if op != "brightness_contrast":
+        for i, shape in enumerate(shapes[:1] if dense is not None else shapes):
+            if len(shape) != 3 or shape[2] != 3:
+                raise SampleFailureError(i, f"{op} expects HWC images with 3 channels, got shape {tuple(shape)}")
     rec = np.zeros(n, RECORD)
-    for i, (image, args) in enumerate(zip(images, args_list, strict=True)):
-        if op != "brightness_contrast":
-            per_sample(i, _rgb_check, image, i, op)
-        mode, matrix, scale, offset = per_sample(i, _coefficients, op, args, in_dtype)
-        rec["mode"][i], rec["m"][i] = mode, matrix.astype(np.float32).ravel()
-        rec["scale"][i], rec["offset"][i] = np.float32(scale), np.float32(offset)
-        rec["pixels"][i] = image.size // 3 if mode == MODE_MATRIX else image.size
+    if n:
+        mode, matrices, scale, offset = per_sample(0, _coefficients, op, args_list, in_dtype)
+        rec["mode"], rec["m"] = mode, matrices.astype(np.float32).reshape(n, 9)
+        rec["scale"], rec["offset"] = scale.astype(np.float32), offset.astype(np.float32)
+        sizes = np.array([math.prod(shape) for shape in shapes], np.int64)
+        rec["pixels"] = sizes // 3 if mode == MODE_MATRIX else sizes
     dtype = args_list[0].get("dtype") if args_list else None
     write, final = output_type(in_dtype if dtype is None else numpy_dtype(dtype), op)
-    outputs = Outputs([image.shape for image in images], write)
-    rec["in"] = [image.data.ptr for image in images]
+    outputs = Outputs(shapes, write)
+    rec["in"] = addresses
     rec["out"] = outputs.pointers
     if n and rec["pixels"].max() > 0:
         kernel = module("color.cu", kernel_expressions("color_affine")).get_function(
-            f"color_affine<{CTYPES[images[0].dtype.name]}, {CTYPES[write.name]}>")
+            f"color_affine<{CTYPES[in_dtype.name]}, {CTYPES[write.name]}>")
         kernel((min(blocks(rec["pixels"].max(), 256), 4096), n), (256,), (upload(rec),))
     return outputs.result(final)
 
@@ -87,7 +121,7 @@ class ColorKernel:
         self.op = setup.op
 
     def run(self, batch):
-        return color(self.op, batch.samples(), batch.sample_args())
+        return color(self.op, batch.input(0), batch.sample_args())
 
 
 CSC_RECORD = np.dtype([("in", "<u8"), ("out", "<u8"), ("pixels", "<i8"), ("mode", "<i4"), ("in_channels", "<i4"),

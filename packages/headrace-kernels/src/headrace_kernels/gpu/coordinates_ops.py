@@ -7,6 +7,7 @@ runs sample by sample."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -81,7 +82,7 @@ def coord_transform(batch):
             samples = list(dense)
         return _sample_by_sample(samples, plans, dtypes)
     n, m = widths.pop(), plans[0][0].shape[0]
-    counts = [int(np.prod(s[:-1], dtype=np.int64)) for s in shapes]
+    counts = [math.prod(s[:-1]) for s in shapes]
     rows = ragged.pack(cp, samples, n, dense=dense, dtype=np.float32)  # [R, n]
     blocks = _blocks(plans)  # [N, n + 1, m]
     if rows.shape[0] == 0:

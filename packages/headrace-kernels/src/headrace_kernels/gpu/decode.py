@@ -282,11 +282,16 @@ class MixedDecoder:
 
     def _windows(self, heights: np.ndarray, widths: np.ndarray, seed: int, first_sample: int,
                  region) -> np.ndarray:
-        """The (N, 4) windows (y, x, h, w): `region`'s per sample where given, else the random crops'."""
+        """The (N, 4) windows (y, x, h, w): `region`'s per sample where given (`region.batch(heights, widths)`, where
+        it has one, gives them all at once or None), else the random crops'."""
         if region is None:
             args = self.args
             return np.asarray(batch_crop_windows(heights, widths, args["random_area"], args["random_aspect_ratio"],
                                                  args["num_attempts"], seed, first_sample), np.int64)
+        batch = getattr(region, "batch", None)  # all windows at once, or None: then each sample's rule
+        boxes = batch(heights, widths) if batch is not None else None
+        if boxes is not None:
+            return boxes
         boxes = np.zeros((len(heights), 4), np.int64)
         for i, (height, width) in enumerate(zip(heights.tolist(), widths.tolist(), strict=True)):
             try:

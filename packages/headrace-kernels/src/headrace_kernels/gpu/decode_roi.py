@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headrace_kernels.cpu.decode_roi import crop_region, slice_region
+from headrace_kernels.cpu.decode_roi import crop_region, slice_region, slice_regions
 from headrace_kernels.gpu.decode import MixedDecodeKernel
 from headrace_kernels.registry import gpu_kernel
 
@@ -41,7 +41,13 @@ class MixedRoiDecodeKernel(MixedDecodeKernel):
         shapes = _host(batch.value(2)) if count == 3 else None
         if anchors is None:
             return lambda i, height, width: slice_region(height, width, sample_args[i])
-        return lambda i, height, width: slice_region(height, width, sample_args[i], anchors[i], shapes[i])
+
+        def region(i: int, height: int, width: int):
+            return slice_region(height, width, sample_args[i], anchors[i], shapes[i])
+
+        if all(args is sample_args[0] for args in sample_args):  # the batch's windows in one pass where it can
+            region.batch = lambda heights, widths: slice_regions(heights, widths, sample_args[0], anchors, shapes)
+        return region
 
     def prepare(self, batch):
         encoded = batch.value(0)

@@ -87,8 +87,8 @@ class Batch:
             self.rec = rec
             return
         self.rec = np.zeros(len(inputs), SAMPLE)
-        if packed is not None:  # (addresses, shapes (n, 3)) of packed HWC images: no Python per image
-            addresses, shapes = packed
+        if packed is not None:  # (addresses, shapes (n, 3)[, dtype]) of packed HWC images: no Python per image
+            addresses, shapes = packed[:2]
             self.rec["in"], self.rec["in_pitch"] = addresses, shapes[:, 1] * shapes[:, 2]
             self.rec["in_h"], self.rec["in_w"] = shapes[:, 0], shapes[:, 1]
         else:
@@ -106,11 +106,13 @@ class Batch:
 
 def gather(images, op: str, packed: tuple | None = None):
     """Check the inputs of an image op: HWC, one channel count and one element type for the whole batch.
-    `packed` = (addresses, shapes) says that every image is packed HWC uint8 there (a decoder's batch)."""
+    `packed` = (addresses, shapes[, dtype]) says that every image is packed HWC there, of `dtype` (uint8 or float32;
+    uint8 when not given: a decoder's batch)."""
     if packed is not None:
         channels = np.unique(packed[1][:, 2])
+        dtype = np.dtype(packed[2]) if len(packed) > 2 else np.dtype(np.uint8)
         if channels.size == 1 and 0 < channels[0] <= MAXC:
-            return Batch(list(images), int(channels[0]), "uint8", np.dtype(np.uint8), packed)
+            return Batch(list(images), int(channels[0]), dtype.name, dtype, packed)
     dtypes = {np.dtype(image.dtype) for image in images}
     inputs = [as_hwc(image, i, op) for i, image in enumerate(images)]
     channels = {image.shape[2] for image in inputs}
@@ -410,8 +412,8 @@ def _round_u8(batch: Batch, work: np.dtype) -> None:
     batch.rec["round_u8"] = 1 if work == np.uint8 else 0
 
 
-def resize(images, args_list: list[dict]):
-    batch = gather(images, "resize")
+def resize(images, args_list: list[dict], packed: tuple | None = None):
+    batch = gather(images, "resize", packed)
     work, out_dtype = _resize_types(batch, args_list[0])
     set_resizes(batch, args_list, work)
     _round_u8(batch, work)
@@ -419,9 +421,10 @@ def resize(images, args_list: list[dict]):
     return launch(batch, out_dtype, batch.channels, False, False)
 
 
-def crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: bool, resize_args: list[dict] | None = None):
+def crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: bool, resize_args: list[dict] | None = None,
+                          packed: tuple | None = None):
     """crop_mirror_normalize; with `resize_args`, the resize feeding it is fused in (no resized image is stored)."""
-    return launch_plan(plan_crop_mirror_normalize(images, args_list, per_sample_norm, resize_args))
+    return launch_plan(plan_crop_mirror_normalize(images, args_list, per_sample_norm, resize_args, packed))
 
 
 def launch_plan(plan: tuple):
@@ -469,8 +472,8 @@ def plan_crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: b
     return batch, out_dtype, batch.channels + extra, args["output_layout"] == "CHW", True
 
 
-def crop(images, args_list: list[dict]):
-    batch = gather(images, "crop")
+def crop(images, args_list: list[dict], packed: tuple | None = None):
+    batch = gather(images, "crop", packed)
     _full_window(batch)
     dtype = args_list[0].get("dtype")
     out_dtype = batch.dtype if dtype is None else numpy_dtype(dtype)
@@ -479,8 +482,8 @@ def crop(images, args_list: list[dict]):
     return launch(batch, out_dtype, batch.channels, False, False)
 
 
-def flip(images, args_list: list[dict]):
-    batch = gather(images, "flip")
+def flip(images, args_list: list[dict], packed: tuple | None = None):
+    batch = gather(images, "flip", packed)
     _full_window(batch)
     batch.rec["mirror_x"] = [1 if int(a["horizontal"]) else 0 for a in args_list]
     batch.rec["mirror_y"] = [1 if int(a["vertical"]) else 0 for a in args_list]
@@ -505,6 +508,19 @@ def random_resized_crop(images, args_list: list[dict], rngs):
     return launch(batch, out_dtype, batch.channels, False, False)
 
 
+def images_of(batch) -> tuple[list, tuple | None]:
+    """Input 0's images and, when the batch is one C-contiguous (N, H, W, C) uint8 or float32 array, its packed form
+    (addresses, shapes, dtype) for `gather`: the records are then made without a view per image."""
+    dense = batch.input(0).dense
+    if dense is not None and dense.ndim == 4 and dense.dtype in _IN_DTYPES and 0 < dense.shape[3] <= MAXC \
+            and dense.flags.c_contiguous:
+        n = dense.shape[0]
+        addresses = np.uint64(dense.data.ptr) + np.arange(n, dtype=np.uint64) * np.uint64(dense.strides[0])
+        shapes = np.tile(np.asarray(dense.shape[1:], np.int64), (n, 1))
+        return [dense] * n, (addresses, shapes, dense.dtype)  # the batch's array held once per image
+    return batch.samples(raw=True), None
+
+
 def describe(value: Any) -> str:
     return f"{type(value).__name__} {getattr(value, 'shape', '')}"
 
@@ -517,22 +533,25 @@ def normalizes_per_sample(batch) -> bool:
 
 @gpu_kernel("resize", "experimental.resize")
 def resize_kernel(batch):
-    images = batch.samples(raw=True)
-    result = resize(images, batch.sample_args())
+    images, packed = images_of(batch)
+    result = resize(images, batch.sample_args(), packed)
     if not batch.args.get("save_attrs"):
         return result
-    shapes = np.array([image.shape[:2] for image in images], np.int32).reshape(len(images), 2)
+    shapes = packed[1][:, :2].astype(np.int32) if packed is not None else \
+        np.array([image.shape[:2] for image in images], np.int32).reshape(len(images), 2)
     return result, (cupy().asarray(shapes), None)
 
 
 @gpu_kernel("crop")
 def crop_kernel(batch):
-    return crop(batch.samples(raw=True), batch.sample_args())
+    images, packed = images_of(batch)
+    return crop(images, batch.sample_args(), packed)
 
 
 @gpu_kernel("flip")
 def flip_kernel(batch):
-    return flip(batch.samples(raw=True), batch.sample_args())
+    images, packed = images_of(batch)
+    return flip(images, batch.sample_args(), packed)
 
 
 @gpu_kernel("random_resized_crop")
@@ -542,4 +561,5 @@ def random_resized_crop_kernel(batch):
 
 @gpu_kernel("crop_mirror_normalize")
 def crop_mirror_normalize_kernel(batch):
-    return crop_mirror_normalize(batch.samples(raw=True), batch.sample_args(), normalizes_per_sample(batch))
+    images, packed = images_of(batch)
+    return crop_mirror_normalize(images, batch.sample_args(), normalizes_per_sample(batch), packed=packed)

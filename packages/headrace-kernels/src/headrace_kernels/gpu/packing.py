@@ -4,6 +4,8 @@ per-sample records uploaded in one copy."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from headrace_kernels.dtypes import CTYPES
@@ -13,6 +15,7 @@ from headrace_kernels.registry import SampleFailureError
 # Element types the arithmetic kernels read directly; other inputs are converted to float32 on the GPU first, as
 # the CPU kernels convert them (exactly for 8/16-bit integers and float16).
 KERNEL_INPUTS = ("uint8", "float32")
+_KERNEL_INPUT_DTYPES = frozenset(np.dtype(name) for name in KERNEL_INPUTS)  # dtype `.name` is a slow property
 # Element types the arithmetic kernels write directly; other float outputs are written as float32 and converted.
 KERNEL_OUTPUTS = {name: CTYPES[name] for name in ("uint8", "int8", "uint16", "int16", "int32", "float32")}
 # For the copying kernels: an unsigned type of each element size.
@@ -29,19 +32,21 @@ def contiguous_samples(samples: list, op: str, ndims: tuple[int, ...] | None = N
     """The samples as C-contiguous device arrays, checked for dimensions, of one element type (returned: the
     type they came in); with `convert`, types the kernels do not read become float32."""
     cp = cupy()
-    types = {np.dtype(s.dtype) for s in samples}
+    types = {s.dtype for s in samples}
     if len(types) > 1:
         raise SampleFailureError(0, f"{op} on the GPU needs one element type per batch, got "
-                                    f"{sorted(t.name for t in types)}")
+                                    f"{sorted(np.dtype(t).name for t in types)}")
+    dtype = np.dtype(types.pop()) if types else np.dtype(np.float32)
+    to_float = convert and dtype not in _KERNEL_INPUT_DTYPES
     out = []
     for i, sample in enumerate(samples):
         if ndims is not None and sample.ndim not in ndims:
             raise SampleFailureError(i, f"{op} expects samples with {' or '.join(map(str, ndims))} dimensions, got "
                                         f"shape {tuple(sample.shape)}")
-        if convert and sample.dtype.name not in KERNEL_INPUTS:
+        if to_float:
             sample = sample.astype(cp.float32)
-        out.append(cp.ascontiguousarray(sample))
-    return out, (types.pop() if types else np.dtype(np.float32))
+        out.append(sample if sample.flags.c_contiguous else cp.ascontiguousarray(sample))
+    return out, dtype
 
 
 def output_type(dtype: np.dtype, op: str) -> tuple[np.dtype, np.dtype]:
@@ -60,8 +65,10 @@ class Outputs:
 
     def __init__(self, shapes: list[tuple[int, ...]], dtype: np.dtype):
         cp = cupy()
-        self.shapes, self.dtype = [tuple(int(d) for d in s) for s in shapes], np.dtype(dtype)
-        sizes = np.array([int(np.prod(s)) for s in self.shapes], dtype=np.int64)
+        plain: dict = {}  # each distinct shape converted once (a dense batch repeats one)
+        self.shapes = [plain.get(s) or plain.setdefault(s, tuple(int(d) for d in s)) for s in map(tuple, shapes)]
+        self.dtype = np.dtype(dtype)
+        sizes = np.array([math.prod(s) for s in self.shapes], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.flat = cp.empty(int(self.offsets[-1]), dtype=self.dtype)
         self.pointers = (self.flat.data.ptr + self.offsets[:-1] * self.dtype.itemsize).astype(np.uint64)

@@ -30,17 +30,6 @@ def per_row(table: Any, counts: Sequence[int]) -> np.ndarray:
     return np.repeat(table, np.asarray(counts, dtype=np.int64), axis=0)
 
 
-def padded_index(counts: Sequence[int]) -> np.ndarray:
-    """int64 [n, max(1, max count)]: the packed row of slot j of sample i, or R (one row past the last: a sentinel
-    row the caller appends) where sample i has fewer than j + 1 rows. Gathering the packed rows with it gives the
-    samples padded to one length, the real rows first in their order, for reductions along the slot axis."""
-    starts = offsets(counts)
-    width = max(1, max(counts, default=0))
-    slots = np.arange(width, dtype=np.int64)[None, :]
-    index = starts[:-1, None] + slots
-    return np.where(slots < np.asarray(counts, dtype=np.int64).reshape(-1, 1), index, starts[-1])
-
-
 def first_elements(counts: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
     """int64 [R]: in the concatenation of samples of sizes[i] elements, each holding counts[i] equal rows, the
     position of each row's first element (the first column of labels [N] or [N, k])."""
@@ -55,24 +44,40 @@ def contiguous(xp: Any, array: Any) -> Any:
     return array if array.flags.c_contiguous else xp.ascontiguousarray(array)
 
 
-def pack(xp: Any, samples: Sequence[Any] | None, width: int, dense: Any = None, extra: int = 0,
-         dtype: Any = None) -> Any:
-    """The samples' elements as one contiguous [R + extra, width] array (one concatenation; the `extra` rows at the
-    end are zeros), from a list of arrays or from one dense [n, ...] array; `dtype`: the packed array's type (the
-    samples' by default)."""
+def adjacent_view(xp: Any, samples: Sequence[Any]) -> Any:
+    """The samples as one flat view when they lie back to back in one device buffer (a batch uploaded or computed
+    as one block: pack would only copy them into the same order), else None."""
+    if len(samples) < 2 or getattr(samples[0].data, "ptr", None) is None:  # host arrays: pack copies
+        return None
+    first = next((s for s in samples if s.size), None)
+    if first is None:
+        return None
+    dtype, start = first.dtype, first.data.ptr
+    end = start
+    for s in samples:
+        if s.dtype != dtype or not s.flags.c_contiguous:
+            return None
+        if s.size:  # an empty sample may point anywhere
+            if s.data.ptr != end:
+                return None
+            end += s.nbytes
+    return xp.ndarray(((end - start) // dtype.itemsize,), dtype, memptr=first.data)
+
+
+def pack(xp: Any, samples: Sequence[Any] | None, width: int, dense: Any = None, dtype: Any = None) -> Any:
+    """The samples' elements as one contiguous [R, width] array, from a list of arrays (one concatenation, or none
+    when they lie back to back in one buffer: then the result is a view of it) or from one dense [n, ...] array;
+    `dtype`: the packed array's type (the samples' by default)."""
     if dense is not None:
         flat = contiguous(xp, dense).reshape(-1)
-        parts = [flat]
-        kind = flat.dtype
     else:
-        parts = [contiguous(xp, s).reshape(-1) for s in samples]
-        kind = parts[0].dtype if parts else np.dtype(np.float32)
-    kind = np.dtype(dtype) if dtype is not None else np.dtype(kind)
-    if extra:
-        parts.append(xp.zeros(extra * width, dtype=kind))
-    if not parts:
-        return xp.zeros((0, width), dtype=kind)
-    flat = parts[0] if len(parts) == 1 else xp.concatenate(parts)
+        flat = adjacent_view(xp, samples)
+        if flat is None:
+            parts = [contiguous(xp, s).reshape(-1) for s in samples]
+            if not parts:
+                return xp.zeros((0, width), dtype=np.dtype(dtype) if dtype is not None else np.float32)
+            flat = parts[0] if len(parts) == 1 else xp.concatenate(parts)
+    kind = np.dtype(dtype) if dtype is not None else np.dtype(flat.dtype)
     if flat.dtype != kind:
         flat = flat.astype(kind)
     return flat.reshape(-1, width)

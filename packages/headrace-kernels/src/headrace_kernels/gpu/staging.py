@@ -17,6 +17,9 @@ from headrace_kernels.gpu.memory import SMALL_BYTES, large_size
 
 ALIGN = 256
 """Byte alignment of each sample in the packed buffers (CUDA's allocation alignment)."""
+SMALL_SAMPLE = 4096
+"""Ragged samples of one element type up to this size (boxes, labels, coordinates) are packed back to back instead:
+the ops that read them as one array of rows (gpu/ragged.py) then take the upload as it is, with no copy."""
 
 _in_flight: list[tuple[Any, Any]] = []
 """(event, pinned memory) of copies the stream may still be reading: the memory goes back to CuPy's pinned pool
@@ -62,13 +65,17 @@ def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, list | None]:
         _hold_until_read(stream, pinned)
         return device, None
     offsets, total = [], 0
+    tight = all(a.dtype == first.dtype and a.nbytes <= SMALL_SAMPLE for a in arrays)
     for a in arrays:
         offsets.append(total)
-        total += _aligned(a.nbytes)
+        total += a.nbytes if tight else _aligned(a.nbytes)
     pinned = _pinned(cp, total)
     packed = np.frombuffer(pinned, np.uint8, total)
-    for a, offset in zip(arrays, offsets, strict=True):
-        np.copyto(packed[offset:offset + a.nbytes].view(a.dtype).reshape(a.shape), a)
+    if tight:  # one copy for the batch
+        np.concatenate([a.reshape(-1) for a in arrays], out=packed.view(first.dtype))
+    else:
+        for a, offset in zip(arrays, offsets, strict=True):
+            np.copyto(packed[offset:offset + a.nbytes].view(a.dtype).reshape(a.shape), a)
     device = cp.empty(max(total, 1), np.uint8)
     if total:
         device.data.copy_from_host_async(packed.ctypes.data, total, stream)

@@ -108,10 +108,15 @@ def arg_values(samples, arg: Arg, size: int) -> list:
     if kinds is not None and size:
         arrays = [samples[i] for i in range(size)]
         first = arrays[0]
-        if isinstance(first, np.ndarray) and first.dtype.kind in kinds and \
-                all(isinstance(a, np.ndarray) and a.size == 1 and a.dtype == first.dtype for a in arrays):
-            flat = np.concatenate([a.reshape(1) for a in arrays]).tolist()
-            return [float(v) for v in flat] if arg.kind == "float" else flat
+        if isinstance(first, np.ndarray) and first.size == 1 and first.dtype.kind in kinds:
+            try:  # one C call for the batch; samples of other sizes or types fall through to the per-sample rule
+                stacked = np.array(arrays, dtype=first.dtype) if all(
+                    type(a) is np.ndarray and a.dtype == first.dtype for a in arrays) else None
+            except ValueError:
+                stacked = None
+            if stacked is not None and stacked.size == size:
+                flat = stacked.reshape(-1)
+                return flat.astype(np.float64).tolist() if arg.kind == "float" else flat.tolist()
     return [arg_value(samples[i], arg) for i in range(size)]
 
 

@@ -287,6 +287,8 @@ class CocoReader(IndexedReader):
         self.wanted = (bool(args["polygon_masks"] or args["masks"]), bool(args["pixelwise_masks"]),
                        bool(args["image_ids"]))
         self.legacy_polygons = bool(args["masks"] and not args["polygon_masks"])  # rows count coordinates
+        self._annotation_arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        """(boxes, labels) of each image read so far, made once (read-only): every epoch hands out the same."""
 
     def source_info_of(self, index: int) -> str:
         """DALI's source_info: the image's file_name, as the annotation file has it (relative to file_root)."""
@@ -347,7 +349,13 @@ class CocoReader(IndexedReader):
     def _item(self, index: int, data: np.ndarray) -> tuple[np.ndarray, ...]:
         """The outputs of image `index` with its file's bytes."""
         image = self.images[index]
-        outputs = [data, self._boxes(image), np.asarray([a.label for a in image.annotations], np.int32)]
+        arrays = self._annotation_arrays.get(index)
+        if arrays is None:
+            arrays = (self._boxes(image), np.asarray([a.label for a in image.annotations], np.int32))
+            for array in arrays:
+                array.flags.writeable = False
+            self._annotation_arrays[index] = arrays
+        outputs = [data, *arrays]
         polygons, pixelwise, ids = self.wanted
         if polygons:
             outputs += self._polygons(image)
