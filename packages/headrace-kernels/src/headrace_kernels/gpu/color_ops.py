@@ -84,9 +84,10 @@ def color(op: str, value, args_list: list[dict]):
     dense = _dense_input(value)
     if dense is not None:
         array, shapes, addresses = dense
-        in_dtype = np.dtype(array.dtype)
-    else:
+        in_dtype = read = np.dtype(array.dtype)
+    else:  # other types are read as float32 copies (contiguous_samples); in_dtype stays the batch's own
         images, in_dtype = contiguous_samples(value.samples() if hasattr(value, "samples") else value, op)
+        read = np.dtype(images[0].dtype) if images else in_dtype
         shapes = [image.shape for image in images]
         addresses = [image.data.ptr for image in images]
     n = len(shapes)
@@ -108,7 +109,7 @@ def color(op: str, value, args_list: list[dict]):
     rec["out"] = outputs.pointers
     if n and rec["pixels"].max() > 0:
         kernel = module("color.cu", kernel_expressions("color_affine")).get_function(
-            f"color_affine<{CTYPES[in_dtype.name]}, {CTYPES[write.name]}>")
+            f"color_affine<{CTYPES[read.name]}, {CTYPES[write.name]}>")
         kernel((min(blocks(rec["pixels"].max(), 256), 4096), n), (256,), (upload(rec),))
     return outputs.result(final)
 
