@@ -60,6 +60,29 @@ def test_upload_does_not_wait_for_the_stream():
         np.testing.assert_array_equal(cp.asnumpy(got), want)
 
 
+@pytest.mark.parametrize("sizes", [(1, 3, 0, 2), (300, 1, 700)])  # small (back to back) and large (aligned) samples
+def test_a_ragged_upload_of_one_type_is_one_buffer(sizes):
+    cp = _cupy()
+    from headrace.engine.gpu_batch import upload
+    from headrace_kernels.gpu import ragged
+
+    batch = [RNG.standard_normal((n, 4)).astype(np.float32) for n in sizes]
+    with cp.cuda.Stream(non_blocking=True) as stream:
+        uploaded = upload(batch)
+        packed = uploaded.packed
+        assert packed is not None and packed.shapes == [b.shape for b in batch]
+        assert packed.back_to_back() == all(b.nbytes <= 4096 for b in batch)
+        addresses = packed.addresses()
+        for i, sample in enumerate(uploaded.samples()):
+            assert sample.data.ptr == int(addresses[i]) or sample.size == 0
+        rows = ragged.pack(cp, packed, 4)  # back to back: a view of the upload; else one copy
+        host = uploaded.as_cpu()  # one copy of the buffer
+        stream.synchronize()
+    np.testing.assert_array_equal(cp.asnumpy(rows), np.concatenate(batch))
+    for got, want in zip(host, batch, strict=True):
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
 def test_objects_are_refused():
     _cupy()
     from headrace.engine.gpu_batch import upload

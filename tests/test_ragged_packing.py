@@ -76,3 +76,26 @@ def test_pack_reads_a_dense_batch_and_converts_types():
     labels = [np.array([1, 2], np.int32), np.zeros((0, 1), np.int32), np.array([[7], [8]], np.int32)]
     np.testing.assert_array_equal(ragged.pack(np, labels, 1).reshape(-1), [1, 2, 7, 8])
     assert ragged.pack(np, [], 4).shape == (0, 4)
+
+
+def test_packed_samples_make_each_view_once_and_pack_without_a_copy():
+    flat = np.arange(12, dtype=np.float32)
+    packed = ragged.PackedSamples(flat, [0, 4, 4], [(2, 2), (0, 2), (4, 2)])
+    assert len(packed) == 3 and packed.dtype == np.float32 and packed.back_to_back()
+    assert packed[2] is packed[2] and packed[2].shape == (4, 2) and [p.shape for p in packed] == packed.shapes
+    np.testing.assert_array_equal(packed[-1], flat[4:].reshape(4, 2))
+    assert [p.shape for p in packed[1:]] == [(0, 2), (4, 2)]
+    rows = ragged.pack(np, packed, 2)  # one buffer, back to back: a view of it
+    assert np.shares_memory(rows, flat) and rows.shape == (6, 2)
+    gapped = ragged.PackedSamples(flat, [0, 6], [(2, 2), (3, 2)])  # a gap between the samples: packed by a copy
+    assert not gapped.back_to_back()
+    rows = ragged.pack(np, gapped, 2)
+    assert not np.shares_memory(rows, flat)
+    np.testing.assert_array_equal(rows, np.concatenate([flat[:4], flat[6:12]]).reshape(5, 2))
+
+
+def test_split_of_ragged_shapes_is_packed():
+    flat = np.arange(10, dtype=np.float32)
+    dense, packed = ragged.split(flat, [(2, 2), (3, 2)])
+    assert dense is None and isinstance(packed, ragged.PackedSamples) and packed.back_to_back()
+    assert packed.starts.tolist() == [0, 4]

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from headrace_kernels.gpu.ragged import PackedSamples
+
 
 class _TensorList:
     """What CPU and GPU batches share: a dense (N, ...) array or a list of samples, a layout, sample sources."""
@@ -104,8 +106,9 @@ class TensorListGPU(_TensorList):
 
     def __init__(self, samples, layout: str = "", source_info: Sequence[str] | None = None, stream=None,
                  device_id: int = 0):
-        self._dense = None if isinstance(samples, list | tuple) else samples
-        self._samples = list(samples) if self._dense is None else None
+        packed = isinstance(samples, PackedSamples)
+        self._dense = None if packed or isinstance(samples, list | tuple) else samples
+        self._samples = (samples if packed else list(samples)) if self._dense is None else None
         self._layout = layout
         self._source_info = list(source_info) if source_info is not None else None
         self.stream = stream
@@ -115,6 +118,12 @@ class TensorListGPU(_TensorList):
     def dense(self):
         """The batch as one (N, ...) CuPy array when it is stored that way, else None (no copy is made)."""
         return self._dense
+
+    @property
+    def packed(self) -> PackedSamples | None:
+        """The samples as they lie in one device buffer (PackedSamples: buffer, starts, shapes) when a kernel made
+        them so, else None (no copy is made)."""
+        return self._samples if isinstance(self._samples, PackedSamples) else None
 
     def samples(self, raw: bool = False) -> list:
         """The samples as CuPy arrays; `raw` keeps a decoder's DeviceImage records as they are (the image kernels
@@ -174,6 +183,12 @@ class TensorListGPU(_TensorList):
         self.synchronize()
         if self._dense is not None:
             return TensorListCPU(self._dense.get(), self._layout, self._source_info)
+        packed = self.packed
+        if packed is not None:  # one copy of the buffer, then host views
+            host = packed.flat.get()
+            return TensorListCPU([host[int(a):int(a) + int(n)].reshape(shape) for a, n, shape in
+                                  zip(packed.starts, packed.sizes, packed.shapes, strict=True)],
+                                 self._layout, self._source_info)
         return TensorListCPU([self.at(i).get() for i in range(len(self))], self._layout, self._source_info)
 
     def _wait_on(self, consumer_stream) -> None:

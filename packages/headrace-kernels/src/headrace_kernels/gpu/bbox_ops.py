@@ -53,6 +53,9 @@ def _read(batch, k: int) -> tuple[Any, list | None, list[tuple[int, ...]], list[
     if dense is not None:
         n = int(dense.shape[0])
         return dense, None, [tuple(dense.shape[1:])] * n, [np.dtype(dense.dtype)] * n
+    packed = getattr(value, "packed", None)
+    if packed is not None:  # one buffer: ragged.pack takes it as it is when its samples lie back to back
+        return None, packed, packed.shapes, [packed.dtype] * len(packed)
     samples = batch.samples(k)
     return None, samples, [tuple(s.shape) for s in samples], [np.dtype(s.dtype) for s in samples]
 

@@ -24,6 +24,7 @@ from headrace_kernels.cpu.geometry_ops import (
 )
 from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.memory import stream_scratch
+from headrace_kernels.gpu.ragged import PackedSamples
 from headrace_kernels.gpu.runtime import cupy, function
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
 from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, round_half_up
@@ -206,7 +207,7 @@ def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norm
     batch.keep = (device, tmp, batch.table_memory)
     if dense_shape_ok and n and len(set(shapes)) == 1:
         return flat.reshape((n, *shapes[0])), None
-    return None, [flat[int(offsets[i]):int(offsets[i + 1])].reshape(shapes[i]) for i in range(n)]
+    return None, PackedSamples(flat, offsets[:-1], shapes)
 
 
 def _crop_fill(args: dict, channels: int, extra: int, in_dtype: np.dtype | None, out_dtype: np.dtype) -> np.ndarray:
@@ -509,15 +510,21 @@ def random_resized_crop(images, args_list: list[dict], rngs):
 
 
 def images_of(batch) -> tuple[list, tuple | None]:
-    """Input 0's images and, when the batch is one C-contiguous (N, H, W, C) uint8 or float32 array, its packed form
-    (addresses, shapes, dtype) for `gather`: the records are then made without a view per image."""
-    dense = batch.input(0).dense
+    """Input 0's images and, when the batch is one C-contiguous (N, H, W, C) uint8 or float32 array or packed HWC
+    samples of one buffer, its packed form (addresses, shapes, dtype) for `gather`: the records are then made
+    without a view per image."""
+    value = batch.input(0)
+    dense, packed = value.dense, getattr(value, "packed", None)
     if dense is not None and dense.ndim == 4 and dense.dtype in _IN_DTYPES and 0 < dense.shape[3] <= MAXC \
             and dense.flags.c_contiguous:
         n = dense.shape[0]
         addresses = np.uint64(dense.data.ptr) + np.arange(n, dtype=np.uint64) * np.uint64(dense.strides[0])
         shapes = np.tile(np.asarray(dense.shape[1:], np.int64), (n, 1))
         return [dense] * n, (addresses, shapes, dense.dtype)  # the batch's array held once per image
+    if packed is not None and packed.dtype in _IN_DTYPES and len(packed) and \
+            all(len(s) == 3 and 0 < s[2] <= MAXC for s in packed.shapes):
+        shapes = np.asarray(packed.shapes, np.int64).reshape(len(packed), 3)
+        return [packed.flat] * len(packed), (packed.addresses(), shapes, packed.dtype)
     return batch.samples(raw=True), None
 
 

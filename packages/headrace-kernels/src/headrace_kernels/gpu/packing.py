@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from headrace_kernels.dtypes import CTYPES
+from headrace_kernels.gpu.ragged import PackedSamples
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.registry import SampleFailureError
 
@@ -74,7 +75,7 @@ class Outputs:
         self.pointers = (self.flat.data.ptr + self.offsets[:-1] * self.dtype.itemsize).astype(np.uint64)
 
     def result(self, final_dtype: np.dtype | None = None):
-        """(dense, None) when every sample has one shape, else (None, list of samples); converted to
+        """(dense, None) when every sample has one shape, else (None, PackedSamples of the buffer); converted to
         `final_dtype` when the kernel wrote another type."""
         n = len(self.shapes)
         flat = self.flat
@@ -82,8 +83,7 @@ class Outputs:
             flat = flat.astype(final_dtype)  # float32 to float16: round to nearest even, inf beyond, as numpy
         if n and len(set(self.shapes)) == 1:
             return flat.reshape((n, *self.shapes[0])), None
-        return None, [flat[int(self.offsets[i]):int(self.offsets[i + 1])].reshape(self.shapes[i])
-                      for i in range(n)]
+        return None, PackedSamples(flat, self.offsets[:-1], self.shapes)
 
 
 def upload(records: np.ndarray):

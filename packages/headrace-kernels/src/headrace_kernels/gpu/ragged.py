@@ -12,6 +12,42 @@ from typing import Any
 import numpy as np
 
 
+class PackedSamples(Sequence):
+    """Samples of one element type in one 1-D buffer (`flat`): sample i is `sizes[i]` elements from `starts[i]`,
+    in `shapes[i]`. A view of a sample is made only when one is asked for (and kept); kernels that read a batch
+    as one array or as one record per sample use the buffer, the starts and the shapes, with no Python per sample."""
+
+    def __init__(self, flat: Any, starts: Sequence[int], shapes: Sequence[tuple[int, ...]]):
+        self.flat, self.shapes = flat, [tuple(s) for s in shapes]
+        self.starts = np.asarray(starts, np.int64).reshape(-1)
+        self.sizes = np.array([math.prod(s) for s in self.shapes], np.int64)
+        self._views: list = [None] * len(self.shapes)
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        view = self._views[index]
+        if view is None:
+            start = int(self.starts[index])
+            view = self._views[index] = self.flat[start:start + int(self.sizes[index])].reshape(self.shapes[index])
+        return view
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.flat.dtype)
+
+    def back_to_back(self) -> bool:
+        """Whether each sample starts where the one before ends (then starts[0].. is one packed array)."""
+        return len(self) > 0 and bool(np.array_equal(self.starts[1:], self.starts[:-1] + self.sizes[:-1]))
+
+    def addresses(self) -> np.ndarray:
+        """uint64 [n]: each sample's device address (the buffer's, plus its start)."""
+        return np.uint64(self.flat.data.ptr) + self.starts.astype(np.uint64) * np.uint64(self.dtype.itemsize)
+
+
 def offsets(counts: Sequence[int]) -> np.ndarray:
     """int64 [n + 1]: where each sample's rows start in the packed array, then the total row count."""
     out = np.zeros(len(counts) + 1, dtype=np.int64)
@@ -47,6 +83,11 @@ def contiguous(xp: Any, array: Any) -> Any:
 def adjacent_view(xp: Any, samples: Sequence[Any]) -> Any:
     """The samples as one flat view when they lie back to back in one device buffer (a batch uploaded or computed
     as one block: pack would only copy them into the same order), else None."""
+    if isinstance(samples, PackedSamples):
+        if not samples.back_to_back():
+            return None
+        start = int(samples.starts[0])
+        return samples.flat[start:start + int(samples.sizes.sum())]
     if len(samples) < 2 or getattr(samples[0].data, "ptr", None) is None:  # host arrays: pack copies
         return None
     first = next((s for s in samples if s.size), None)
@@ -83,13 +124,12 @@ def pack(xp: Any, samples: Sequence[Any] | None, width: int, dense: Any = None, 
     return flat.reshape(-1, width)
 
 
-def split(flat: Any, shapes: Sequence[tuple[int, ...]]) -> tuple[Any, list | None]:
+def split(flat: Any, shapes: Sequence[tuple[int, ...]]) -> tuple[Any, PackedSamples | None]:
     """Consecutive samples of `shapes` out of one buffer (no copies): (the buffer as [n, ...], None) when the shapes
-    agree, else (None, one view per sample)."""
+    agree, else (None, the samples as PackedSamples of the buffer)."""
     flat = flat.reshape(-1)
     shapes = [tuple(int(d) for d in s) for s in shapes]
     if shapes and len(set(shapes)) == 1:
         return flat.reshape((len(shapes), *shapes[0])), None
-    ends = np.cumsum([math.prod(s) for s in shapes], dtype=np.int64)
-    starts = ends - np.asarray([math.prod(s) for s in shapes], dtype=np.int64)
-    return None, [flat[int(a):int(b)].reshape(s) for a, b, s in zip(starts, ends, shapes, strict=True)]
+    sizes = np.asarray([math.prod(s) for s in shapes], dtype=np.int64)
+    return None, PackedSamples(flat, np.cumsum(sizes) - sizes, shapes)

@@ -94,7 +94,7 @@ def preemphasis(samples: list, args_list: list[dict]):
     dense, listed = _converted(outputs.result(), out_dtype)
     copies = [i for i, c in enumerate(rec["coeff"]) if c == 0]
     if copies:  # DALI converts the input as it is where the coefficient is 0
-        listed = list(dense) if listed is None else listed
+        listed = list(dense) if listed is None else list(listed)
         for i in copies:
             listed[i] = cast_array(cp.ascontiguousarray(samples[i]), out_dtype)
         dense = None

@@ -14,6 +14,7 @@ import numpy as np
 
 from headrace_kernels.gpu.cupy_module import cupy
 from headrace_kernels.gpu.memory import SMALL_BYTES, large_size
+from headrace_kernels.gpu.ragged import PackedSamples
 
 ALIGN = 256
 """Byte alignment of each sample in the packed buffers (CUDA's allocation alignment)."""
@@ -48,7 +49,8 @@ def _pinned(cp, size: int):
 
 def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, list | None]:
     """`arrays` on the current device and stream, copied asynchronously: (one (N, ...) array, None) when they share
-    shape and element type, else (None, one array per sample, views of one device buffer)."""
+    shape and element type, else (None, the samples in one device buffer: PackedSamples when they share an element
+    type, else a list of views)."""
     if not arrays:
         return None, []
     cp = cupy()
@@ -80,5 +82,9 @@ def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, list | None]:
     if total:
         device.data.copy_from_host_async(packed.ctypes.data, total, stream)
     _hold_until_read(stream, pinned)
+    if all(a.dtype == first.dtype for a in arrays):  # one element type: the samples of one typed buffer
+        itemsize = first.dtype.itemsize
+        flat = cp.ndarray((device.nbytes // itemsize,), first.dtype, memptr=device.data)
+        return None, PackedSamples(flat, np.asarray(offsets, np.int64) // itemsize, [a.shape for a in arrays])
     return None, [cp.ndarray(a.shape, a.dtype, memptr=device.data + offset) if a.nbytes else cp.empty(a.shape, a.dtype)
                   for a, offset in zip(arrays, offsets, strict=True)]

@@ -26,4 +26,6 @@ class CopyKernel:
         if on_gpu:
             return (value.dense.copy(), None) if value.dense is not None else [s.copy() for s in value.samples()]
         uploaded = batch.input(0)  # a fresh upload: nothing to copy again
-        return (uploaded.dense, None) if uploaded.dense is not None else uploaded.samples(raw=True)
+        if uploaded.dense is not None:
+            return uploaded.dense, None
+        return None, uploaded.packed if uploaded.packed is not None else uploaded.samples(raw=True)
