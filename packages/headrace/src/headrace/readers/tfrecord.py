@@ -19,11 +19,14 @@ from headrace.errors import SchemaError
 from headrace.ops.record_readers import feature_dims
 from headrace.readers.recordio import Record, RecordReader, file_size, read_index
 from headrace.schema import short_repr
+from headrace_kernels import example_wire
 from headrace_kernels.registry import reader
 
 OP = "readers.tfrecord"
 _LISTS = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"}
 _DTYPES = {"int64": np.int64, "float32": np.float32, "string": np.uint8}
+_KIND_NAMES = {0: None, example_wire.BYTES: "bytes_list", example_wire.FLOATS: "float_list",
+               example_wire.INT64S: "int64_list"}
 
 
 def index_records(node: str, file: int, path: str, index_path: str) -> list[Record]:
@@ -78,14 +81,19 @@ class FeatureParser:
         self.default = tfrecord.default_value(feature) or 0
 
     def __call__(self, features) -> np.ndarray:
-        """The output of this feature from an Example's feature map; ValueError if it does not fit the declaration."""
+        """The output of this feature from an Example's feature map (protobuf's); ValueError if it does not fit the
+        declaration."""
         if self.name not in features:
             return _missing(self.feature)
         encoded = features[self.name]
         kind = encoded.WhichOneof("kind")
+        return self.from_values(kind, getattr(encoded, kind).value if kind is not None else ())
+
+    def from_values(self, kind: str | None, values) -> np.ndarray:
+        """The output of this feature from the list its Feature holds: `kind` 'bytes_list', 'float_list',
+        'int64_list' or None (none set), `values` the list's values."""
         if kind is not None and kind != self.list_name:
             raise ValueError(f"feature {short_repr(self.name)} holds a {kind}, it is declared {self.type}")
-        values = getattr(encoded, self.list_name).value
         if self.type == "string":
             return np.frombuffer(values[0], np.uint8) if len(values) else _missing(self.feature)
         count = len(values)
@@ -129,14 +137,52 @@ class TFRecordReader(RecordReader):
         self.parsers = [FeatureParser(name, feature) for name, feature in args["features"]]
         self.num_outputs = len(self.parsers)
         self.example = tfrecord.example_class()
+        names = [parser.name.encode("utf-8", "surrogateescape") for parser in self.parsers]
+        ends = np.cumsum([len(n) for n in names], dtype=np.int64)
+        self._keys = np.frombuffer(b"".join(names) or b"\0", np.uint8)
+        self._key_bounds = np.stack([ends - [len(n) for n in names], ends], axis=1).reshape(-1, 2)
         super().__init__(node, args, batch_size, seed, pool, paths, records)
 
     def parse(self, index: int, data: bytes) -> tuple:
+        payload = parse_record(data)
+        found = self._located(payload)
+        return found if found is not None else self._parsed(payload)
+
+    def _parsed(self, payload: memoryview) -> tuple:
+        """The outputs through protobuf: a copy of every value; its errors for a malformed Example."""
         from google.protobuf.message import DecodeError
 
         try:
-            example = self.example.FromString(parse_record(data))
+            example = self.example.FromString(payload)
         except DecodeError as exc:
             raise ValueError(f"not a tf.train.Example ({exc})") from None
         features = example.features.feature
         return tuple(parser(features) for parser in self.parsers)
+
+    def _located(self, payload: memoryview) -> tuple | None:
+        """The outputs found in the Example's bytes (example_wire): a string comes out as a view of the record,
+        not a copy. None where protobuf's rules are needed (example_wire.FALLBACK)."""
+        buf = np.frombuffer(payload, np.uint8)
+        found = np.empty((len(self.parsers), 2), np.int64)
+        if example_wire.locate(buf, self._keys, self._key_bounds, found) != example_wire.OK:
+            return None
+        first = np.zeros(2, np.int64)
+        outputs = []
+        for parser, (start, stop) in zip(self.parsers, found.tolist(), strict=True):
+            if start < 0:
+                outputs.append(_missing(parser.feature))
+                continue
+            room = stop - start if parser.type != "string" else 0  # what a numeric list can hold at most
+            ints = np.empty(room if parser.type == "int64" else 0, np.int64)
+            floats = np.empty(room if parser.type == "float32" else 0, np.uint8)
+            status, kind, count = example_wire.values(buf, start, stop, ints, floats, first)
+            if status != example_wire.OK:
+                return None
+            if kind == example_wire.BYTES:
+                values = [payload[first[0]:first[1]]] if count else []
+            elif kind == example_wire.INT64S:
+                values = ints[:count]
+            else:
+                values = floats[:4 * count].view("<f4")
+            outputs.append(parser.from_values(_KIND_NAMES[kind], values))
+        return tuple(outputs)
