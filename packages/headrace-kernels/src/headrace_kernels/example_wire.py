@@ -34,6 +34,22 @@ def _varint(buf, pos, end):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=True)
+def _tag(buf, pos, end):  # pragma: no cover - compiled
+    """A field's tag at `pos`: (field number, wire type, the position after it); position -1 if malformed."""
+    tag, pos = _varint(buf, pos, end)
+    return np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7)), pos
+
+
+@numba.njit(nogil=True, cache=True)
+def _span(buf, pos, end):  # pragma: no cover - compiled
+    """A length-delimited value at `pos`: (its first byte, the position after it), or (-1, -1) if malformed."""
+    length, pos = _varint(buf, pos, end)
+    if pos < 0 or length > np.uint64(end - pos):
+        return -1, -1
+    return pos, pos + np.int64(length)
+
+
+@numba.njit(nogil=True, cache=True)
 def _skip(buf, pos, end, wire):  # pragma: no cover - compiled
     """The position after a field's value of wire type `wire`, or -1 (malformed, or a group)."""
     if wire == 0:
@@ -43,10 +59,7 @@ def _skip(buf, pos, end, wire):  # pragma: no cover - compiled
     if wire == 5:
         return pos + 4 if pos + 4 <= end else -1
     if wire == 2:
-        length, pos = _varint(buf, pos, end)
-        if pos < 0 or length > np.uint64(end - pos):
-            return -1
-        return pos + np.int64(length)
+        return _span(buf, pos, end)[1]
     return -1
 
 
@@ -66,15 +79,13 @@ def _entry(buf, pos, end, keys, key_bounds, found):  # pragma: no cover - compil
     key_start, key_stop, value_start, value_stop = pos, pos, -1, -1  # a missing key is ""; a missing value empty
     keyed, valued = False, False
     while pos < end:
-        tag, pos = _varint(buf, pos, end)
+        field, wire, pos = _tag(buf, pos, end)
         if pos < 0:
             return FALLBACK
-        field, wire = tag >> np.uint64(3), np.int64(tag & np.uint64(7))
         if wire == 2 and (field == 1 or field == 2):
-            length, pos = _varint(buf, pos, end)
-            if pos < 0 or length > np.uint64(end - pos):
+            pos, stop = _span(buf, pos, end)
+            if pos < 0:
                 return FALLBACK
-            stop = pos + np.int64(length)
             if field == 1:
                 if keyed:
                     return FALLBACK
@@ -106,29 +117,25 @@ def locate(buf, keys, key_bounds, found):  # pragma: no cover - compiled
     end = buf.shape[0]
     pos = 0
     while pos < end:
-        tag, pos = _varint(buf, pos, end)
+        field, wire, pos = _tag(buf, pos, end)
         if pos < 0:
             return FALLBACK
-        field, wire = tag >> np.uint64(3), np.int64(tag & np.uint64(7))
         if field != 1 or wire != 2:  # not Example.features
             pos = _skip(buf, pos, end, wire)
             if pos < 0:
                 return FALLBACK
             continue
-        length, pos = _varint(buf, pos, end)
-        if pos < 0 or length > np.uint64(end - pos):
+        pos, features_end = _span(buf, pos, end)
+        if pos < 0:
             return FALLBACK
-        features_end = pos + np.int64(length)
         while pos < features_end:
-            tag, pos = _varint(buf, pos, features_end)
+            field, wire, pos = _tag(buf, pos, features_end)
             if pos < 0:
                 return FALLBACK
-            field, wire = tag >> np.uint64(3), np.int64(tag & np.uint64(7))
             if field == 1 and wire == 2:  # Features.feature: one map entry
-                length, pos = _varint(buf, pos, features_end)
-                if pos < 0 or length > np.uint64(features_end - pos):
+                pos, entry_end = _span(buf, pos, features_end)
+                if pos < 0:
                     return FALLBACK
-                entry_end = pos + np.int64(length)
                 if _entry(buf, pos, entry_end, keys, key_bounds, found) != OK:
                     return FALLBACK
                 pos = entry_end
@@ -148,18 +155,16 @@ def values(buf, start, stop, ints, float_bytes, first):  # pragma: no cover - co
     kind, list_start, list_stop = 0, 0, 0
     pos = start
     while pos < stop:
-        tag, pos = _varint(buf, pos, stop)
+        field, wire, pos = _tag(buf, pos, stop)
         if pos < 0:
             return FALLBACK, 0, 0
-        field, wire = tag >> np.uint64(3), np.int64(tag & np.uint64(7))
         if wire == 2 and 1 <= field <= 3:
             if kind != 0:  # lists merge, or the oneof's last wins: protobuf's rules
                 return FALLBACK, 0, 0
-            length, pos = _varint(buf, pos, stop)
-            if pos < 0 or length > np.uint64(stop - pos):
+            list_start, list_stop = _span(buf, pos, stop)
+            if list_start < 0:
                 return FALLBACK, 0, 0
-            kind, list_start, list_stop = np.int64(field), pos, pos + np.int64(length)
-            pos = list_stop
+            kind, pos = np.int64(field), list_stop
         else:
             pos = _skip(buf, pos, stop, wire)
             if pos < 0:
@@ -167,23 +172,21 @@ def values(buf, start, stop, ints, float_bytes, first):  # pragma: no cover - co
     count = 0
     pos = list_start
     while pos < list_stop:
-        tag, pos = _varint(buf, pos, list_stop)
+        field, wire, pos = _tag(buf, pos, list_stop)
         if pos < 0:
             return FALLBACK, 0, 0
-        field, wire = tag >> np.uint64(3), np.int64(tag & np.uint64(7))
         if field != 1:
             pos = _skip(buf, pos, list_stop, wire)
             if pos < 0:
                 return FALLBACK, 0, 0
             continue
         if kind == BYTES and wire == 2:
-            length, pos = _varint(buf, pos, list_stop)
-            if pos < 0 or length > np.uint64(list_stop - pos):
+            value_start, pos = _span(buf, pos, list_stop)
+            if value_start < 0:
                 return FALLBACK, 0, 0
             if count == 0:
-                first[0], first[1] = pos, pos + np.int64(length)
+                first[0], first[1] = value_start, pos
             count += 1
-            pos += np.int64(length)
         elif kind == INT64S and wire == 0:
             value, pos = _varint(buf, pos, list_stop)
             if pos < 0:
@@ -193,10 +196,9 @@ def values(buf, start, stop, ints, float_bytes, first):  # pragma: no cover - co
             ints[count] = np.int64(value)
             count += 1
         elif kind == INT64S and wire == 2:  # packed
-            length, pos = _varint(buf, pos, list_stop)
-            if pos < 0 or length > np.uint64(list_stop - pos):
+            pos, packed_end = _span(buf, pos, list_stop)
+            if pos < 0:
                 return FALLBACK, 0, 0
-            packed_end = pos + np.int64(length)
             while pos < packed_end:
                 value, pos = _varint(buf, pos, packed_end)
                 if pos < 0 or count >= ints.shape[0]:
@@ -211,14 +213,13 @@ def values(buf, start, stop, ints, float_bytes, first):  # pragma: no cover - co
             count += 1
             pos += 4
         elif kind == FLOATS and wire == 2:  # packed
-            length, pos = _varint(buf, pos, list_stop)
-            if pos < 0 or length > np.uint64(list_stop - pos) or length % np.uint64(4) or \
-                    4 * count + np.int64(length) > float_bytes.shape[0]:
+            start, pos = _span(buf, pos, list_stop)
+            length = pos - start
+            if start < 0 or length % 4 or 4 * count + length > float_bytes.shape[0]:
                 return FALLBACK, 0, 0
-            for b in range(np.int64(length)):
-                float_bytes[4 * count + b] = buf[pos + b]
-            count += np.int64(length) // 4
-            pos += np.int64(length)
+            for b in range(length):
+                float_bytes[4 * count + b] = buf[start + b]
+            count += length // 4
         else:
             return FALLBACK, 0, 0
     return OK, kind, count
