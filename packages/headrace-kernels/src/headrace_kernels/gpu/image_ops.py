@@ -522,7 +522,8 @@ def images_of(batch) -> tuple[list, tuple | None]:
         shapes = np.tile(np.asarray(dense.shape[1:], np.int64), (n, 1))
         return [dense] * n, (addresses, shapes, dense.dtype)  # the batch's array held once per image
     if packed is not None and packed.dtype in _IN_DTYPES and len(packed) and \
-            all(len(s) == 3 and 0 < s[2] <= MAXC for s in packed.shapes):
+            all(len(s) == 3 for s in packed.shapes) and len({s[2] for s in packed.shapes}) == 1 and \
+            0 < packed.shapes[0][2] <= MAXC:  # else the per-image checks below name what is wrong
         shapes = np.asarray(packed.shapes, np.int64).reshape(len(packed), 3)
         return [packed.flat] * len(packed), (packed.addresses(), shapes, packed.dtype)
     return batch.samples(raw=True), None

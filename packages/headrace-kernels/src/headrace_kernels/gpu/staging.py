@@ -47,7 +47,7 @@ def _pinned(cp, size: int):
     return cp.cuda.alloc_pinned_memory(large_size(size) if size > SMALL_BYTES else 1 << (size - 1).bit_length())
 
 
-def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, list | None]:
+def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, PackedSamples | list | None]:
     """`arrays` on the current device and stream, copied asynchronously: (one (N, ...) array, None) when they share
     shape and element type, else (None, the samples in one device buffer: PackedSamples when they share an element
     type, else a list of views)."""
@@ -82,8 +82,8 @@ def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, list | None]:
     if total:
         device.data.copy_from_host_async(packed.ctypes.data, total, stream)
     _hold_until_read(stream, pinned)
-    if all(a.dtype == first.dtype for a in arrays):  # one element type: the samples of one typed buffer
-        itemsize = first.dtype.itemsize
+    itemsize = first.dtype.itemsize
+    if all(a.dtype == first.dtype for a in arrays) and (tight or ALIGN % itemsize == 0):  # one typed buffer
         flat = cp.ndarray((device.nbytes // itemsize,), first.dtype, memptr=device.data)
         return None, PackedSamples(flat, np.asarray(offsets, np.int64) // itemsize, [a.shape for a in arrays])
     return None, [cp.ndarray(a.shape, a.dtype, memptr=device.data + offset) if a.nbytes else cp.empty(a.shape, a.dtype)
