@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from headrace_kernels.cpu import decode as cpu_decode
-from headrace_kernels.cpu.signal_ops import slice_axes, slice_window
+from headrace_kernels.cpu.signal_ops import llround_array, positional_span, slice_axes, slice_window
 from headrace_kernels.registry import cpu_kernel
 from headrace_kernels.windows import crop_anchor
 
@@ -66,13 +66,6 @@ def slice_region(height: int, width: int, args: dict, anchor=None, extent=None) 
     return check_window((y, x, h, w), height, width, source)
 
 
-def _llround(values: np.ndarray) -> np.ndarray:
-    """signal_ops.llround of float64 values: to nearest, halves away from zero."""
-    low = np.floor(values)
-    fraction = values - low
-    return (low + ((fraction > 0.5) | ((fraction == 0.5) & (values > 0)))).astype(np.int64)
-
-
 def slice_regions(heights: np.ndarray, widths: np.ndarray, args: dict, anchors: list,
                   extents: list) -> np.ndarray | None:
     """slice_region of every image of a batch from float anchor and shape inputs, in one pass of array arithmetic:
@@ -91,16 +84,12 @@ def slice_regions(heights: np.ndarray, widths: np.ndarray, args: dict, anchors: 
     if sorted(axes) != [0, 1] or starts.shape[1] != 2:
         return None
     image = np.stack([heights, widths], axis=1).astype(np.float64)[:, axes]  # each axis' extent, in axes' order
-    if args["normalized_anchor"] and args["normalized_shape"]:  # one multiplication after the sum, as DALI
-        begins, ends = starts * image, (starts + sizes) * image
-    else:
-        begins = starts * image if args["normalized_anchor"] else starts
-        ends = begins + (sizes * image if args["normalized_shape"] else sizes)
+    begins, ends = positional_span(starts, sizes, image, args["normalized_anchor"], args["normalized_shape"])
     if not (np.isfinite(begins).all() and np.isfinite(ends).all() and (np.abs(begins) < 2**62).all()
             and (np.abs(ends) < 2**62).all() and (ends >= begins).all()):
         return None
-    first_pixel = _llround(begins)
-    length = _llround(ends) - first_pixel
+    first_pixel = llround_array(begins)
+    length = llround_array(ends) - first_pixel
     windows = np.zeros((n, 4), np.int64)
     for k, axis in enumerate(axes):  # axis 0: y and h; axis 1: x and w
         windows[:, axis], windows[:, 2 + axis] = first_pixel[:, k], length[:, k]

@@ -142,6 +142,13 @@ def llround(value: float) -> int:
     return low + 1 if fraction > 0.5 or (fraction == 0.5 and value > 0) else low
 
 
+def llround_array(values: np.ndarray) -> np.ndarray:
+    """llround of every float64 value, as int64."""
+    low = np.floor(values)
+    fraction = values - low
+    return (low + ((fraction > 0.5) | ((fraction == 0.5) & (values > 0)))).astype(np.int64)
+
+
 @dataclasses.dataclass(frozen=True)
 class SliceWindow:
     """One sample's window: its start per axis (negative or past the end where out of bounds), the output's shape,
@@ -184,17 +191,17 @@ def _positional_bounds(shape, axes, anchor, extent, args) -> list[tuple[float, f
                          f"{axes}), got {anchor.size} and {extent.size}")
     floating = anchor.dtype.kind == "f"
     norm_anchor, norm_shape = floating and args["normalized_anchor"], floating and args["normalized_shape"]
-    bounds = []
-    for k, axis in enumerate(axes):
-        start, size = float(anchor[k]), float(extent[k])
-        if norm_anchor and norm_shape:  # one multiplication after the sum, as DALI
-            end, start = (start + size) * shape[axis], start * shape[axis]
-        else:
-            start = start * shape[axis] if norm_anchor else start
-            size = size * shape[axis] if norm_shape else size
-            end = start + size
-        bounds.append((start, end))
-    return bounds
+    return [positional_span(float(anchor[k]), float(extent[k]), shape[axis], norm_anchor, norm_shape)
+            for k, axis in enumerate(axes)]
+
+
+def positional_span(start, size, extent, normalized_anchor: bool, normalized_shape: bool) -> tuple:
+    """[start, end) along an axis of `extent` from an anchor and a shape, floats or float64 arrays alike (DALI's
+    arithmetic in double): normalized coordinates are scaled by the extent, both at once after their sum."""
+    if normalized_anchor and normalized_shape:  # one multiplication after the sum, as DALI
+        return start * extent, (start + size) * extent
+    start = start * extent if normalized_anchor else start
+    return start, start + (size * extent if normalized_shape else size)
 
 
 def _named_bounds(shape, axes, args) -> list[tuple[float, float]]:

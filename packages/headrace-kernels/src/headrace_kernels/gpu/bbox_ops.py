@@ -153,6 +153,7 @@ def _labels_packed(batch, counts: list[int]) -> Any:
     return flat[_device(ragged.first_elements(counts, sizes))]
 
 
+@gpu_kernel("box_encoder")
 class BoxEncoderKernel:
     """Both outputs, dense: encoded boxes (N, M, 4) and labels (N, M), from two launches of kernels/bbox.cu (each
     box's best anchor; each anchor's best box of its sample and the encoding). The anchors, means and stds go to
@@ -197,9 +198,6 @@ class BoxEncoderKernel:
             (boxes, labels, offsets, best_anchor, anchors, np.int32(m), F32(args["criteria"]),
              np.int32(bool(args["offset"])), F32(args["scale"]), means, stds, out, out_labels))
         return (out, None), (out_labels, None)
-
-
-gpu_kernel("box_encoder")(BoxEncoderKernel)
 
 
 def _host_inputs(batch, ks) -> dict[int, list[np.ndarray]]:

@@ -25,6 +25,7 @@ from headrace_kernels.gpu.packing import (
     per_sample,
     upload,
 )
+from headrace_kernels.gpu.ragged import direct_samples
 from headrace_kernels.gpu.runtime import function, module
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
 
@@ -67,26 +68,12 @@ def _coefficients(op: str, args_list: list[dict], in_dtype: np.dtype) -> tuple[i
     return MODE_SCALE, np.broadcast_to(np.eye(3), (n, 3, 3)), brightness * contrast, offset
 
 
-def _direct_input(value) -> tuple | None:
-    """(buffer, sample shapes, each sample's address, whether the shapes are one) of a batch stored as one
-    C-contiguous (N, ...) array or as packed samples of one buffer, of a type the kernel reads, or None: its
-    records are then made without a view per sample."""
-    dense, packed = getattr(value, "dense", None), getattr(value, "packed", None)
-    if packed is not None and packed.dtype in _READ_DTYPES:
-        return packed.flat, packed.shapes, packed.addresses(), False
-    if dense is None or dense.ndim < 2 or not dense.flags.c_contiguous or dense.dtype not in _READ_DTYPES:
-        return None
-    n = dense.shape[0]
-    addresses = np.uint64(dense.data.ptr) + np.arange(n, dtype=np.uint64) * np.uint64(dense.strides[0])
-    return dense, [tuple(dense.shape[1:])] * n, addresses, True
-
-
 def color(op: str, value, args_list: list[dict]):
     """hsv / color_twist / brightness_contrast of every sample of `value` (a GPU batch, or a list of device
     arrays); returns (dense or None, list)."""
-    direct = _direct_input(value)
-    if direct is not None:
-        array, shapes, addresses, uniform = direct
+    direct = direct_samples(value)
+    if direct is not None and direct[0].dtype in _READ_DTYPES:
+        array, shapes, addresses = direct
         in_dtype = read = np.dtype(array.dtype)
     else:  # other types are read as float32 copies (contiguous_samples); in_dtype stays the batch's own
         images, in_dtype = contiguous_samples(value.samples() if hasattr(value, "samples") else value, op)
@@ -95,7 +82,7 @@ def color(op: str, value, args_list: list[dict]):
         addresses = [image.data.ptr for image in images]
     n = len(shapes)
     if op != "brightness_contrast":
-        for i, shape in enumerate(shapes[:1] if direct is not None and uniform else shapes):
+        for i, shape in enumerate(shapes):
             if len(shape) != 3 or shape[2] != 3:
                 raise SampleFailureError(i, f"{op} expects HWC images with 3 channels, got shape {tuple(shape)}")
     rec = np.zeros(n, RECORD)

@@ -24,7 +24,7 @@ from headrace_kernels.cpu.geometry_ops import (
 )
 from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.memory import stream_scratch
-from headrace_kernels.gpu.ragged import PackedSamples
+from headrace_kernels.gpu.ragged import PackedSamples, direct_samples
 from headrace_kernels.gpu.runtime import cupy, function
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
 from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, round_half_up
@@ -513,19 +513,12 @@ def images_of(batch) -> tuple[list, tuple | None]:
     """Input 0's images and, when the batch is one C-contiguous (N, H, W, C) uint8 or float32 array or packed HWC
     samples of one buffer, its packed form (addresses, shapes, dtype) for `gather`: the records are then made
     without a view per image."""
-    value = batch.input(0)
-    dense, packed = value.dense, getattr(value, "packed", None)
-    if dense is not None and dense.ndim == 4 and dense.dtype in _IN_DTYPES and 0 < dense.shape[3] <= MAXC \
-            and dense.flags.c_contiguous:
-        n = dense.shape[0]
-        addresses = np.uint64(dense.data.ptr) + np.arange(n, dtype=np.uint64) * np.uint64(dense.strides[0])
-        shapes = np.tile(np.asarray(dense.shape[1:], np.int64), (n, 1))
-        return [dense] * n, (addresses, shapes, dense.dtype)  # the batch's array held once per image
-    if packed is not None and packed.dtype in _IN_DTYPES and len(packed) and \
-            all(len(s) == 3 for s in packed.shapes) and len({s[2] for s in packed.shapes}) == 1 and \
-            0 < packed.shapes[0][2] <= MAXC:  # else the per-image checks below name what is wrong
-        shapes = np.asarray(packed.shapes, np.int64).reshape(len(packed), 3)
-        return [packed.flat] * len(packed), (packed.addresses(), shapes, packed.dtype)
+    direct = direct_samples(batch.input(0))
+    if direct is not None and direct[0].dtype in _IN_DTYPES and len(direct[1]) and \
+            all(len(s) == 3 for s in direct[1]) and len({s[2] for s in direct[1]}) == 1 and \
+            0 < direct[1][0][2] <= MAXC:  # else the per-image checks below name what is wrong
+        buffer, shapes, addresses = direct  # the buffer is held once per image
+        return [buffer] * len(shapes), (addresses, np.asarray(shapes, np.int64), buffer.dtype)
     return batch.samples(raw=True), None
 
 

@@ -48,6 +48,21 @@ class PackedSamples(Sequence):
         return np.uint64(self.flat.data.ptr) + self.starts.astype(np.uint64) * np.uint64(self.dtype.itemsize)
 
 
+def direct_samples(value: Any) -> tuple[Any, list[tuple[int, ...]], np.ndarray] | None:
+    """(buffer, sample shapes, each sample's device address) of a GPU batch held as one C-contiguous (N, ...) array
+    or as PackedSamples, else None: kernels that take one record per sample make them from these, without a view
+    per sample."""
+    packed = getattr(value, "packed", None)
+    if packed is not None:
+        return packed.flat, packed.shapes, packed.addresses()
+    dense = getattr(value, "dense", None)
+    if dense is None or dense.ndim < 2 or not dense.flags.c_contiguous:  # a batch of scalars: nothing to gain
+        return None
+    n = dense.shape[0]
+    addresses = np.uint64(dense.data.ptr) + np.arange(n, dtype=np.uint64) * np.uint64(dense.strides[0])
+    return dense, [tuple(dense.shape[1:])] * n, addresses
+
+
 def offsets(counts: Sequence[int]) -> np.ndarray:
     """int64 [n + 1]: where each sample's rows start in the packed array, then the total row count."""
     out = np.zeros(len(counts) + 1, dtype=np.int64)

@@ -67,7 +67,8 @@ def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, PackedSamples | list |
         _hold_until_read(stream, pinned)
         return device, None
     offsets, total = [], 0
-    tight = all(a.dtype == first.dtype and a.nbytes <= SMALL_SAMPLE for a in arrays)
+    one_type = all(a.dtype == first.dtype for a in arrays)
+    tight = one_type and all(a.nbytes <= SMALL_SAMPLE for a in arrays)
     for a in arrays:
         offsets.append(total)
         total += a.nbytes if tight else _aligned(a.nbytes)
@@ -83,7 +84,7 @@ def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, PackedSamples | list |
         device.data.copy_from_host_async(packed.ctypes.data, total, stream)
     _hold_until_read(stream, pinned)
     itemsize = first.dtype.itemsize
-    if all(a.dtype == first.dtype for a in arrays) and (tight or ALIGN % itemsize == 0):  # one typed buffer
+    if one_type and (tight or ALIGN % itemsize == 0):  # one typed buffer
         flat = cp.ndarray((device.nbytes // itemsize,), first.dtype, memptr=device.data)
         return None, PackedSamples(flat, np.asarray(offsets, np.int64) // itemsize, [a.shape for a in arrays])
     return None, [cp.ndarray(a.shape, a.dtype, memptr=device.data + offset) if a.nbytes else cp.empty(a.shape, a.dtype)
