@@ -103,9 +103,10 @@ def test_sharded_order_matches_dali(image_folder, shards):
         assert meta[key] == dali_meta[key], key
 
 
-def test_batch_reads_equal_file_reads_and_report_errors_per_file(tmp_path):
+@pytest.mark.parametrize("how", ["read", "map"])
+def test_batch_reads_equal_file_reads_and_report_errors_per_file(tmp_path, how):
     """headrace_kernels.batch_read (libc through numba, GIL released per batch) returns each file's bytes exactly,
-    empty files too, and hands a missing file to the per-file reader, whose error names it."""
+    copied or mapped, empty files too, and hands a missing file to the per-file reader, whose error names it."""
     from headrace_kernels.batch_read import BatchFileReader
 
     if not BatchFileReader.available():
@@ -124,17 +125,21 @@ def test_batch_reads_equal_file_reads_and_report_errors_per_file(tmp_path):
             raise OSError(f"cannot read '{paths[index]}'")
         return np.fromfile(paths[index], np.uint8)
 
+    batch = getattr(reader, how)
     order = [3, 0, 4, 1, 2, 3]
-    for index, data in zip(order, reader.read(order, fallback), strict=True):
+    for index, data in zip(order, batch(order, fallback), strict=True):
         assert data.dtype == np.uint8 and data.tobytes() == open(paths[index], "rb").read()
+        if how == "map" and data.size:
+            assert not data.flags.writeable  # a view of the read-only mapping (an empty file: the fallback's)
     with pytest.raises(OSError, match="missing.bin"):
-        reader.read([1, 5], fallback)
+        batch([1, 5], fallback)
 
 
 @pytest.mark.parametrize("dont_use_mmap", [False, True])
 def test_file_samples_are_the_files_bytes_mapped_or_copied(tmp_path, dont_use_mmap):
-    """readers.file reads each file into a copy, whatever dont_use_mmap says (a mapping per file made the GPU
-    training pipeline 0.62x: benchmarks/HISTORY.md): the file's bytes, an empty file an empty sample."""
+    """By default a batch's files are mapped into memory and its samples are views of them (DALI's default);
+    dont_use_mmap reads copies. Either way a sample holds its file's bytes, an empty file gives an empty sample, and
+    the files may go meanwhile."""
     contents = {"a.bin": os.urandom(70_000), "b.bin": b"", "c.bin": os.urandom(5)}
     for name, data in contents.items():
         (tmp_path / name).write_bytes(data)
@@ -148,5 +153,25 @@ def test_file_samples_are_the_files_bytes_mapped_or_copied(tmp_path, dont_use_mm
     (batch,) = p.run()
     for name in contents:
         (tmp_path / name).unlink()  # a mapping keeps the unlinked file's pages
-    assert [bytes(np.asarray(batch.at(i))) for i in range(3)] == list(contents.values())
+    samples = [np.asarray(batch.at(i)) for i in range(3)]
+    assert [bytes(s) for s in samples] == list(contents.values())
+    assert samples[0].flags.writeable == dont_use_mmap  # a copy, or a view of the read-only mapping
     p.close()
+
+
+def test_readers_that_feed_the_gpu_stage_are_found(tmp_path):
+    """The executor tells a reader whose samples a GPU-stage op reads (a mixed decoder) to copy its files instead of
+    mapping them: gpu_fed_nodes names it, not a reader whose samples a CPU decoder reads before `.gpu()`."""
+    from headrace.engine.gpu_stage import gpu_fed_nodes, gpu_stage_nodes
+    from headrace.pipeline import Pipeline
+
+    p = Pipeline(batch_size=2, num_threads=1, device_id=0)
+    with p:
+        mixed_data, _ = fn.readers.file(file_root=str(tmp_path), name="Mixed")
+        cpu_data, labels = fn.readers.file(file_root=str(tmp_path), name="Cpu")
+        p.set_outputs(fn.decoders.image(mixed_data, device="mixed"), fn.decoders.image(cpu_data).gpu(), labels)
+    nodes = p.graph.nodes
+    fed = gpu_fed_nodes(nodes, gpu_stage_nodes(nodes))
+    names = {node.name: node.schema.name for node in nodes}
+    assert {names[n] for n in fed} == {"readers.file", "decoders.image"}  # the mixed one's reader, the CPU decode
+    assert "Mixed" in fed and "Cpu" not in fed

@@ -2,14 +2,17 @@
 
 Python's os.open / fstat / read / close each release and re-take the GIL; beside a thread running Python (the GPU
 stage wrapping a decode, the look-ahead's host work) every re-take can wait out the interpreter's switch interval.
-Here two numba loops call libc's open, lseek, pread and close directly: sizes first, then every file into one
-buffer. Anything unusual (an error, a file that changed size between the two loops) is left to the caller's
-per-file reader, which raises the error with its message."""
+Here numba loops call libc's open, lseek, pread (or mmap) and close directly: sizes first, then every file into one
+buffer, or every file mapped into one reserved address range (one munmap for the batch when its last sample is
+freed, not one per file: an unmapping interrupts every thread of the process). Anything unusual (an error, a file
+that changed size between the two loops, one that cannot be mapped) is left to the caller's per-file reader, which
+raises the error with its message."""
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import mmap
 import os
 import sys
 
@@ -43,6 +46,19 @@ def _read_and_close(c_pread, c_close, fds, sizes, out_at, got):
         c_close(fds[i])
 
 
+@numba.njit(nogil=True, cache=True)
+def _map_and_close(c_mmap, c_close, prot, flags, fds, sizes, at, got):
+    for i in range(len(fds)):
+        if fds[i] < 0:
+            got[i] = -1
+            continue
+        if sizes[i] > 0:
+            # MAP_FIXED over the batch's reserved range: the file's pages replace the reservation's
+            address = c_mmap(at[i], np.uint64(sizes[i]), prot, flags, fds[i], 0)
+            got[i] = sizes[i] if address == at[i] else -1
+        c_close(fds[i])
+
+
 @functools.lru_cache(maxsize=1)
 def _loops():
     """(sizes, read) loops bound to libc's open, lseek, pread and close; None off Linux. The functions are
@@ -63,6 +79,19 @@ def _loops():
     return bind(_open_and_size, c_open, c_lseek, read_only, seek_end), bind(_read_and_close, c_pread, c_close)
 
 
+@functools.lru_cache(maxsize=1)
+def _map_loop():
+    """The loop that maps each open file at a given address (MAP_FIXED, read-only, private) and closes it."""
+    libc = ctypes.CDLL(None)
+    c_mmap, c_close = libc.mmap, libc.close
+    c_mmap.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
+                       ctypes.c_int64]
+    c_mmap.restype = ctypes.c_uint64
+    c_close.argtypes, c_close.restype = [ctypes.c_int32], ctypes.c_int32
+    fixed = 0x10  # MAP_FIXED on Linux (the mmap module does not name it)
+    return bind(_map_and_close, c_mmap, c_close, np.int32(mmap.PROT_READ), np.int32(mmap.MAP_PRIVATE | fixed))
+
+
 class BatchFileReader:
     """Reads files of a fixed list by index; `read(indices, fallback)` returns one uint8 array per index (views
     into one buffer per batch), with `fallback(index)` reading the files the fast path could not."""
@@ -81,21 +110,49 @@ class BatchFileReader:
         except (OSError, AttributeError, ImportError):
             return False
 
-    def read(self, indices: list[int], fallback) -> list[np.ndarray]:
-        open_and_size, read_and_close = _loops()
+    def _open(self, indices: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(descriptors, sizes (-1: for the per-file reader), which go to the per-file reader) of these files."""
+        open_and_size, _ = _loops()
         n = len(indices)
         fds, sizes = np.zeros(n, np.int32), np.zeros(n, np.int64)
         open_and_size(self.name_at[np.asarray(indices, np.int64)], fds, sizes)
         # empty or oversized (and devices, which report 0): left to the per-file reader, which checks what they are
         odd = (sizes <= 0) | (sizes > self.max_bytes)
         sizes[odd] = -1
+        return fds, sizes, odd
+
+    @staticmethod
+    def _views(buffer: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
+        ends = starts + np.maximum(sizes, 0)
+        return [buffer[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+    def read(self, indices: list[int], fallback) -> list[np.ndarray]:
+        """Copies of the files, in one buffer."""
+        fds, sizes, odd = self._open(indices)
         sizes_ok = np.maximum(sizes, 0)
         ends = np.cumsum(sizes_ok)
-        buffer = np.empty(max(int(ends[-1]) if n else 0, 1), np.uint8)
+        buffer = np.empty(max(int(ends[-1]) if len(indices) else 0, 1), np.uint8)
         starts = ends - sizes_ok
-        got = np.zeros(n, np.int64)
-        read_and_close(fds, sizes, np.uint64(buffer.ctypes.data) + starts.astype(np.uint64), got)
-        out = [buffer[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+        got = np.zeros(len(indices), np.int64)
+        _loops()[1](fds, sizes, np.uint64(buffer.ctypes.data) + starts.astype(np.uint64), got)
+        out = self._views(buffer, starts, sizes)
         for i in np.flatnonzero((got != sizes) | (fds < 0) | odd).tolist():
             out[i] = fallback(indices[i])  # an error to report, or a file that changed under us: read it alone
+        return out
+
+    def map(self, indices: list[int], fallback) -> list[np.ndarray]:
+        """Read-only views of the files mapped into memory: nothing is copied until a sample's bytes are read. The
+        batch's files share one reserved range, unmapped when the last view of the batch is freed. A file truncated
+        while its view is in use raises SIGBUS when the lost pages are touched (as in DALI, whose readers map)."""
+        fds, sizes, odd = self._open(indices)
+        page = mmap.PAGESIZE
+        slots = (np.maximum(sizes, 0) + page - 1) // page * page
+        starts = np.cumsum(slots) - slots
+        reserved = mmap.mmap(-1, max(int(slots.sum()), page), flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+        buffer = np.frombuffer(reserved, np.uint8)  # keeps the reservation (and so every mapping in it) alive
+        got = np.zeros(len(indices), np.int64)
+        _map_loop()(fds, sizes, np.uint64(buffer.ctypes.data) + starts.astype(np.uint64), got)
+        out = self._views(buffer, starts, sizes)
+        for i in np.flatnonzero((got != sizes) | (fds < 0) | odd).tolist():
+            out[i] = fallback(indices[i])  # an error to report, a file that cannot be mapped: read it alone
         return out

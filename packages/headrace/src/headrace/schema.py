@@ -368,8 +368,8 @@ MAPPING_READER_ARGS = (
         "into memory (DALI's default, False, maps): for files that may be truncated while they are read, which a "
         "mapping meets with a SIGBUS once the sample is touched."),
 )
-"""READER_COMPAT_ARGS for the readers that map their files (the record readers), where dont_use_mmap does what
-DALI's does."""
+"""READER_COMPAT_ARGS for the readers that map their files (readers.file, readers.coco and the record readers), where
+dont_use_mmap does what DALI's does."""
 SHARD_ARGS = (
     Arg("shard_id", "int", 0, "Which shard this pipeline reads."),
     Arg("num_shards", "int", 1, "Into how many shards the data set is split."),

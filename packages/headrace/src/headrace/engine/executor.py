@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from headrace.batch import BufferPool, TensorListCPU, TensorListGPU
 from headrace.engine.cpu_stage import CpuStage
-from headrace.engine.gpu_stage import GpuStage, check_device, gpu_stage_nodes
+from headrace.engine.gpu_stage import GpuStage, check_device, gpu_fed_nodes, gpu_stage_nodes
 from headrace.engine.options import ExecutorOptions
 from headrace.engine.skips import SkipLog, Skipped, check_replaceable
 from headrace.engine.workers import WorkerOptions
@@ -37,6 +37,9 @@ class Executor:
         reader_pool = self.pool if self.options.parallel_reads else None
         self.cpu = CpuStage([n for n in self.nodes if n.name not in gpu_nodes], outputs, batch_size,
                             self.num_threads, seed, self.buffers, reader_pool, self.pool)
+        for name in gpu_fed_nodes(self.nodes, gpu_nodes):  # readers the GPU stage reads copy rather than map files
+            if hasattr(self.cpu.batch_ops.get(name), "feeds_gpu"):
+                self.cpu.batch_ops[name].feeds_gpu = True
         self.cpu.start_workers(workers or WorkerOptions())
         self.cpu.skipping = check_replaceable(self.nodes, self.cpu.batch_ops)
         self.skip_log = SkipLog() if self.cpu.skipping else None

@@ -50,6 +50,11 @@ def gpu_stage_nodes(nodes: list[OpNode]) -> set[str]:
     return stage
 
 
+def gpu_fed_nodes(nodes: list[OpNode], stage: set[str]) -> set[str]:
+    """Names of the nodes outside the GPU stage (`stage`, from gpu_stage_nodes) whose outputs a stage node reads."""
+    return {d.op.name for node in nodes if node.name in stage for d in node.upstream} - stage
+
+
 def check_device(device_id: int | None, nodes: list[OpNode]) -> None:
     """A DeviceError naming the first GPU node when no GPU can run it (raised at build time)."""
     from headrace_kernels.gpu.runtime import gpu_unavailable_reason

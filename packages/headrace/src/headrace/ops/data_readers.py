@@ -7,6 +7,7 @@ import numpy as np
 from headrace.schema import (
     DALI_HINT,
     FILES_PERMUTED,
+    MAPPING_READER_ARGS,
     READER_BUFFER_ARGS,
     READER_COMPAT_ARGS,
     REQUIRED,
@@ -149,7 +150,7 @@ register(OpSchema(
         *_SHUFFLE_ARGS,
         *_AFTER_EPOCH_ARGS,
         *SHARD_ARGS,
-        *_COMPAT_ARGS,
+        *MAPPING_READER_ARGS,
         *READER_BUFFER_ARGS,
     ),
     num_outputs=_coco_outputs,

@@ -6,7 +6,7 @@ from headrace.enums import DALIDataType
 from headrace.output_specs import declared, numpy_dtype
 from headrace.schema import (
     FILES_PERMUTED,
-    READER_COMPAT_ARGS,
+    MAPPING_READER_ARGS,
     SHARD_ARGS,
     Arg,
     Limits,
@@ -49,7 +49,7 @@ register(OpSchema(
             "it, or 'skip' it: its slot gets the next sample and the epoch keeps its length (a repeat at its end); "
             "Pipeline.skipped lists what was skipped. headrace's own: DALI has no such argument.",
             choices=("raise", "skip")),
-        *READER_COMPAT_ARGS,
+        *MAPPING_READER_ARGS,
     ),
     num_outputs=2,
     stateful=True,

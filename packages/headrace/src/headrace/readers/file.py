@@ -143,6 +143,11 @@ def _check_samples(samples: list[tuple[str, int]], node: str) -> None:
 class FileReader:
     """Reads one shard of a file set; the order of every epoch is a pure function of (seed, epoch, shard)."""
 
+    feeds_gpu = False
+    """Set by the executor when a GPU-stage op (a mixed decoder, `.gpu()`) reads this reader's samples: then files
+    are read into copies, not mapped. Mapping a batch's files beside the decoder's and CUDA's threads made the GPU
+    training pipeline 0.90x as fast (benchmarks/HISTORY.md); CPU consumers gain from it."""
+
     op = "readers.file"
     permutes_data_set = True
     """random_shuffle (buffer mode) first permutes the whole data set, as DALI's file-like loaders do (records in
@@ -201,6 +206,9 @@ class FileReader:
         self._cached_order: tuple[int, np.ndarray] | None = None
         self._batch_reader = None  # made on the first serial batch
         self.skip_errors = args.get("on_error", "raise") == "skip"  # an unreadable file's data is its OSError
+        # a batch's samples are views of its files mapped into memory, as DALI's (dont_use_mmap=True: copies),
+        # unless the GPU stage reads them (feeds_gpu)
+        self.use_mmap = not args.get("dont_use_mmap", False)
         self._layout: list[tuple[int, bool]] = []  # the last batch's slots: (epoch, whether it is a fill)
         self._ended: dict[int, int] = {}  # epochs that ended in the last batch -> the fills they gave
 
@@ -348,17 +356,25 @@ class FileReader:
                 return error  # the engine replaces the sample (engine.skips)
             raise error from None
 
+    @property
+    def maps_files(self) -> bool:
+        """Whether a batch's files are mapped into memory (else read into copies)."""
+        return self.use_mmap and not self.feeds_gpu
+
     def _read_all(self, indices: list[int]) -> list[np.ndarray]:
         return [self._read(i) for i in indices]
 
     def _read_batch(self, indices: list[int]) -> list[np.ndarray]:
-        """Every file of the batch with the GIL released once (headrace_kernels.batch_read), per file otherwise."""
+        """Every file of the batch mapped (or read: dont_use_mmap) with the GIL released once
+        (headrace_kernels.batch_read), read per file otherwise."""
         if self._batch_reader is None:
             from headrace_kernels.batch_read import BatchFileReader
 
             self._batch_reader = BatchFileReader(self.paths, MAX_SAMPLE_BYTES) if BatchFileReader.available() else False
         if self._batch_reader is False:
             return self._read_all(indices)
+        if self.maps_files:
+            return self._batch_reader.map(indices, self._read)
         return self._batch_reader.read(indices, self._read)
 
     def next_batch(self, iteration: int) -> tuple[list[list[np.ndarray]], list[str]]:
