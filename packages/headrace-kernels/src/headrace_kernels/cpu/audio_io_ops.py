@@ -434,6 +434,13 @@ def _soundfile():
     return soundfile
 
 
+@numba.njit(nogil=True, cache=True)
+def _scaled_float32(raw: np.ndarray, scale: np.float32, out: np.ndarray) -> None:
+    """out = float32(raw) * scale over flat arrays (numpy's astype then multiply, in one pass without the GIL)."""
+    for i in range(raw.shape[0]):
+        out[i] = np.float32(raw[i]) * scale
+
+
 class _PcmWav:
     """A plain PCM WAV (format 1 with 16, 24 or 32-bit integers, or format 3 with float32) read with numpy, with
     libsndfile's own conversions: integers to float as x / 2^(bits - 1) (exact in float32 but for 32-bit, where the
@@ -477,12 +484,14 @@ class _PcmWav:
             kind = "<f4" if self.tag == 3 else f"<i{self.width}"
             raw = np.frombuffer(self.data, kind, values, start).reshape(count, self.channels)
         target = out[:count]
+        if not target.flags.c_contiguous:
+            raise ValueError("_PcmWav.read writes a C-contiguous array")
         if out.dtype == np.float32:
             if self.tag == 3:
                 target[...] = raw
             else:
-                np.multiply(raw.astype(np.float32), np.float32(2.0 ** (1 - (32 if self.bits == 24 else self.bits))),
-                            out=target)
+                _scaled_float32(raw.reshape(-1), np.float32(2.0 ** (1 - (32 if self.bits == 24 else self.bits))),
+                                target.reshape(-1))
         elif out.dtype == np.int32:
             target[...] = raw.astype(np.int32) << (32 - (32 if self.bits == 24 else self.bits))
         else:
@@ -521,6 +530,19 @@ def parse_pcm_wav(data: bytes) -> _PcmWav | None:
     return None
 
 
+_scratch = threading.local()
+
+
+def _scratch_float32(shape: tuple[int, int]) -> np.ndarray:
+    """A float32 array of `shape` in this thread's scratch buffer (grown by doubling), valid until the thread's next
+    call: for intermediate frames only, never for what a kernel returns."""
+    size = max(shape[0] * shape[1], 1)
+    buffer = getattr(_scratch, "buffer", None)
+    if buffer is None or buffer.shape[0] < size:
+        buffer = _scratch.buffer = np.empty(1 << (size - 1).bit_length(), np.float32)
+    return buffer[:shape[0] * shape[1]].reshape(shape)
+
+
 def decode_audio(data: np.ndarray | bytes, dtype: np.dtype = np.float32, downmix_channels: bool = False,
                  sample_rate: float = 0.0, quality: float = 50.0, offset_seconds: float = 0.0,
                  duration_seconds: float = -1.0, fast_wav: bool = True) -> tuple[np.ndarray, int]:
@@ -529,7 +551,9 @@ def decode_audio(data: np.ndarray | bytes, dtype: np.dtype = np.float32, downmix
     window of `duration_seconds` from `offset_seconds` (NeMo manifests; -1: to the end). ValueError says why a file
     cannot be decoded. Plain PCM WAV is read with numpy (the same samples as libsndfile's) unless `fast_wav` is
     false; everything else with soundfile."""
-    buffer = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+    # the file's bytes as they are (no copy): the WAV parser and numpy read a memoryview; soundfile gets bytes
+    buffer = memoryview(np.ascontiguousarray(data, np.uint8)).cast("B") if isinstance(data, np.ndarray) else \
+        memoryview(data).cast("B")
     sample_rate = float(np.float32(sample_rate))  # a float32 in DALI
     if not buffer:
         raise ValueError("the encoded audio is empty (0 bytes)")
@@ -544,7 +568,7 @@ def decode_audio(data: np.ndarray | bytes, dtype: np.dtype = np.float32, downmix
             wav = None
     sf = _soundfile()
     try:
-        with wav if wav is not None else sf.SoundFile(io.BytesIO(buffer)) as audio:
+        with wav if wav is not None else sf.SoundFile(io.BytesIO(bytes(buffer))) as audio:
             rate, channels, length = audio.samplerate, audio.channels, audio.frames
             if rate <= 0:
                 raise ValueError(f"invalid sampling rate {rate}")
@@ -556,7 +580,10 @@ def decode_audio(data: np.ndarray | bytes, dtype: np.dtype = np.float32, downmix
             resample = sample_rate > 0 and float(sample_rate) != float(rate)
             mix = downmix_channels and channels > 1
             read_as = "float32" if resample or mix else dtype.name
-            frames = np.empty((max(count, 0), channels), read_as)
+            shape = (max(count, 0), channels)
+            # frames that only feed the downmix or the resampler go to this thread's scratch buffer: a fresh block
+            # of this size per sample is mapped, faulted in and unmapped by the kernel each time
+            frames = _scratch_float32(shape) if resample or mix else np.empty(shape, read_as)
             got = audio.read(out=frames).shape[0] if count > 0 else 0
     except sf.LibsndfileError as exc:
         raise ValueError(f"libsndfile: {exc.error_string}") from None
