@@ -131,6 +131,7 @@ class NemoAsrReader(FileReader):
                       "labels": list(range(len(entries))), "seed": -1 if own_seed is None else own_seed,
                       "stick_to_shard": bool(args["stick_to_shard"] or args["shuffle_after_epoch"])}
         super().__init__(node, files_args, batch_size, seed, pool)
+        self.use_mmap = False  # copies, as before readers.file mapped (its schema ignores dont_use_mmap)
         self.entries = entries
         self.dtype = numpy_dtype(args["dtype"])
         self.downmix, self.quality = bool(args["downmix"]), float(args["quality"])
