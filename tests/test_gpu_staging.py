@@ -27,9 +27,10 @@ def test_upload_is_bit_exact(ragged):
     cp = _cupy()
     from headrace.engine.gpu_batch import upload
 
-    if ragged:  # odd sizes and mixed element types: every sample lands at its own aligned offset
+    if ragged:  # odd sizes, mixed element types, a strided view: every sample lands at its own aligned offset
         batch = [RNG.standard_normal((3, 5)).astype(np.float32), RNG.integers(0, 9, (7,), dtype=np.int64),
-                 np.zeros((0, 4), np.float32), RNG.integers(0, 255, (2, 3, 3), dtype=np.uint8), np.float64(2.5)]
+                 np.zeros((0, 4), np.float32), RNG.integers(0, 255, (2, 3, 3), dtype=np.uint8), np.float64(2.5),
+                 RNG.standard_normal((6, 8)).astype(np.float32)[::2, 1::3]]
     else:
         batch = [RNG.integers(0, 255, (4, 6, 3), dtype=np.uint8) for _ in range(5)]
     with cp.cuda.Stream(non_blocking=True) as stream:

@@ -294,12 +294,15 @@ _phase_tables: dict[tuple, _PhaseTable] = {}
 _phase_lock = threading.Lock()
 
 
-def _lookup_phases(starts: np.ndarray, state: tuple) -> np.ndarray:
+@numba.njit(nogil=True, cache=True)
+def _lookup_phases(starts: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """The index in `known` (sorted phase bits) of each block start's phase, -1 where it is not there."""
     keys = starts.view(np.uint32)
-    index = np.searchsorted(state[0], keys)
-    found = index < state[0].shape[0]
-    found[found] = state[0][index[found]] == keys[found]
-    return np.where(found, index, -1).astype(np.int64)
+    found = np.empty(keys.shape[0], np.int64)
+    for b in range(keys.shape[0]):
+        i = np.searchsorted(known, keys[b])
+        found[b] = i if i < known.shape[0] and known[i] == keys[b] else -1
+    return found
 
 
 def _phase_table(in_rate: float, out_rate: float, quality: float, lanes: bool, n_out: int):
@@ -314,7 +317,7 @@ def _phase_table(in_rate: float, out_rate: float, quality: float, lanes: bool, n
             entry = _PhaseTable(2 * lobes_for_quality(quality))
         _phase_tables[key] = entry  # most recently used last
         state = (entry.keys, entry.weights, entry.centers, entry.positions)
-    phase = _lookup_phases(starts, state)
+    phase = _lookup_phases(starts, state[0])
     if phase.min(initial=0) >= 0 or state[0].shape[0] >= entry.limit:
         return (phase, *state[1:])
     missing = starts[phase < 0]
@@ -336,7 +339,7 @@ def _phase_table(in_rate: float, out_rate: float, quality: float, lanes: bool, n
             entry.centers = np.concatenate([entry.centers, centers])[order]
             entry.positions = np.concatenate([entry.positions, positions])[order]
         state = (entry.keys, entry.weights, entry.centers, entry.positions)
-    return (_lookup_phases(starts, state), *state[1:])
+    return (_lookup_phases(starts, state[0]), *state[1:])
 
 
 def resample_float(signal: np.ndarray, in_rate: float, out_rate: float, quality: float,

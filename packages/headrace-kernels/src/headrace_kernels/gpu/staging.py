@@ -7,14 +7,18 @@ handed out as views of one device buffer; the pinned buffer is held until the st
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import threading
 from typing import Any
 
+import numba
 import numpy as np
 
 from headrace_kernels.gpu.cupy_module import cupy
 from headrace_kernels.gpu.memory import SMALL_BYTES, large_size
 from headrace_kernels.gpu.ragged import PackedSamples
+from headrace_kernels.numba_calls import bind
 
 ALIGN = 256
 """Byte alignment of each sample in the packed buffers (CUDA's allocation alignment)."""
@@ -33,6 +37,29 @@ def _hold_until_read(stream, memory) -> None:
     with _lock:
         _in_flight[:] = [(e, m) for e, m in _in_flight if not e.done]
         _in_flight.append((event, memory))
+
+
+@numba.njit(nogil=True, cache=True)
+def _copy_all(c_memcpy, targets, sources, sizes):
+    for i in range(len(sizes)):
+        c_memcpy(targets[i], sources[i], sizes[i])
+
+
+@functools.lru_cache(maxsize=1)
+def _gather():
+    """memcpy of every (target, source, size) in one call without the GIL: a copy per sample through numpy gives
+    the GIL up and waits to take it back once per sample, behind the threads decoding the next batch."""
+    memcpy = ctypes.CDLL(None).memcpy
+    memcpy.argtypes, memcpy.restype = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64], ctypes.c_uint64
+    return bind(_copy_all, memcpy)
+
+
+def _pack(arrays: list[np.ndarray], packed: np.ndarray, offsets: list[int]) -> None:
+    """Copy each array's bytes to packed[offset:]."""
+    arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
+    sizes = np.array([a.nbytes for a in arrays], np.uint64)
+    sources = np.array([a.ctypes.data if a.nbytes else 0 for a in arrays], np.uint64)
+    _gather()(np.uint64(packed.ctypes.data) + np.asarray(offsets, np.uint64), sources, sizes)
 
 
 def _aligned(size: int) -> int:
@@ -77,8 +104,7 @@ def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, PackedSamples | list |
     if tight:  # one copy for the batch
         np.concatenate([a.reshape(-1) for a in arrays], out=packed.view(first.dtype))
     else:
-        for a, offset in zip(arrays, offsets, strict=True):
-            np.copyto(packed[offset:offset + a.nbytes].view(a.dtype).reshape(a.shape), a)
+        _pack(arrays, packed, offsets)
     device = cp.empty(max(total, 1), np.uint8)
     if total:
         device.data.copy_from_host_async(packed.ctypes.data, total, stream)
