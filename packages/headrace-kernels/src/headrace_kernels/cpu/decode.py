@@ -70,7 +70,9 @@ def code_stream(data, max_pixels: int = 0):
     claims more than `max_pixels` pixels (0: no limit)."""
     nv = nvimgcodec_module()
     try:
-        stream = nv.CodeStream(_as_bytes(data).tobytes())
+        # the stream reads the array in place (and holds a reference to it): no copy of the encoded bytes, so a
+        # mapped file's pages are first touched by the decode, without the GIL
+        stream = nv.CodeStream(np.ascontiguousarray(_as_bytes(data)))
         _ = stream.width  # parses the header
     except Exception as exc:  # noqa: BLE001 - nvimgcodec raises RuntimeError with its own text
         raise ValueError(f"not a decodable image ({exc})") from None

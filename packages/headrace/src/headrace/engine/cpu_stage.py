@@ -82,32 +82,58 @@ class CpuStage:
 
     def run(self, iteration: int) -> tuple[Values, list[str], dict, int]:
         """Readers and CPU ops of batch `iteration`: (values, sources, collectors, batch size)."""
+        if not self.skipping:
+            return self.finish(iteration, self.read(iteration))
         values: Values = {}
         sources: list[str] = []
         collectors: dict[tuple[str, int], Collector] = {}
         size = self.batch_size
         failures: dict = {}
-        for number, (kind, step) in enumerate(self.steps):
+        for number, (kind, step) in enumerate(self.steps):  # skipping: replacements after each step
             if kind == "batch":
-                outs, step_sources = self.batch_ops[step.name].next_batch(iteration)
-                if self.record_states:  # taken here, in whichever thread runs this batch's readers
-                    self.states_after.setdefault(iteration, {})[step.name] = (
-                        self.batch_op_kinds[step.name], self.batch_ops[step.name].get_state())
+                outs, step_sources = self._read_step(step, iteration, values)
                 if not sources:
                     sources, size = list(step_sources), len(step_sources)
-                for index, samples in enumerate(outs):
-                    values[(step.name, index)] = samples
-                if self.skipping:
-                    failures.update(read_failures(step.name, self.batch_op_kinds[step.name], iteration,
-                                                  zip(range(size), outs[0], step_sources, strict=True)))
+                failures.update(read_failures(step.name, self.batch_op_kinds[step.name], iteration,
+                                              zip(range(size), outs[0], step_sources, strict=True)))
             else:
                 failures = self.run_ops(step, values, collectors, iteration, size, sources)
-            if self.skipping and number + 1 >= len(self.batch_ops):
+            if number + 1 >= len(self.batch_ops):
                 if number + 1 == len(self.batch_ops):  # every reader has read
                     self.mark(iteration, values)
                 self.replace(values, collectors, iteration, size, sources, failures, upto=number + 1)
                 failures = {}
         return values, sources, collectors, size
+
+    def read(self, iteration: int) -> tuple[Values, list[str], int]:
+        """The readers' (and sources') part of batch `iteration`, without replacements (no op skips samples):
+        (values, sources, batch size). `finish` runs the CPU ops on it; a read may run ahead on another thread."""
+        values: Values = {}
+        sources: list[str] = []
+        size = self.batch_size
+        for _, step in self.steps[:len(self.batch_ops)]:  # the batch ops' steps come first
+            _, step_sources = self._read_step(step, iteration, values)
+            if not sources:
+                sources, size = list(step_sources), len(step_sources)
+        return values, sources, size
+
+    def finish(self, iteration: int, read: tuple[Values, list[str], int]) -> tuple[Values, list[str], dict, int]:
+        """The CPU ops of batch `iteration` on what `read` gave: (values, sources, collectors, batch size)."""
+        values, sources, size = read
+        collectors: dict[tuple[str, int], Collector] = {}
+        for _, step in self.steps[len(self.batch_ops):]:
+            self.run_ops(step, values, collectors, iteration, size, sources)
+        return values, sources, collectors, size
+
+    def _read_step(self, step: OpNode, iteration: int, values: Values) -> tuple[list, list[str]]:
+        """One batch op's outputs of batch `iteration` into `values`; its state recorded when checkpointing."""
+        outs, step_sources = self.batch_ops[step.name].next_batch(iteration)
+        if self.record_states:  # taken here, in whichever thread runs this batch's readers
+            self.states_after.setdefault(iteration, {})[step.name] = (
+                self.batch_op_kinds[step.name], self.batch_ops[step.name].get_state())
+        for index, samples in enumerate(outs):
+            values[(step.name, index)] = samples
+        return outs, step_sources
 
     def mark(self, iteration: int, values: Values) -> None:
         """Note where the readers stand after this batch's samples and replacements: their state (checkpoints)

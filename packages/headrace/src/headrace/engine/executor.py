@@ -8,6 +8,7 @@ from headrace.batch import BufferPool, TensorListCPU, TensorListGPU
 from headrace.engine.cpu_stage import CpuStage
 from headrace.engine.gpu_stage import GpuStage, check_device, gpu_fed_nodes, gpu_stage_nodes
 from headrace.engine.options import ExecutorOptions
+from headrace.engine.read_ahead import ReadAhead
 from headrace.engine.skips import SkipLog, Skipped, check_replaceable
 from headrace.engine.workers import WorkerOptions
 from headrace.errors import SchemaError
@@ -46,6 +47,11 @@ class Executor:
         self.gpu: GpuStage | None = None  # GPU ops and whatever reads their outputs
         if has_gpu:
             self.gpu = GpuStage(self.cpu, self.nodes, gpu_nodes, outputs, device_id, self.options)
+        # a CPU pipeline reads batch i+1 while batch i's ops run, unless a source is fed per batch, an op skips
+        # failed samples (replacements come from the readers in batch order) or the option turns it off
+        self.ahead = ReadAhead(self.cpu) if self.gpu is None and self.options.lookahead != "off" \
+            and not self.cpu.skipping and not any(getattr(op, "needs_feed", False)
+                                                  for op in self.cpu.batch_ops.values()) else None
 
     @property
     def batch_ops(self) -> dict:
@@ -64,6 +70,8 @@ class Executor:
         """Compute batch `iteration`: the outputs, and the source of every sample (for error messages)."""
         if self.gpu is not None:
             values, sources, collectors = self.gpu.run(iteration)
+        elif self.ahead is not None:
+            values, sources, collectors, _ = self.ahead.run(iteration)
         else:
             values, sources, collectors, _ = self.cpu.run(iteration)
         if self.skip_log is not None:
@@ -118,6 +126,9 @@ class Executor:
             self.gpu.release_memory()
 
     def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
+            self.ahead = None
         if self.gpu is not None:
             self.gpu.close()
             self.gpu = None  # now, in this thread: the CUDA stream and memory pool go with it

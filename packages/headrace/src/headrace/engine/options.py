@@ -20,8 +20,8 @@ class ExecutorOptions:
 
     lookahead: str = "before"
     """When a GPU pipeline computes the next batch's CPU stage: 'before' this batch's GPU steps (overlapping the
-    decode), 'after' its last decoder, or 'off' (no overlap). Fed pipelines (external_source without `source`)
-    never look ahead."""
+    decode), 'after' its last decoder, or 'off' (no overlap). A CPU pipeline reads the next batch while this one's
+    ops run unless it is 'off'. Fed pipelines (external_source without `source`) never look ahead."""
     parallel_reads: bool = False
     """Give the readers the thread pool (slow storage); by default they read in the CPU stage's thread, which beats
     the pool's GIL hand-offs on cached files."""
