@@ -239,3 +239,32 @@ def test_batched_argument_values_equal_per_sample_ones():
         assert got == expected and [type(v) for v in got] == [type(v) for v in expected]
     with pytest.raises(ValueError, match="one value per sample"):
         arg_values([np.array([1, 2], np.int32)] * 2, Arg("mirror", "int"), 2)
+
+
+def test_a_closed_pipeline_leaves_no_cycles_of_failed_batches():
+    """Batches that failed in the prefetcher (their errors queued, one still being put when the pipeline closes)
+    leave no reference cycle: the errors' tracebacks hold the prefetcher's frames, which must not hold them back."""
+    import gc
+    import time
+
+    @pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=1)
+    def pipe():
+        return fn.external_source(source=lambda info: np.arange(1, dtype=np.int32), batch=False)[2]
+
+    gc.collect()
+    gc.disable()
+    try:
+        p = pipe()
+        with pytest.raises(SampleError):
+            p.run()
+        time.sleep(0.3)  # the prefetcher fills its queue with more failed batches
+        p.close()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = sorted({f"{o.f_code.co_filename.rsplit('/', 1)[-1]}:{o.f_lineno}" for o in gc.garbage
+                       if type(o).__name__ == "frame" and "headrace" in o.f_code.co_filename})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not left, left

@@ -497,6 +497,12 @@ class _Prefetcher:
         return not self.stopping.is_set()
 
     def _loop(self, iteration: int) -> None:
+        try:
+            self._compute(iteration)
+        finally:
+            self._drain_after_stop()
+
+    def _compute(self, iteration: int) -> None:
         while self._running():
             outputs, error = None, None
             try:
@@ -509,6 +515,7 @@ class _Prefetcher:
             # consumed
             states = self.executor.take_states_after(iteration) if self.snapshots else None
             item: Any = self._END if outputs is self._END else (outputs, states, error)
+            ended = item is self._END
             iteration += 1
             while self._running():
                 try:
@@ -516,7 +523,9 @@ class _Prefetcher:
                     break
                 except queue.Full:
                     continue
-            if item is self._END:
+            # a failed batch's error must not stay in this frame's locals: its traceback holds this frame (a cycle)
+            outputs = error = item = None
+            if ended:
                 return
 
     def next(self) -> tuple[list[TensorListCPU] | None, dict | None, BaseException | None]:
@@ -534,12 +543,21 @@ class _Prefetcher:
 
     def stop(self) -> None:
         self.stopping.set()
-        while True:  # room in the queue, so a waiting put() returns at once (restore() and close() stop it)
+        self._drain()  # room in the queue, so a waiting put() returns at once (restore() and close() stop it)
+        self.thread.join(timeout=10)
+
+    def _drain_after_stop(self) -> None:
+        """Once stopped, drop what the loop's last put() queued: a failed batch's error holds, through its
+        traceback, the loop's frames, which hold this prefetcher and so the queue (a cycle left to the collector)."""
+        if not self._running():
+            self._drain()
+
+    def _drain(self) -> None:
+        while True:
             try:
                 self.queue.get_nowait()
             except queue.Empty:
                 break
-        self.thread.join(timeout=10)
 
 
 def pipeline_def(fn: Callable | None = None, **pipeline_kwargs: Any):
