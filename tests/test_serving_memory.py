@@ -42,43 +42,6 @@ def _ours(obj) -> bool:
     return frame is not None and "headrace" in frame.f_code.co_filename
 
 
-def _through_readers(error: BaseException) -> bool:
-    """Whether the error, or one it was raised from, was raised through headrace's readers: another test's reader
-    thread (this test's pipeline is fed, it has no reader), whose files were deleted with its temporary folder."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        tb = error.__traceback__
-        while tb is not None:
-            if "/headrace/readers/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
-                return True
-            tb = tb.tb_next
-        error = error.__cause__ or error.__context__
-    return False
-
-
-def _foreign(garbage: list) -> set[int]:
-    """Ids of the garbage of errors raised through readers (`_through_readers`): the exceptions, the ones chained
-    to them, their tracebacks and the frames those hold."""
-    out: set[int] = set()
-    todo = [o for o in garbage if isinstance(o, BaseException) and _through_readers(o)]
-    while todo:
-        error = todo.pop()
-        if error is None or id(error) in out:
-            continue
-        out.add(id(error))
-        tb = error.__traceback__
-        while tb is not None:
-            out.add(id(tb))
-            frame = tb.tb_frame
-            while frame is not None and id(frame) not in out:
-                out.add(id(frame))
-                frame = frame.f_back
-            tb = tb.tb_next
-        todo += [error.__cause__, error.__context__]
-    return out
-
-
 def _described(obj) -> str:
     """A leftover object for the failure message: its type, and where a frame or traceback points."""
     frame = obj if type(obj).__name__ == "frame" else getattr(obj, "tb_frame", None)
@@ -119,8 +82,7 @@ def test_failed_batches_free_their_buffers():
             traced.append(tracemalloc.get_traced_memory()[0])
         gc.set_debug(gc.DEBUG_SAVEALL)
         gc.collect()
-        foreign = _foreign(gc.garbage)
-        left = [_described(o) for o in gc.garbage if _ours(o) and id(o) not in foreign]
+        left = [_described(o) for o in gc.garbage if _ours(o)]
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
