@@ -19,7 +19,7 @@ import sys
 import numba
 import numpy as np
 
-from headrace_kernels.numba_calls import bind
+from headrace_kernels.numba_calls import bind, libc_function
 
 
 @numba.njit(nogil=True, cache=True)
@@ -65,13 +65,11 @@ def _loops():
     arguments of the numba loops (not globals), so numba caches the compiled loops on disk."""
     if not sys.platform.startswith("linux"):
         return None
-    libc = ctypes.CDLL(None)
     u64, i32, i64 = ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64
-    c_open, c_lseek, c_pread, c_close = libc.open, libc.lseek, libc.pread, libc.close
-    c_open.argtypes, c_open.restype = [u64, i32], i32  # open(path, O_RDONLY): no mode argument is read
-    c_lseek.argtypes, c_lseek.restype = [i32, i64, i32], i64
-    c_pread.argtypes, c_pread.restype = [i32, u64, u64, i64], i64
-    c_close.argtypes, c_close.restype = [i32], i32
+    c_open = libc_function("open", [u64, i32], i32)  # open(path, O_RDONLY): no mode argument is read
+    c_lseek = libc_function("lseek", [i32, i64, i32], i64)
+    c_pread = libc_function("pread", [i32, u64, u64, i64], i64)
+    c_close = libc_function("close", [i32], i32)
     # O_NONBLOCK: a FIFO named as a sample must not block the open (regular files ignore the flag)
     read_only = np.int32(os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     seek_end = np.int32(os.SEEK_END)
@@ -82,12 +80,9 @@ def _loops():
 @functools.lru_cache(maxsize=1)
 def _map_loop():
     """The loop that maps each open file at a given address (MAP_FIXED, read-only, private) and closes it."""
-    libc = ctypes.CDLL(None)
-    c_mmap, c_close = libc.mmap, libc.close
-    c_mmap.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
-                       ctypes.c_int64]
-    c_mmap.restype = ctypes.c_uint64
-    c_close.argtypes, c_close.restype = [ctypes.c_int32], ctypes.c_int32
+    u64, i32, i64 = ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64
+    c_mmap = libc_function("mmap", [u64, u64, i32, i32, i32, i64], u64)
+    c_close = libc_function("close", [i32], i32)
     fixed = 0x10  # MAP_FIXED on Linux (the mmap module does not name it)
     return bind(_map_and_close, c_mmap, c_close, np.int32(mmap.PROT_READ), np.int32(mmap.MAP_PRIVATE | fixed))
 

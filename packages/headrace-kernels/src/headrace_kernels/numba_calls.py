@@ -5,6 +5,8 @@ functions once and calls the compiled overload directly after the first call."""
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import threading
 
 import numba
@@ -42,3 +44,16 @@ def bind(dispatcher, *functions):
 
     call.entries = entries  # for tests: which argument kinds have a direct entry
     return call
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None)
+
+
+def libc_function(name: str, argtypes: list, restype):
+    """A ctypes function object of libc's `name` with these argument and result types: a new object per call, so
+    two loops may declare the same function differently (pointers as 64-bit integers, say)."""
+    function = _libc()[name]
+    function.argtypes, function.restype = argtypes, restype
+    return function

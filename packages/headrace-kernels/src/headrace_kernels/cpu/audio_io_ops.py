@@ -23,6 +23,7 @@ import numba
 import numpy as np
 
 from headrace_kernels.cpu.convert import saturate_cast
+from headrace_kernels.cpu.scratch import scratch
 from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import cpu_kernel
 
@@ -533,19 +534,6 @@ def parse_pcm_wav(data: bytes) -> _PcmWav | None:
     return None
 
 
-_scratch = threading.local()
-
-
-def _scratch_float32(shape: tuple[int, int]) -> np.ndarray:
-    """A float32 array of `shape` in this thread's scratch buffer (grown by doubling), valid until the thread's next
-    call: for intermediate frames only, never for what a kernel returns."""
-    size = max(shape[0] * shape[1], 1)
-    buffer = getattr(_scratch, "buffer", None)
-    if buffer is None or buffer.shape[0] < size:
-        buffer = _scratch.buffer = np.empty(1 << (size - 1).bit_length(), np.float32)
-    return buffer[:shape[0] * shape[1]].reshape(shape)
-
-
 def decode_audio(data: np.ndarray | bytes, dtype: np.dtype = np.float32, downmix_channels: bool = False,
                  sample_rate: float = 0.0, quality: float = 50.0, offset_seconds: float = 0.0,
                  duration_seconds: float = -1.0, fast_wav: bool = True) -> tuple[np.ndarray, int]:
@@ -586,7 +574,7 @@ def decode_audio(data: np.ndarray | bytes, dtype: np.dtype = np.float32, downmix
             shape = (max(count, 0), channels)
             # frames that only feed the downmix or the resampler go to this thread's scratch buffer: a fresh block
             # of this size per sample is mapped, faulted in and unmapped by the kernel each time
-            frames = _scratch_float32(shape) if resample or mix else np.empty(shape, read_as)
+            frames = scratch("audio.frames", shape, np.float32) if resample or mix else np.empty(shape, read_as)
             got = audio.read(out=frames).shape[0] if count > 0 else 0
     except sf.LibsndfileError as exc:
         raise ValueError(f"libsndfile: {exc.error_string}") from None

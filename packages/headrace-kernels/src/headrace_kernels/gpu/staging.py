@@ -18,7 +18,7 @@ import numpy as np
 from headrace_kernels.gpu.cupy_module import cupy
 from headrace_kernels.gpu.memory import SMALL_BYTES, large_size
 from headrace_kernels.gpu.ragged import PackedSamples
-from headrace_kernels.numba_calls import bind
+from headrace_kernels.numba_calls import bind, libc_function
 
 ALIGN = 256
 """Byte alignment of each sample in the packed buffers (CUDA's allocation alignment)."""
@@ -49,9 +49,8 @@ def _copy_all(c_memcpy, targets, sources, sizes):
 def _gather():
     """memcpy of every (target, source, size) in one call without the GIL: a copy per sample through numpy gives
     the GIL up and waits to take it back once per sample, behind the threads decoding the next batch."""
-    memcpy = ctypes.CDLL(None).memcpy
-    memcpy.argtypes, memcpy.restype = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64], ctypes.c_uint64
-    return bind(_copy_all, memcpy)
+    u64 = ctypes.c_uint64
+    return bind(_copy_all, libc_function("memcpy", [u64, u64, u64], u64))
 
 
 def _pack(arrays: list[np.ndarray], packed: np.ndarray, offsets: list[int]) -> None:

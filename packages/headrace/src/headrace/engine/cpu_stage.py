@@ -68,6 +68,12 @@ class CpuStage:
                 self.steps.append(("samples", [op]))
         self.skipping = False  # set by the executor: whether any op of the pipeline skips failed samples
 
+    @property
+    def fed(self) -> bool:
+        """Whether a source takes its data per batch from the caller (external_source without `source`): then
+        nothing can be read ahead of the batch asked for."""
+        return any(getattr(op, "needs_feed", False) for op in self.batch_ops.values())
+
     def start_workers(self, options: WorkerOptions) -> None:
         """Start the worker processes of the batch ops that run Python in them (a parallel external_source)."""
         for op in self.batch_ops.values():

@@ -50,8 +50,7 @@ class Executor:
         # a CPU pipeline reads batch i+1 while batch i's ops run, unless a source is fed per batch, an op skips
         # failed samples (replacements come from the readers in batch order) or the option turns it off
         self.ahead = ReadAhead(self.cpu) if self.gpu is None and self.options.lookahead != "off" \
-            and not self.cpu.skipping and not any(getattr(op, "needs_feed", False)
-                                                  for op in self.cpu.batch_ops.values()) else None
+            and not self.cpu.skipping and not self.cpu.fed else None
 
     @property
     def batch_ops(self) -> dict:

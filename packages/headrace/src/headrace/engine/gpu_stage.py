@@ -213,8 +213,7 @@ class GpuStage:
         # batch is read only after them, so that replacements come from the readers in batch order
         self.skip_until = gpu_skip_head(self.steps, stage)
         self.skipping = {step.node.name for _, step in self.steps[:self.skip_until] if skips(step.node)}
-        self.lookahead = options.lookahead != "off" and not any(
-            getattr(source, "needs_feed", False) for source in cpu.batch_ops.values())  # fed: nothing to read ahead
+        self.lookahead = options.lookahead != "off" and not cpu.fed  # fed: nothing to read ahead
         # When the next batch's CPU stage starts: by default before this batch's GPU steps, so it overlaps the
         # decode ('after': once the last decoder has run; benchmarks/HISTORY.md has the measurements).
         preparing = [step for kind, step in self.steps if kind == "gpu" and step.prepares]

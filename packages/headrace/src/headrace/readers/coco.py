@@ -335,14 +335,9 @@ class CocoReader(IndexedReader):
         """The items of these images, their files mapped (or read: dont_use_mmap) as one batch with the GIL released
         once (the same reader as readers.file's, headrace_kernels.batch_read); a file it cannot take is read alone,
         for its error."""
-        if self._batch_reader is None:
-            from headrace_kernels.batch_read import BatchFileReader
-
-            self._batch_reader = BatchFileReader(self.paths, MAX_SAMPLE_BYTES) if BatchFileReader.available() else False
-        if self._batch_reader is False:
+        images = self.batch_files(indices, self._read_image)
+        if images is None:
             return [self.read_item(i) for i in indices]
-        batch = self._batch_reader.map if self.maps_files else self._batch_reader.read
-        images = batch(indices, self._read_image)
         return [self._item(i, data) for i, data in zip(indices, images, strict=True)]
 
     def read_item(self, index: int) -> tuple[np.ndarray, ...]:

@@ -365,17 +365,22 @@ class FileReader:
         return [self._read(i) for i in indices]
 
     def _read_batch(self, indices: list[int]) -> list[np.ndarray]:
-        """Every file of the batch mapped (or read: dont_use_mmap) with the GIL released once
-        (headrace_kernels.batch_read), read per file otherwise."""
+        """Every file of the batch mapped (or read: dont_use_mmap) with the GIL released once, per file where
+        that cannot be done."""
+        files = self.batch_files(indices, self._read)
+        return self._read_all(indices) if files is None else files
+
+    def batch_files(self, indices: list[int], fallback) -> list[np.ndarray] | None:
+        """The bytes of these files, mapped or read (`maps_files`) as one batch by headrace_kernels.batch_read,
+        with `fallback(index)` for a file it cannot take (for its error); None where batch reads are unavailable."""
         if self._batch_reader is None:
             from headrace_kernels.batch_read import BatchFileReader
 
             self._batch_reader = BatchFileReader(self.paths, MAX_SAMPLE_BYTES) if BatchFileReader.available() else False
         if self._batch_reader is False:
-            return self._read_all(indices)
-        if self.maps_files:
-            return self._batch_reader.map(indices, self._read)
-        return self._batch_reader.read(indices, self._read)
+            return None
+        batch = self._batch_reader.map if self.maps_files else self._batch_reader.read
+        return batch(indices, fallback)
 
     def next_batch(self, iteration: int) -> tuple[list[list[np.ndarray]], list[str]]:
         """([encoded bytes per sample, label per sample], source path per sample)."""

@@ -138,9 +138,10 @@ class TFRecordReader(RecordReader):
         self.num_outputs = len(self.parsers)
         self.example = tfrecord.example_class()
         names = [parser.name.encode("utf-8", "surrogateescape") for parser in self.parsers]
-        ends = np.cumsum([len(n) for n in names], dtype=np.int64)
+        lengths = np.array([len(n) for n in names], np.int64)
+        ends = np.cumsum(lengths)
         self._keys = np.frombuffer(b"".join(names) or b"\0", np.uint8)
-        self._key_bounds = np.stack([ends - [len(n) for n in names], ends], axis=1).reshape(-1, 2)
+        self._key_bounds = np.stack([ends - lengths, ends], axis=1)
         super().__init__(node, args, batch_size, seed, pool, paths, records)
 
     def parse(self, index: int, data: bytes) -> tuple:
