@@ -65,8 +65,9 @@ def by_name(outputs, names=NAMES) -> dict:
     return dict(zip(names, outputs if isinstance(outputs, tuple) else (outputs,), strict=True))
 
 
-def headrace_pipe(paths, indices, batch_size=4, feats=None, checkpoint=None, **kwargs):
-    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, seed=11, enable_checkpointing=True)
+def headrace_pipe(paths, indices, batch_size=4, feats=None, checkpoint=None, lookahead="before", **kwargs):
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, seed=11, enable_checkpointing=True,
+                  executor_options={"lookahead": lookahead})
     def pipe():
         out = by_name(fn.readers.tfrecord(path=paths, index_path=indices, features=feats or features(),
                                           name="Reader", **kwargs), list(feats or features()))
@@ -326,9 +327,9 @@ def test_a_file_truncated_after_it_was_mapped_fails_its_records_with_an_error(re
     paths, indices = records
     copy = tmp_path / "mapped.tfrecord"
     copy.write_bytes(open(paths[0], "rb").read())
-    pipe = headrace_pipe([str(copy)], [indices[0]], batch_size=2)
+    pipe = headrace_pipe([str(copy)], [indices[0]], batch_size=2, lookahead="off")
     pipe.build()
-    executor = pipe._executor  # batches run here, in this thread: no read-ahead races the truncation
+    executor = pipe._executor  # batches run here, in this thread, without read-ahead: nothing races the truncation
     executor.run(0)
     with open(copy, "r+b") as f:
         f.truncate(copy.stat().st_size // 2)

@@ -26,6 +26,15 @@ class SampleContext(Protocol):
     input_layouts: tuple[str, ...]
     """The layout of each of the node's inputs, as the graph knows it ('' where unknown)."""
 
+    def output(self, shape: tuple[int, ...], dtype) -> np.ndarray: ...
+    """An uninitialized array for the first output, to fill and return as it is: the sample's row of the batch
+    when the executor collects that output densely (no copy after the kernel), else a new array."""
+
+
+def output_array(ctx: SampleContext | None, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """`ctx.output(shape, dtype)`, or a new array where a kernel runs outside the executor (ctx None)."""
+    return np.empty(shape, dtype) if ctx is None else ctx.output(shape, dtype)
+
 
 class GpuBatch(Protocol):
     """What a GPU kernel sees of the batch it runs on (the engine's view; see headrace.engine.gpu_batch)."""

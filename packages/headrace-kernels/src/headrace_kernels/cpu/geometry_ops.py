@@ -9,9 +9,10 @@ import cv2
 import numpy as np
 
 from headrace_kernels.cpu.convert import saturate_cast
-from headrace_kernels.cpu.scratch import scratch
+from headrace_kernels.cpu.lut_loops import lookup_into
+from headrace_kernels.cpu.resampling import resample_with_taps, triangle_taps
 from headrace_kernels.dtypes import numpy_dtype
-from headrace_kernels.registry import cpu_kernel
+from headrace_kernels.registry import cpu_kernel, output_array
 from headrace_kernels.windows import crop_anchor, crop_size, random_crop_window, resize_plan
 
 INTERP_NN, INTERP_LINEAR, INTERP_CUBIC, INTERP_LANCZOS3, INTERP_TRIANGULAR, INTERP_GAUSSIAN = range(6)
@@ -147,8 +148,6 @@ def _axis_taps(in_size: int, out_size: int, interp: int, antialias: bool, lo: fl
         raise ValueError(f"unknown interpolation type {interp}")
     if interp in (INTERP_CUBIC, INTERP_LANCZOS3) or np.dtype(dtype) not in (np.uint8, np.float32):
         return _filter_taps(in_size, out_size, interp, antialias, lo, hi)
-    from headrace_kernels.cpu.resampling import triangle_taps  # numba: imported when first needed
-
     return triangle_taps(in_size, out_size, antialias, lo, hi)
 
 
@@ -187,8 +186,6 @@ def resample(image: np.ndarray, out_h: int, out_w: int, interp: Filters, antiali
             axis_filter(interp, out_h, region[0], region[2]) == INTERP_NN == \
             axis_filter(interp, out_w, region[1], region[3]):
         return image[taps[0][0][:, 0][:, None], taps[1][0][:, 0][None, :]]
-    from headrace_kernels.cpu.resampling import resample_with_taps  # numba: imported when first needed
-
     if image.dtype in (np.uint8, np.float32):
         return resample_with_taps(image, *taps)
     return saturate_cast(resample_with_taps(np.ascontiguousarray(image, dtype=np.float32), *taps), image.dtype)
@@ -360,8 +357,6 @@ def _normalize_lut(mean: np.ndarray, multiplier: np.ndarray, shift: np.float32, 
     return saturate_cast(values, dtype)
 
 
-# cv2.LUT copies table entries of these types bit for bit: a table of another type of that size is viewed as one
-_LUT_BITS = {1: np.uint8, 2: np.uint16, 4: np.int32}
 _tables: dict[tuple, np.ndarray] = {}
 
 
@@ -381,36 +376,6 @@ def _normalize_table(args, channels: int, dtype: np.dtype) -> np.ndarray:
     return table
 
 
-def _lookup(view: np.ndarray, table: np.ndarray, out: np.ndarray, rows: slice, cols: slice, chw: bool,
-            mirror: bool) -> None:
-    """out[.., rows, cols] = table[c][view[..., c]] for every channel c (view mirrored first when asked), through
-    OpenCV's LUT (GIL released) where the table type allows, else numpy."""
-    bits = _LUT_BITS.get(table.dtype.itemsize)
-    height, width, channels = view.shape
-    if bits is None or channels > 4 or view.size == 0:
-        view = view[:, ::-1] if mirror else view
-        for c in range(channels):
-            target = out[c, rows, cols] if chw else out[rows, cols, c]
-            target[...] = table[c][view[..., c]]
-        return
-    src = cv2.flip(view, 1, dst=scratch("cmn.mirrored", view.shape, np.uint8)) if mirror else view
-    if chw:
-        if channels > 1:
-            planes = scratch("cmn.planes", (channels, height, width), np.uint8)
-            cv2.split(src, list(planes))
-        else:
-            planes = [src.reshape(height, width)]
-        for c in range(channels):
-            target = out[c, rows, cols].view(bits)
-            if target.flags.c_contiguous:
-                cv2.LUT(planes[c], table[c].view(bits), dst=target)
-            else:
-                target[...] = cv2.LUT(planes[c], table[c].view(bits))
-    else:
-        lut = np.ascontiguousarray(table.T).view(bits).reshape(1, 256, channels)
-        out[rows, cols, :channels].view(bits)[...] = cv2.LUT(src, lut).reshape(height, width, channels)
-
-
 @cpu_kernel("crop_mirror_normalize")
 def crop_mirror_normalize(inputs, args, ctx):
     image = _hwc(np.asarray(inputs[0]), "crop_mirror_normalize")
@@ -422,7 +387,7 @@ def crop_mirror_normalize(inputs, args, ctx):
         left = out_w - left - view.shape[1]
     out_channels = channels + 1 if args["pad_output"] else channels
     chw = args["output_layout"] == "CHW"
-    out = np.empty((out_channels, out_h, out_w) if chw else (out_h, out_w, out_channels), dtype=dtype)
+    out = output_array(ctx, (out_channels, out_h, out_w) if chw else (out_h, out_w, out_channels), dtype)
     padded = view.shape[:2] != (out_h, out_w)
     if padded or out_channels != channels:
         fill = saturate_cast(normalize_fill(args, channels, out_channels - channels), dtype)  # output values
@@ -430,7 +395,7 @@ def crop_mirror_normalize(inputs, args, ctx):
             (out[c] if chw else out[..., c]).fill(fill[c])
     rows, cols = slice(top, top + view.shape[0]), slice(left, left + view.shape[1])
     if image.dtype == np.uint8:
-        _lookup(view, _normalize_table(args, channels, dtype), out, rows, cols, chw, mirror)
+        lookup_into(view, _normalize_table(args, channels, dtype), out, top, left, chw, mirror)
     else:
         mean, multiplier, shift = normalize_coefficients(args, channels)
         view = view[:, ::-1] if mirror else view

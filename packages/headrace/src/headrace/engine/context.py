@@ -33,19 +33,32 @@ def ref_of(data: DataNode) -> Ref:
 
 class SampleContext:
     """What a kernel sees of the sample it works on: a random stream keyed by (node seed, sample number), where the
-    sample came from (its batch's source: a file path, ...) and the layouts of the node's inputs ('' if unknown)."""
+    sample came from (its batch's source: a file path, ...) and the layouts of the node's inputs ('' if unknown).
+    `output` gives the array for the kernel's first output: where that output is collected, the sample's row of the
+    batch buffer, so the kernel writes the batch in place."""
 
-    __slots__ = ("_rng", "index", "input_layouts", "seed", "source")
+    __slots__ = ("_collector", "_rng", "_slot", "index", "input_layouts", "seed", "source")
 
-    def __init__(self, seed: int, index: int, source: str = "", input_layouts: tuple[str, ...] = ()):
+    def __init__(self, seed: int, index: int, source: str = "", input_layouts: tuple[str, ...] = (),
+                 collector: Collector | None = None, slot: int = 0):
         self.seed, self.index, self._rng = seed, index, None
         self.source, self.input_layouts = source, input_layouts
+        self._collector, self._slot = collector, slot
 
     @property
     def rng(self) -> np.random.Generator:
         if self._rng is None:  # Generator(Philox(key=[seed, index])), re-keyed in place: ~15x cheaper to make
             self._rng = sample_rng(self.seed, self.index)
         return self._rng
+
+    def output(self, shape: tuple[int, ...], dtype) -> np.ndarray:
+        """An uninitialized array of `shape` and `dtype` for the first output, which the kernel must fill and
+        return as it is: the sample's row of the collected batch where it fits there, else a new array."""
+        if self._collector is not None:
+            row = self._collector.row(self._slot, shape, dtype)
+            if row is not None:
+                return row
+        return np.empty(shape, dtype)
 
 
 class SampleOp:
@@ -122,24 +135,42 @@ def arg_values(samples, arg: Arg, size: int) -> list:
 
 class Collector:
     """Copies one output's samples straight into a pooled (N, ...) buffer while they are made, so the batch is
-    dense without a second pass; falls back to a list when shapes differ."""
+    dense without a second pass; falls back to a list when shapes differ. A kernel may also write its sample into
+    the buffer itself (SampleContext.output): nothing is copied then."""
 
     def __init__(self, pool: BufferPool, size: int, capacity: int):
         self.pool, self.size, self.capacity = pool, size, max(size, capacity)
         self.buffer: np.ndarray | None = None
         self.ragged = False
         self.lock = threading.Lock()
+        self.rows: list[np.ndarray | None] = [None] * size  # rows handed to kernels, by slot
 
-    def put(self, index: int, sample: np.ndarray) -> None:
-        if self.ragged:
-            return
+    def _buffer_for(self, shape: tuple[int, ...], dtype) -> np.ndarray:
         if self.buffer is None:
             with self.lock:
                 if self.buffer is None:
                     # pooled at full batch size, so batches smaller than batch_size (fed by a server) reuse
                     # the same buffers instead of pooling one set per size
-                    self.buffer = self.pool.get((self.capacity, *sample.shape), sample.dtype)[:self.size]
-        if sample.shape != self.buffer.shape[1:] or sample.dtype != self.buffer.dtype:
+                    self.buffer = self.pool.get((self.capacity, *shape), dtype)[:self.size]
+        return self.buffer
+
+    def row(self, index: int, shape: tuple[int, ...], dtype) -> np.ndarray | None:
+        """The buffer's row `index` for a sample of `shape` and `dtype`, or None where it does not fit."""
+        if self.ragged:
+            return None
+        buffer = self._buffer_for(tuple(shape), np.dtype(dtype))
+        if buffer.shape[1:] != tuple(shape) or buffer.dtype != dtype:
+            return None
+        row = self.rows[index] = buffer[index]
+        return row
+
+    def put(self, index: int, sample: np.ndarray) -> None:
+        if self.ragged:
+            return
+        if sample is self.rows[index]:
+            return  # written in place
+        buffer = self._buffer_for(sample.shape, sample.dtype)
+        if sample.shape != buffer.shape[1:] or sample.dtype != buffer.dtype:
             self.ragged = True
             return
-        self.buffer[index] = sample
+        buffer[index] = sample

@@ -49,8 +49,9 @@ class Executor:
             self.gpu = GpuStage(self.cpu, self.nodes, gpu_nodes, outputs, device_id, self.options)
         # a CPU pipeline reads batch i+1 while batch i's ops run, unless a source is fed per batch, an op skips
         # failed samples (replacements come from the readers in batch order) or the option turns it off
-        self.ahead = ReadAhead(self.cpu) if self.gpu is None and self.options.lookahead != "off" \
-            and not self.cpu.skipping and not self.cpu.fed else None
+        self.ahead = ReadAhead(self.cpu, overlap=self.num_threads > 1 and not any(map(user_code, self.nodes))) \
+            if self.gpu is None and self.options.lookahead != "off" and not self.cpu.skipping and not self.cpu.fed \
+            else None
 
     @property
     def batch_ops(self) -> dict:
@@ -143,3 +144,9 @@ def output_layout(out: DataNode) -> str:
     if spec_layout:
         return spec_layout
     return (out.op.arg("output_layout") or "") if "output_layout" in out.op.schema.all_args else ""
+
+
+def user_code(node: OpNode) -> bool:
+    """Whether a node runs the user's code (python_function and its kin, plugin ops), which may keep state from
+    sample to sample: its batches are not computed two at a time."""
+    return node.schema.family == "custom" or bool(node.schema.plugin_module)

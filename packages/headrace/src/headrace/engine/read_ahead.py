@@ -50,16 +50,24 @@ class _ReadThread:
 
 
 class ReadAhead:
-    """Runs a CpuStage's batches with the next batch's read started as soon as this batch's read is done."""
+    """Runs a CpuStage's batches with the next batch's read started as soon as this batch's read is done. With
+    `overlap`, the next batch's CPU ops start then too, on one of two driver threads taking batches in turn: the
+    pool's workers go from the end of one batch straight to the next instead of idling through the batch's last
+    sample and the hand-offs between batches. Only for ops without side effects across samples (the executor
+    decides): two batches' samples then run at the same time."""
 
-    def __init__(self, cpu: CpuStage):
+    def __init__(self, cpu: CpuStage, overlap: bool = False):
         self.cpu = cpu
         self._thread = _ReadThread()
         self._next: tuple[int, Future] | None = None
+        self._drivers = (_ReadThread(), _ReadThread()) if overlap else ()
+        self._pending: dict[int, tuple[Future, Future]] = {}  # with overlap: iteration -> (read, result)
 
     def run(self, iteration: int):
         """Batch `iteration` (CpuStage.run's result); starts reading batch `iteration + 1` once this one's read
         succeeded (a read that failed, or ended the data with StopIteration, is not followed by another)."""
+        if self._drivers:
+            return self._run_overlapped(iteration)
         read = self._take(iteration)
         self._next = (iteration + 1, self._thread.submit(self.cpu.read, iteration + 1))
         return self.cpu.finish(iteration, read)
@@ -72,18 +80,54 @@ class ReadAhead:
             try:  # `future` goes when this returns or raises: no cycle through this frame holds a failed read
                 if ahead == iteration:
                     return future.result()
-                try:
-                    future.result()  # read for another sequence of iterations (the caller started over): dropped
-                except BaseException:  # noqa: BLE001 - nobody asked for it
-                    pass
-                self.cpu.states_after.pop(ahead, None)  # with the state it recorded for a checkpoint
+                self._drop(ahead, future)
             finally:
                 future = None
         return self.cpu.read(iteration)
 
+    def _drop(self, ahead: int, *futures: Future) -> None:
+        """Wait for work done ahead for another sequence of iterations (the caller started over) and drop it, with
+        the state its read recorded for a checkpoint."""
+        for future in futures:
+            try:
+                future.result()
+            except BaseException:  # noqa: BLE001 - nobody asked for it
+                pass
+        self.cpu.states_after.pop(ahead, None)
+
+    def _run_overlapped(self, iteration: int):
+        for ahead in [i for i in self._pending if i != iteration]:
+            self._drop(ahead, *self._pending.pop(ahead))
+        if iteration not in self._pending:
+            self._start(iteration)
+        read, result = self._pending.pop(iteration)
+        try:  # the next batch starts once this one's read succeeded, as the sequential pipeline would read it
+            if read.exception() is None:
+                self._start(iteration + 1)
+            return result.result()
+        finally:  # no cycle through this frame holds a failed batch
+            read = result = None
+
+    def _start(self, iteration: int) -> None:
+        read = self._thread.submit(self.cpu.read, iteration)
+        driver = self._drivers[iteration % 2]
+        self._pending[iteration] = (read, driver.submit(self._finish, iteration, read))
+
+    def _finish(self, iteration: int, read: Future):
+        try:
+            batch = read.result()
+        finally:  # a failed read's error, raised again here, must not hold (through this frame) the future holding it
+            read = None
+        return self.cpu.finish(iteration, batch)
+
     def close(self) -> None:
-        """Wait (a while) for a read in flight, whose readers must not be closed under it, and end the thread."""
+        """Wait (a while) for a read in flight, whose readers must not be closed under it, and end the threads."""
         pending, self._next = self._next, None
+        futures = [f for pair in self._pending.values() for f in pair]
+        self._pending.clear()
         if pending is not None:
-            wait([pending[1]], timeout=CLOSE_WAIT_S)
-        self._thread.stop()
+            futures.append(pending[1])
+        if futures:
+            wait(futures, timeout=CLOSE_WAIT_S)
+        for thread in (self._thread, *self._drivers):
+            thread.stop()

@@ -29,10 +29,11 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
         if not ops:
             return {}
     failures: dict[int, SampleError] = {}
+    in_place = [(op, collectors.get((op.node.name, 0))) for op in ops]  # kernels write these outputs in place
 
     def work(indices) -> None:
         for i in indices:
-            for op in ops:
+            for op, collector in in_place:
                 if op.guard is not None and values[op.guard][i] is None:
                     continue  # inside a conditional branch this sample does not take
                 inputs = [values[ref][i] for ref in op.inputs]
@@ -45,7 +46,8 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
                             args[arg.name] = frame_values(sample, arg) if arg.name in op.frame_args \
                                 else arg_value(sample, arg)
                     source = sources[i] if i < len(sources) else ""
-                    result = op.kernel(inputs, args, SampleContext(op.seed, first_sample + i, source, op.input_layouts))
+                    result = op.kernel(inputs, args, SampleContext(op.seed, first_sample + i, source, op.input_layouts,
+                                                                   collector, i))
                 except Exception as exc:
                     if not op.skips:  # no local name: a frame holding the exception raised through it is a cycle
                         raise _sample_error(op, exc, i, iteration, sources) from exc
@@ -54,9 +56,9 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
                 results = result if op.num_outputs > 1 else (result,)
                 for index, value in enumerate(results):
                     values[(op.node.name, index)][i] = value
-                    collector = collectors.get((op.node.name, index))
-                    if collector is not None and value is not None:
-                        collector.put(i, value)
+                    gather = collectors.get((op.node.name, index))
+                    if gather is not None and value is not None:
+                        gather.put(i, value)
 
     count = size if indices is None else len(indices)
     if num_threads == 1 or count == 1:

@@ -9,6 +9,7 @@ number. Epochs, shards, padding, shuffling and checkpoints are readers.file's (I
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -82,6 +83,22 @@ def messages() -> dict[str, type]:
 
 _environments: dict[str, tuple[Any, int]] = {}  # realpath -> (environment, readers holding it)
 _environments_lock = threading.Lock()
+_holder = [0]  # the ident of the thread inside the lock (0: none)
+_deferred: list[str] = []  # releases asked for by that thread while it held the lock
+
+
+@contextlib.contextmanager
+def _registry():
+    """The lock over `_environments`. A pipeline collected by the garbage collector while this thread holds it (lmdb
+    allocates inside `environment`) closes its readers there: their releases wait until the lock is let go."""
+    with _environments_lock:
+        _holder[0] = threading.get_ident()
+        try:
+            yield
+        finally:
+            while _deferred:
+                _release(os.path.realpath(_deferred.pop()))
+            _holder[0] = 0
 
 
 def environment(path: str) -> Any:
@@ -91,7 +108,7 @@ def environment(path: str) -> Any:
     import lmdb
 
     key = os.path.realpath(path)
-    with _environments_lock:
+    with _registry():
         env, holders = _environments.get(key, (None, 0))
         if env is None:
             env = lmdb.open(path, readonly=True, lock=False, readahead=False, subdir=os.path.isdir(path),
@@ -103,14 +120,20 @@ def environment(path: str) -> Any:
 def release_environment(path: str) -> None:
     """One holder of `path`'s environment lets it go; the last one closes it, unmapping the database (the pages it
     read leave the process's RSS)."""
-    key = os.path.realpath(path)
-    with _environments_lock:
-        env, holders = _environments.get(key, (None, 0))
-        if holders > 1:
-            _environments[key] = (env, holders - 1)
-        elif env is not None:
-            del _environments[key]
-            env.close()
+    if _holder[0] == threading.get_ident():
+        _deferred.append(path)
+        return
+    with _registry():
+        _release(os.path.realpath(path))
+
+
+def _release(key: str) -> None:
+    env, holders = _environments.get(key, (None, 0))
+    if holders > 1:
+        _environments[key] = (env, holders - 1)
+    elif env is not None:
+        del _environments[key]
+        env.close()
 
 
 class RecordError(ValueError):
