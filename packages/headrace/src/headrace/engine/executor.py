@@ -49,9 +49,12 @@ class Executor:
             self.gpu = GpuStage(self.cpu, self.nodes, gpu_nodes, outputs, device_id, self.options)
         # a CPU pipeline reads batch i+1 while batch i's ops run, unless a source is fed per batch, an op skips
         # failed samples (replacements come from the readers in batch order) or the option turns it off
-        self.ahead = ReadAhead(self.cpu, overlap=self.num_threads > 1 and not any(map(user_code, self.nodes))) \
-            if self.gpu is None and self.options.lookahead != "off" and not self.cpu.skipping and not self.cpu.fed \
-            else None
+        # and, with more than one thread, starts batch i+1's ops as threads run out of batch i's samples (only
+        # where there are ops besides the readers, and no user code that may count on seeing batches in turn)
+        overlap = self.num_threads > 1 and len(self.cpu.steps) > len(self.cpu.batch_ops) \
+            and not any(map(user_code, self.nodes))
+        self.ahead = ReadAhead(self.cpu, overlap) if self.gpu is None and self.options.lookahead != "off" \
+            and not self.cpu.skipping and not self.cpu.fed else None
 
     @property
     def batch_ops(self) -> dict:
