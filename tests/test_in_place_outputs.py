@@ -85,7 +85,8 @@ def test_user_functions_see_one_batch_at_a_time():
 
     @pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=1)
     def pipe():
-        return fn.python_function(fn.external_source(source=source, batch=True, batch_info=True), function=user.records_batch)
+        samples = fn.external_source(source=source, batch=True, batch_info=True)
+        return fn.python_function(samples, function=user.records_batch)
 
     user.CALLS.clear()
     p = pipe()
