@@ -19,9 +19,9 @@ class _ReadThread:
     """One daemon thread running submitted calls in order. A daemon: a read that never returns (a source blocked
     for good) must not hold the interpreter at exit, as a ThreadPoolExecutor's thread would."""
 
-    def __init__(self):
+    def __init__(self, name: str):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._loop, daemon=True, name="headrace-read-ahead").start()
+        threading.Thread(target=self._loop, daemon=True, name=name).start()
 
     def submit(self, function, *args) -> Future:
         future: Future = Future()
@@ -58,9 +58,9 @@ class ReadAhead:
 
     def __init__(self, cpu: CpuStage, overlap: bool = False):
         self.cpu = cpu
-        self._thread = _ReadThread()
+        self._thread = _ReadThread("headrace-read-ahead")
         self._next: tuple[int, Future] | None = None
-        self._drivers = (_ReadThread(), _ReadThread()) if overlap else ()
+        self._drivers = (_ReadThread("headrace-batches-0"), _ReadThread("headrace-batches-1")) if overlap else ()
         self._pending: dict[int, tuple[Future, Future]] = {}  # with overlap: iteration -> (read, result)
 
     def run(self, iteration: int):
