@@ -206,3 +206,21 @@ def test_per_rank_checkpoints_resume_both_ranks_exactly(tmp_path, uninterrupted,
     done = SAVES[case] + 1
     for rank in range(WORLD):
         assert resumed[rank] == full[rank][done:], f"rank {rank}, resumed from its checkpoint {case}"
+
+
+def test_shard_args_are_arguments_of_every_reader(monkeypatch):
+    """What shard_args() gives (from torchrun's variables here) is accepted by every reader, as DALI's readers
+    all take shard_id, num_shards and pad_last_batch."""
+    import headrace.fn  # noqa: F401 - the op schemas register on import
+    from headrace.schema import SCHEMAS
+    from headrace_torch import shard_args
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    args = shard_args()
+    assert args == {"shard_id": 1, "num_shards": 2, "pad_last_batch": True}
+    readers = [schema for schema in SCHEMAS.values() if schema.state == "reader"]
+    assert {"readers.file", "readers.tfrecord", "readers.webdataset", "readers.mxnet", "readers.caffe",
+            "readers.caffe2", "readers.coco", "readers.numpy", "readers.nemo_asr"} <= {s.name for s in readers}
+    for schema in readers:
+        assert set(args) <= set(schema.all_args), schema.name
