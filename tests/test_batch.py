@@ -54,3 +54,40 @@ def test_decoded_images_of_different_sizes_stay_separate(rgb_image):
     blobs = [cv2.imencode(".png", rgb_image[:h, :w])[1].ravel() for h, w in [(30, 40), (50, 20)]]
     out = run_headrace(lambda x: fn.decoders.image(x), blobs)[0]
     assert [o.shape for o in out] == [(30, 40, 3), (50, 20, 3)]
+
+
+def test_the_buffer_pool_keeps_the_shapes_used_last():
+    """Outputs whose shape changes every batch (audio padded to the batch's longest sample) do not make the pool
+    keep a buffer of every shape they ever had; a shape in use keeps being reused."""
+    from headrace.batch import BufferPool
+
+    pool = BufferPool(per_key=2, max_shapes=4)
+    steady = pool.get((8, 3), np.float32).ctypes.data  # its address; the buffer itself is let go
+    for length in range(100):
+        pool.get((8, 10 + length), np.float32)
+        assert pool.get((8, 3), np.float32).ctypes.data == steady  # free again: the same buffer
+    assert len(pool._buffers) == 4
+    assert pool.nbytes <= 4 * 2 * 8 * 110 * 4
+    held = pool.get((8, 3), np.float32)
+    assert pool.get((8, 3), np.float32).ctypes.data != held.ctypes.data  # held by a user: not handed out twice
+
+
+def test_padded_audio_batches_keep_the_pool_bounded():
+    """Each batch's pad output has its own length; the executor's pool stays within its bound of shapes."""
+    lengths = iter(range(5, 500, 7))
+
+    def source():
+        n = next(lengths)
+        return [np.ones(n + i, np.float32) for i in range(4)]
+
+    @pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=1)
+    def pipe():
+        return fn.pad(fn.external_source(source=source, batch=True), fill_value=0)
+
+    p = pipe()
+    for _ in range(40):
+        (out,) = p.run()
+        assert out.as_array().shape[1] == len(out.at(3)) and out.at(0)[-1] == 0
+    pool = p._executor.buffers
+    assert len(pool._buffers) <= pool.max_shapes
+    p.close()

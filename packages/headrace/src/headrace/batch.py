@@ -231,17 +231,20 @@ class TensorListGPU(_TensorList):
 
 class BufferPool:
     """Reusable batch buffers: a buffer is handed out again only when nothing outside the pool references it
-    (no batch, view or DLPack capsule), so reuse never overwrites data a user still holds."""
+    (no batch, view or DLPack capsule), so reuse never overwrites data a user still holds. It keeps the buffers of
+    the `max_shapes` (shape, dtype) keys used last: outputs whose shape changes from batch to batch (audio padded
+    to each batch's longest sample) would otherwise keep a buffer of every shape they ever had."""
 
-    def __init__(self, per_key: int):
-        self.per_key = per_key
-        self._buffers: dict[tuple, list[np.ndarray]] = {}
+    def __init__(self, per_key: int, max_shapes: int = 16):
+        self.per_key, self.max_shapes = per_key, max_shapes
+        self._buffers: dict[tuple, list[np.ndarray]] = {}  # least recently used key first
         self._lock = threading.Lock()
 
     def get(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         key = (tuple(shape), np.dtype(dtype).str)
         with self._lock:
-            buffers = self._buffers.setdefault(key, [])
+            buffers = self._buffers.pop(key, [])
+            self._buffers[key] = buffers  # now the most recently used
             for buffer in buffers:
                 # references: the list, the loop variable and getrefcount's argument
                 if sys.getrefcount(buffer) <= 3:
@@ -249,6 +252,8 @@ class BufferPool:
             buffer = np.empty(shape, dtype)
             if len(buffers) < self.per_key:
                 buffers.append(buffer)
+            while len(self._buffers) > self.max_shapes:  # the oldest key's buffers go once their users let go
+                del self._buffers[next(iter(self._buffers))]
             return buffer
 
     def release(self) -> None:
