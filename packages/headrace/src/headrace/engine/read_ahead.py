@@ -15,7 +15,7 @@ CLOSE_WAIT_S = 10.0
 """How long close() waits for a read in flight before leaving it to its (daemon) thread."""
 
 
-class _ReadThread:
+class _SerialThread:
     """One daemon thread running submitted calls in order. A daemon: a read that never returns (a source blocked
     for good) must not hold the interpreter at exit, as a ThreadPoolExecutor's thread would."""
 
@@ -58,9 +58,9 @@ class ReadAhead:
 
     def __init__(self, cpu: CpuStage, overlap: bool = False):
         self.cpu = cpu
-        self._thread = _ReadThread("headrace-read-ahead")
+        self._thread = _SerialThread("headrace-read-ahead")
         self._next: tuple[int, Future] | None = None
-        self._drivers = (_ReadThread("headrace-batches-0"), _ReadThread("headrace-batches-1")) if overlap else ()
+        self._drivers = (_SerialThread("headrace-batches-0"), _SerialThread("headrace-batches-1")) if overlap else ()
         self._pending: dict[int, tuple[Future, Future]] = {}  # with overlap: iteration -> (read, result)
 
     def run(self, iteration: int):
