@@ -59,43 +59,13 @@ class ReadAhead:
     def __init__(self, cpu: CpuStage, overlap: bool = False):
         self.cpu = cpu
         self._thread = _SerialThread("headrace-read-ahead")
-        self._next: tuple[int, Future] | None = None
         self._drivers = (_SerialThread("headrace-batches-0"), _SerialThread("headrace-batches-1")) if overlap else ()
-        self._pending: dict[int, tuple[Future, Future]] = {}  # with overlap: iteration -> (read, result)
+        # iteration -> (its read, its CPU ops' result on a driver; None: the caller runs them)
+        self._pending: dict[int, tuple[Future, Future | None]] = {}
 
     def run(self, iteration: int):
         """Batch `iteration` (CpuStage.run's result); starts reading batch `iteration + 1` once this one's read
         succeeded (a read that failed, or ended the data with StopIteration, is not followed by another)."""
-        if self._drivers:
-            return self._run_overlapped(iteration)
-        read = self._take(iteration)
-        self._next = (iteration + 1, self._thread.submit(self.cpu.read, iteration + 1))
-        return self.cpu.finish(iteration, read)
-
-    def _take(self, iteration: int):
-        pending, self._next = self._next, None
-        if pending is not None:
-            ahead, future = pending
-            pending = None
-            try:  # `future` goes when this returns or raises: no cycle through this frame holds a failed read
-                if ahead == iteration:
-                    return future.result()
-                self._drop(ahead, future)
-            finally:
-                future = None
-        return self.cpu.read(iteration)
-
-    def _drop(self, ahead: int, *futures: Future) -> None:
-        """Wait for work done ahead for another sequence of iterations (the caller started over) and drop it, with
-        the state its read recorded for a checkpoint."""
-        for future in futures:
-            try:
-                future.result()
-            except BaseException:  # noqa: BLE001 - nobody asked for it
-                pass
-        self.cpu.states_after.pop(ahead, None)
-
-    def _run_overlapped(self, iteration: int):
         for ahead in [i for i in self._pending if i != iteration]:
             self._drop(ahead, *self._pending.pop(ahead))
         if iteration not in self._pending:
@@ -104,14 +74,25 @@ class ReadAhead:
         try:  # the next batch starts once this one's read succeeded, as the sequential pipeline would read it
             if read.exception() is None:
                 self._start(iteration + 1)
-            return result.result()
+            return self._finish(iteration, read) if result is None else result.result()
         finally:  # no cycle through this frame holds a failed batch
             read = result = None
 
+    def _drop(self, ahead: int, *futures: Future | None) -> None:
+        """Wait for work done ahead for another sequence of iterations (the caller started over) and drop it, with
+        the state its read recorded for a checkpoint."""
+        for future in futures:
+            try:
+                if future is not None:
+                    future.result()
+            except BaseException:  # noqa: BLE001 - nobody asked for it
+                pass
+        self.cpu.states_after.pop(ahead, None)
+
     def _start(self, iteration: int) -> None:
         read = self._thread.submit(self.cpu.read, iteration)
-        driver = self._drivers[iteration % 2]
-        self._pending[iteration] = (read, driver.submit(self._finish, iteration, read))
+        result = self._drivers[iteration % 2].submit(self._finish, iteration, read) if self._drivers else None
+        self._pending[iteration] = (read, result)
 
     def _finish(self, iteration: int, read: Future):
         try:
@@ -121,12 +102,9 @@ class ReadAhead:
         return self.cpu.finish(iteration, batch)
 
     def close(self) -> None:
-        """Wait (a while) for a read in flight, whose readers must not be closed under it, and end the threads."""
-        pending, self._next = self._next, None
-        futures = [f for pair in self._pending.values() for f in pair]
+        """Wait (a while) for the work in flight, whose readers must not be closed under it, and end the threads."""
+        futures = [f for pair in self._pending.values() for f in pair if f is not None]
         self._pending.clear()
-        if pending is not None:
-            futures.append(pending[1])
         if futures:
             wait(futures, timeout=CLOSE_WAIT_S)
         for thread in (self._thread, *self._drivers):
