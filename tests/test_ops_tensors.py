@@ -98,6 +98,18 @@ def test_pad_to_the_batch_largest(kwargs):
         np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("dtype, fill, saturated", [(np.uint8, 300.0, 255), (np.int8, -200.0, -128),
+                                                     (np.int16, -1.5, -2), (np.float64, 0.25, 0.25)])
+def test_pad_fill_value_is_saturated_to_the_sample_type(dtype, fill, saturated):
+    samples = [np.arange(6, dtype=dtype).reshape(2, 3), np.ones((4, 1), dtype)]
+    first, second = run_headrace("pad", samples, fill_value=fill)
+    assert first.dtype == second.dtype == dtype
+    assert first.shape == second.shape == (4, 3)
+    np.testing.assert_array_equal(first[:2], samples[0])
+    np.testing.assert_array_equal(second[:, :1], samples[1])
+    assert (first[2:] == saturated).all() and (second[:, 1:] == saturated).all()
+
+
 def test_pad_inside_a_conditional_sees_only_its_branch():
     samples = [np.ones((2,), np.uint8), np.ones((9,), np.uint8), np.ones((4,), np.uint8), np.ones((3,), np.uint8)]
 

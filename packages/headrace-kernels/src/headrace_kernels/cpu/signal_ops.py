@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from headrace_kernels.cpu import audio_loops
 from headrace_kernels.cpu.axes import default_layout, resolve_axes
 from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.dtypes import numpy_dtype
@@ -46,16 +47,16 @@ def preemphasis_filter(inputs, args, ctx):
     coeff = work.type(np.float32(args["preemph_coeff"]))
     if coeff == 0 or flat.size == 0:  # DALI copies (converts) the input as it is
         return saturate_cast(flat, out_dtype).reshape(data.shape)
-    x = flat.astype(work, copy=False)
-    out = np.empty(x.shape, dtype=work)
-    np.subtract(x[1:], coeff * x[:-1], out=out[1:])
+    x = np.ascontiguousarray(flat, dtype=work)
     border = args["border"]
     if border == "zero":
-        out[0] = x[0]
+        first = x[0]
     else:
         previous = x[1] if border == "reflect" and x.size > 1 else x[0]
-        out[0] = x[0] - coeff * previous
-    return saturate_cast(out, out_dtype).reshape(data.shape)
+        first = x[0] - coeff * previous
+    out = np.empty(x.shape, dtype=work)
+    audio_loops.preemphasis(x, coeff, first, out)
+    return (out if out.dtype == out_dtype else saturate_cast(out, out_dtype)).reshape(data.shape)
 
 
 # nonsilent_region
@@ -513,18 +514,24 @@ def normalize(batch_inputs, batch_args, contexts):
     args, axes = batch_args[0], plan.axes
     counts = [math.prod(s.shape[a] for a in axes) for s in samples]
     means = list(plan.means)
+    views = [_reduction_view(s, axes) for s in samples]
+    squares = [None] * len(samples)
     if plan.batch and means[0] is None:
         total = sum(s.sum(axis=axes, dtype=np.float64, keepdims=True) for s in samples)
         mean = (total / max(sum(counts), 1)).astype(np.float32)
         means = [mean] * len(samples)
     for i, sample in enumerate(samples):
-        if means[i] is None:
+        if means[i] is None and views[i] is not None and plan.stddevs[0] is None:
+            mean, sum_squares = audio_loops.row_moments(views[i])
+            means[i], squares[i] = mean.reshape(plan.param_shapes[i]), sum_squares.reshape(plan.param_shapes[i])
+        elif means[i] is None:
             means[i] = sample.mean(axis=axes, dtype=np.float64, keepdims=True).astype(np.float32) if counts[i] \
                 else np.zeros(plan.param_shapes[i], dtype=np.float32)
     if plan.stddevs[0] is not None:
         invs = [given_inverse_stddev(s, args) for s in plan.stddevs]
     else:
-        squares = [_sum_squares(s, m, axes) for s, m in zip(samples, means, strict=True)]
+        squares = [_sum_squares(s, m, axes) if q is None else q
+                   for s, m, q in zip(samples, means, squares, strict=True)]
         if plan.batch:
             inv = inverse_stddev(np, sum(squares), sum(counts), args).astype(np.float32)
             invs = [inv] * len(samples)
@@ -533,11 +540,33 @@ def normalize(batch_inputs, batch_args, contexts):
     out_dtype = numpy_dtype(args["dtype"])
     shift = samples[0].dtype.type(args["shift"])
     outputs = []
-    for sample, mean, inv in zip(samples, means, invs, strict=True):
+    for sample, view, mean, inv, shape in zip(samples, views, means, invs, plan.param_shapes, strict=True):
+        if view is not None and out_dtype == np.float32:
+            out = np.empty(sample.shape, np.float32)
+            rows = (view.shape[0], view.shape[2])
+            audio_loops.scale_rows(view, _rows_of(mean, shape, rows), _rows_of(inv, shape, rows), shift,
+                                   out.reshape(view.shape))
+            outputs.append(out)
+            continue
         work = sample.dtype
         out = (sample - mean.astype(work)) * inv.astype(work) + shift
         outputs.append(saturate_cast(out, out_dtype))
     return outputs
+
+
+def _reduction_view(sample: np.ndarray, axes: tuple[int, ...]) -> np.ndarray | None:
+    """A float32 sample as (outer, reduced, inner) when `axes` are consecutive (the compiled loops' case), else
+    None."""
+    if sample.dtype != np.float32 or not axes or axes != tuple(range(axes[0], axes[-1] + 1)):
+        return None
+    shape = sample.shape
+    return np.ascontiguousarray(sample).reshape(math.prod(shape[:axes[0]]), math.prod(shape[axes[0]:axes[-1] + 1]),
+                                                math.prod(shape[axes[-1] + 1:]))
+
+
+def _rows_of(parameter: np.ndarray, shape: tuple[int, ...], rows: tuple[int, int]) -> np.ndarray:
+    """A per-sample mean or scale (a scalar or of the parameter `shape`) as a contiguous float32 (outer, inner)."""
+    return np.ascontiguousarray(np.broadcast_to(np.asarray(parameter, np.float32), shape)).reshape(rows)
 
 
 def _sum_squares(sample: np.ndarray, mean: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:

@@ -1,8 +1,9 @@
-"""CPU kernels of spectrogram, mel_filter_bank, to_decibels and mfcc (numpy only), with DALI's semantics.
+"""CPU kernels of spectrogram, mel_filter_bank, to_decibels and mfcc, with DALI's semantics; the per-sample loops
+of the common cases are compiled (`audio_loops`), one GIL-free call per sample.
 
 The tables (windows, mel filter banks, DCT bases, lifters) are built here once per set of arguments and shared by
-the GPU kernels, so both devices apply the same float32 coefficients. The FFT runs in float64 (numpy's pocketfft is
-faster in float64 than in float32 on power-of-two sizes, and more accurate); its result is rounded to float32."""
+the GPU kernels, so both devices apply the same float32 coefficients. The FFT runs in float64 (pocketfft is faster
+in float64 than in float32 on power-of-two sizes, and more accurate); its result is rounded to float32."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ import math
 
 import numpy as np
 
+from headrace_kernels.cpu import audio_loops
 from headrace_kernels.registry import cpu_kernel
-
-CHUNK = 64  # windows per FFT call: 64 x 512 float64 frames and their spectrum fit in L2
 
 # ---------------------------------------------------------------------------------------------------- spectrogram
 
@@ -80,66 +80,17 @@ def checked_window_count(length: int, window_length: int, step: int, centered: b
     return count
 
 
-def reflect_101(index: np.ndarray, length: int) -> np.ndarray:
-    """Indices mirrored into [0, length) without repeating the edge sample (DALI's idx_reflect_101)."""
-    if length == 1:
-        return np.zeros_like(index)
-    period = 2 * (length - 1)
-    index = np.mod(index, period)
-    return np.where(index >= length, period - index, index)
-
-
-def padded_signal(signal: np.ndarray, left: int, right: int, reflect: bool) -> np.ndarray:
-    """The signal with `left` and `right` samples added, mirrored (reflect-101, repeatedly) or zeros."""
-    if not left and not right:
-        return signal
-    n = len(signal)
-    if reflect:
-        before = signal[reflect_101(np.arange(-left, 0), n)]
-        after = signal[reflect_101(np.arange(n, n + right), n)]
-    else:
-        before, after = np.zeros(left, np.float32), np.zeros(right, np.float32)
-    return np.concatenate([before, signal, after])
-
-
-def frames_of(signal: np.ndarray, args: dict, length: int, step: int) -> np.ndarray:
-    """The unweighted windows (windows, window_length) of a 1D float32 signal, as a strided view of the padded
-    signal: centered windows start window_length // 2 samples early, in mirrored or zero padding."""
-    centered = bool(args["center_windows"])
-    count = checked_window_count(len(signal), length, step, centered)
-    offset = length // 2 if centered else 0
-    right = max(0, (count - 1) * step - offset + length - len(signal))
-    padded = padded_signal(signal, offset, right, centered and bool(args["reflect_padding"]))
-    return np.lib.stride_tricks.sliding_window_view(padded, length)[::step][:count]
-
-
-def power_spectrum(frames: np.ndarray, window: np.ndarray, nfft: int, power: int, ft: bool) -> np.ndarray:
-    """|rfft(window * frame, nfft)| ** power of every frame, float32, (bins, windows) if `ft` else (windows, bins).
-    The windowed samples are rounded to float32 as DALI's; CHUNK frames at a time, so the buffers stay in cache."""
-    count, length = frames.shape
-    bins = nfft // 2 + 1
-    out = np.empty((bins, count) if ft else (count, bins), np.float32)
-    buffer = np.zeros((min(CHUNK, count), nfft))  # zero beyond window_length: the FFT's padding
-    for start in range(0, count, CHUNK):
-        stop = min(start + CHUNK, count)
-        block = buffer[:stop - start]
-        np.multiply(frames[start:stop], window, out=block[:, :length])  # a float32 product, stored as float64
-        pairs = np.fft.rfft(block, axis=-1).view(np.float64).reshape(stop - start, bins, 2)
-        np.square(pairs, out=pairs)
-        target = out[:, start:stop] if ft else out[start:stop]
-        real, imag = (pairs[..., 0].T, pairs[..., 1].T) if ft else (pairs[..., 0], pairs[..., 1])
-        if power == 2:
-            np.add(real, imag, out=target, casting="same_kind")
-        else:
-            target[...] = np.sqrt(real + imag)
-    return out
-
-
 @cpu_kernel("spectrogram")
 def spectrogram(inputs, args, ctx):
     nfft, length, step, window = spectrogram_setup(args)
-    frames = frames_of(signal_1d(inputs[0]), args, length, step)
-    return power_spectrum(frames, window, nfft, args["power"], args["layout"] == "ft")
+    signal = np.ascontiguousarray(signal_1d(inputs[0]))
+    centered = bool(args["center_windows"])
+    count = checked_window_count(len(signal), length, step, centered)
+    bins, ft = nfft // 2 + 1, args["layout"] == "ft"
+    out = np.empty((bins, count) if ft else (count, bins), np.float32)
+    audio_loops.power_spectrogram(signal, window, nfft, step, count, length // 2 if centered else 0,
+                                  centered and bool(args["reflect_padding"]), int(args["power"]), out, ft)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ mel filter bank
@@ -260,11 +211,7 @@ def apply_along(table: np.ndarray, bounds: np.ndarray, data: np.ndarray, axis: i
         return np.ascontiguousarray(np.matmul(table, data.reshape(outer, n, inner))).reshape(out_shape)
     columns = data.reshape(n, inner) if outer == 1 else data.reshape(outer, n).T  # (n, columns)
     out = np.empty((table.shape[0], columns.shape[1]), np.float32)
-    for row, (lo, hi) in enumerate(bounds):
-        if hi > lo:
-            np.dot(table[row, lo:hi], columns[lo:hi], out=out[row])
-        else:
-            out[row] = 0
+    audio_loops.banded_product(table, bounds, np.ascontiguousarray(columns), out)
     return (out if outer == 1 else np.ascontiguousarray(out.T)).reshape(out_shape)
 
 
@@ -308,9 +255,13 @@ def to_decibels(inputs, args, ctx):
     data = float32_input(inputs[0], "to_decibels")
     scale, min_ratio, reference = decibel_params(args)
     inverse = inverse_reference(sample_reference(data) if reference is None else reference)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratio = data * inverse  # a 0 reference gives inf: 0 * inf is NaN, which fmax turns into min_ratio
-        return (scale * np.log2(np.fmax(min_ratio, ratio))).astype(np.float32, copy=False)
+    out = np.empty(data.shape, np.float32)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # in place: four numpy calls, no temporaries
+        np.multiply(data, inverse, out=out)  # a 0 reference gives inf: 0 * inf is NaN, which fmax makes min_ratio
+        np.fmax(min_ratio, out, out=out)
+        np.log2(out, out=out)
+        np.multiply(scale, out, out=out)
+    return out
 
 
 # -------------------------------------------------------------------------------------------------------- mfcc

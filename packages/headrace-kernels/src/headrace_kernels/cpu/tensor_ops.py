@@ -200,8 +200,14 @@ def pad(batch_inputs, batch_args, contexts):
     layouts = contexts[0].input_layouts if contexts else ()
     extents_all = pad_extents([s.shape for s in samples], batch_args, layouts[0] if layouts else "")
     outputs = []
+    fills = {}
     for sample, extents in zip(samples, extents_all, strict=True):
-        out = saturate_cast(np.full(extents, batch_args[0]["fill_value"], dtype=np.float64), sample.dtype)
+        if sample.dtype not in fills:
+            fills[sample.dtype] = saturate_cast(np.array(batch_args[0]["fill_value"], np.float64), sample.dtype)
+        out = np.empty(extents, sample.dtype)
         out[tuple(slice(0, n) for n in sample.shape)] = sample
+        for axis, n in enumerate(sample.shape):  # the padding: past the sample on each axis
+            if extents[axis] > n:
+                out[(slice(None),) * axis + (slice(n, None),)] = fills[sample.dtype]
         outputs.append(out)
     return outputs
