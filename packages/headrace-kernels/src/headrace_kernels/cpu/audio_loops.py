@@ -1,8 +1,8 @@
 """The audio feature kernels' per-sample loops, compiled by numba: each sample's spectrogram, mel filter bank,
 preemphasis and normalization is one call that releases the GIL once, instead of dozens of short numpy
 calls that each hand the GIL to the other workers and wait to get it back. The FFT is pocketfft's (DUCC0) through
-rocket-fft, which makes `np.fft` callable from numba; the arithmetic around it follows the numpy kernels' order and
-types, so the spectrogram has the same bits as theirs."""
+rocket-fft, which makes `np.fft` callable from numba; around it, float32 window products and a float64 FFT whose
+power is rounded to float32 (the bits of the numpy formulation this replaced)."""
 
 from __future__ import annotations
 
