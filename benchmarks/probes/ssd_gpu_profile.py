@@ -1,7 +1,7 @@
 """Where the SSD300 GPU pipeline spends a batch: the GPU stage's host time per step (ms per batch, after a warm-up)
 and the calling thread's cProfile of a few batches. A probe for issue 20's GPU speed, not a benchmark.
 
-    python benchmarks/probes/ssd_gpu_profile.py [--images 256] [--batches 40]
+    python benchmarks/probes/ssd_gpu_profile.py [--images 256] [--batches 40] [--threads 8]
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=256)
     parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("--threads", type=int, default=8, help="the pipeline's num_threads")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         root, annotations = write_coco_set(scratch, args.images, size=(480, 640))
 
-        @pipeline_def(batch_size=32, num_threads=8, device_id=0, seed=1)
+        @pipeline_def(batch_size=32, num_threads=args.threads, device_id=0, seed=1)
         def pipe():
             return ssd300_training(fn, types, root, annotations, device="gpu")
 
