@@ -29,7 +29,7 @@ def power_spectrogram(signal: np.ndarray, window: np.ndarray, nfft: int, step: i
     """|rfft(window * frame, nfft)| ** power of `count` windows of the float32 `signal` into `out` ((bins, count)
     if `ft`, else (count, bins)), float32. Window w starts at w * step - offset; samples outside the signal are
     mirrored (reflect-101) with `reflect`, else zero. The windowed samples are rounded to float32 and transformed in
-    float64, as the numpy kernel does."""
+    float64."""
     length = window.shape[0]
     n = signal.shape[0]
     bins = nfft // 2 + 1
