@@ -159,6 +159,26 @@ def test_fused_resize_normalize_matches_cpu():
     assert max_level_difference(cpu, gpu) == 0
 
 
+@pytest.mark.parametrize("limit", [1, 300_000])
+def test_resampling_in_chunks_of_samples_gives_the_same_bits(monkeypatch, limit):
+    """A batch whose vertical-pass rows exceed RESIZE_ROWS_BYTES is resampled in chunks of samples reusing one
+    block (limit 1: one sample per chunk; 300 kB: a few per chunk): the outputs equal the CPU's."""
+    from headrace_kernels.gpu import image_ops
+
+    monkeypatch.setattr(image_ops, "RESIZE_ROWS_BYTES", limit)
+    batch = _images(ODD_SHAPES + [(500, 375), (120, 90), (8, 8)])
+
+    def graph(d, dev):
+        images = fn.resize(d, resize_x=150, resize_y=120)
+        return fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", mean=MEAN, std=STD,
+                                        crop=(100, 140))
+
+    cpu, gpu = cpu_and_gpu(batch, graph)
+    assert max_level_difference(cpu, gpu) == 0
+    cpu, gpu = cpu_and_gpu(batch, lambda d, dev: fn.resize(d, resize_shorter=64))
+    assert max_level_difference(cpu, gpu) == 0
+
+
 def test_copy_round_trip_and_zero_copy_views():
     import cupy as cp
     import torch

@@ -130,3 +130,21 @@ def test_gpu_resize_tables_are_the_cpu_kernels(interp, sizes):
         np.testing.assert_array_equal(col_idx[cs:cs + out_w * tx], cols.ravel())
         np.testing.assert_array_equal(col_w[cs:cs + out_w * tx], cols_w.ravel())
         assert (batch.rec["col_lo"][i], batch.rec["col_n"][i]) == (cols.min(), cols.max() - cols.min() + 1)
+
+
+def test_resampling_rows_split_into_chunks_within_the_limit():
+    from headrace_kernels.gpu.image_ops import row_chunks
+
+    bounds, offsets = row_chunks(np.array([10, 20, 30, 5, 50, 0, 1]), 40)
+    assert bounds == [0, 2, 4, 5, 7]  # 10+20 | 30+5 | 50 alone (over the limit) | 0+1
+    assert offsets.tolist() == [0, 10, 0, 30, 0, 0, 0]
+    assert row_chunks(np.array([], np.int64), 40)[0] == [0, 0]
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        sizes, limit = rng.integers(0, 100, rng.integers(1, 20)), int(rng.integers(1, 200))
+        bounds, offsets = row_chunks(sizes, limit)
+        assert bounds[0] == 0 and bounds[-1] == len(sizes)
+        for first, last in zip(bounds[:-1], bounds[1:], strict=True):
+            chunk = sizes[first:last]
+            assert chunk.sum() <= limit or (chunk > 0).sum() <= 1  # only a sample over the limit goes alone
+            assert offsets[first:last].tolist() == np.concatenate([[0], np.cumsum(chunk)[:-1]]).tolist()

@@ -147,6 +147,26 @@ def tables_to_device(batch: Batch, head: int = 0) -> tuple:
     return device, host
 
 
+RESIZE_ROWS_BYTES = 64 << 20
+"""The most bytes of vertical-pass rows (float32) that one launch of a batch's resampling writes: a larger batch
+is resampled in consecutive chunks of samples that reuse one block, so the block does not grow with the batch (a
+batch of 256 validation images needs ~380 MiB of rows at once)."""
+
+
+def row_chunks(sizes: np.ndarray, limit: int) -> tuple[list[int], np.ndarray]:
+    """Consecutive chunks of samples whose `sizes` (bytes) add up to at most `limit` each (a larger sample alone):
+    (the chunks' bounds, from 0 to len(sizes); each sample's offset inside its chunk)."""
+    bounds, offsets, used = [0], np.zeros(len(sizes), np.int64), 0
+    for i, size in enumerate(sizes.tolist()):
+        if used and used + size > limit:
+            bounds.append(i)
+            used = 0
+        offsets[i] = used
+        used += size
+    bounds.append(len(sizes))
+    return bounds, offsets
+
+
 def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool) -> None:
     """Everything of a launch but the kernels: allocate the outputs (one buffer) and the vertical pass's rows,
     write their addresses into the records, send the records and the tap tables to the device in one copy, and
@@ -165,11 +185,13 @@ def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norma
     rec["out"] = flat.data.ptr + offsets[:-1] * out_dtype.itemsize
     resampled = rec["mode"] == MODE_TAPS
     tmp = None
+    bounds = [0, n]
     if resampled.any():
         tmp_sizes = np.where(resampled, rec["rs_h"].astype(np.int64) * rec["col_n"] * channels * 4, 0)
-        tmp_offsets = np.concatenate([[0], np.cumsum(tmp_sizes)])
-        tmp = cp.ndarray(int(tmp_offsets[-1]), cp.uint8, stream_scratch(int(tmp_offsets[-1]), "resize rows"))
-        rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets[:-1], 0).astype(np.uint64)
+        bounds, tmp_offsets = row_chunks(tmp_sizes, RESIZE_ROWS_BYTES)
+        size = int((tmp_offsets + tmp_sizes).max())
+        tmp = cp.ndarray(size, cp.uint8, stream_scratch(size, "resize rows"))
+        rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets, 0).astype(np.uint64)
     device, host = tables_to_device(batch, head=-(-rec.nbytes // 8) * 8)  # the records first, then the tables
     host[:rec.nbytes] = rec.view(np.uint8)
     if host.size:
@@ -178,14 +200,19 @@ def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norma
               for h, w in zip(heights.tolist(), widths.tolist(), strict=True)]
     in_type = CTYPES[batch.in_dtype]
     launches = []  # (kernel, grid, block, arguments)
-    if tmp is not None:
-        width = int((rec["col_n"][resampled].astype(np.int64) * channels).max())
-        grid = (-(-width // 128), min(int(rec["rs_h"][resampled].max()), 65535), n)
-        launches.append((_kernel(f"resample_vertical<{in_type}>"), grid, (128, 1, 1), (device, np.int32(channels))))
-    if n and offsets[-1] > 0:
-        grid = (-(-int(widths.max()) // 32), -(-int(heights.max()) // 8), n)
-        launches.append((_kernel(f"image_store<{in_type}, {out_ctype}>"), grid, (32, 8, 1),
-                         (device, np.int32(channels), np.int32(out_channels), np.int32(chw), np.int32(normalize))))
+    for first, last in zip(bounds[:-1], bounds[1:], strict=True):  # a chunk's vertical pass, then its store pass
+        records, part = device[first * SAMPLE.itemsize:], slice(first, last)
+        resampled_part = resampled[part]
+        if tmp is not None and resampled_part.any():
+            width = int((rec["col_n"][part][resampled_part].astype(np.int64) * channels).max())
+            grid = (-(-width // 128), min(int(rec["rs_h"][part][resampled_part].max()), 65535), last - first)
+            launches.append((_kernel(f"resample_vertical<{in_type}>"), grid, (128, 1, 1),
+                             (records, np.int32(channels))))
+        if last > first and offsets[-1] > 0:
+            grid = (-(-int(widths[part].max()) // 32), -(-int(heights[part].max()) // 8), last - first)
+            launches.append((_kernel(f"image_store<{in_type}, {out_ctype}>"), grid, (32, 8, 1),
+                             (records, np.int32(channels), np.int32(out_channels), np.int32(chw),
+                              np.int32(normalize))))
     batch.placed = (flat, offsets, shapes, tmp, device, launches)
     batch.records_sent = True
 
