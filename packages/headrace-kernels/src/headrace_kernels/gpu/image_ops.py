@@ -203,12 +203,12 @@ def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norma
     for first, last in zip(bounds[:-1], bounds[1:], strict=True):  # a chunk's vertical pass, then its store pass
         records, part = device[first * SAMPLE.itemsize:], slice(first, last)
         resampled_part = resampled[part]
-        if tmp is not None and resampled_part.any():
+        if tmp is not None and tmp_sizes[part].sum() > 0:
             width = int((rec["col_n"][part][resampled_part].astype(np.int64) * channels).max())
             grid = (-(-width // 128), min(int(rec["rs_h"][part][resampled_part].max()), 65535), last - first)
             launches.append((_kernel(f"resample_vertical<{in_type}>"), grid, (128, 1, 1),
                              (records, np.int32(channels))))
-        if last > first and offsets[-1] > 0:
+        if sizes[part].sum() > 0:  # no launch for a chunk of empty outputs (its grid would be empty)
             grid = (-(-int(widths[part].max()) // 32), -(-int(heights[part].max()) // 8), last - first)
             launches.append((_kernel(f"image_store<{in_type}, {out_ctype}>"), grid, (32, 8, 1),
                              (records, np.int32(channels), np.int32(out_channels), np.int32(chw),
