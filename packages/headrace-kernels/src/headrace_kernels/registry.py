@@ -26,9 +26,9 @@ class SampleContext(Protocol):
     input_layouts: tuple[str, ...]
     """The layout of each of the node's inputs, as the graph knows it ('' where unknown)."""
 
-    def output(self, shape: tuple[int, ...], dtype) -> np.ndarray: ...
-    """An uninitialized array for the first output, to fill and return as it is: the sample's row of the batch
-    when the executor collects that output densely (no copy after the kernel), else a new array."""
+    def output(self, shape: tuple[int, ...], dtype) -> np.ndarray:
+        """An uninitialized array for the first output, to fill and return as it is: the sample's row of the batch
+        when the executor collects that output densely (no copy after the kernel), else a new array."""
 
 
 def output_array(ctx: SampleContext | None, shape: tuple[int, ...], dtype) -> np.ndarray:

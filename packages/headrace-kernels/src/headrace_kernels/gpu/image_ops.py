@@ -156,6 +156,8 @@ batch of 256 validation images needs ~380 MiB of rows at once)."""
 def row_chunks(sizes: np.ndarray, limit: int) -> tuple[list[int], np.ndarray]:
     """Consecutive chunks of samples whose `sizes` (bytes) add up to at most `limit` each (a larger sample alone):
     (the chunks' bounds, from 0 to len(sizes); each sample's offset inside its chunk)."""
+    if sizes.sum() <= limit:  # the usual case: one chunk, no loop over the samples
+        return [0, len(sizes)], np.cumsum(sizes) - sizes
     bounds, offsets, used = [0], np.zeros(len(sizes), np.int64), 0
     for i, size in enumerate(sizes.tolist()):
         if used and used + size > limit:

@@ -29,11 +29,12 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
         if not ops:
             return {}
     failures: dict[int, SampleError] = {}
-    in_place = [(op, collectors.get((op.node.name, 0))) for op in ops]  # kernels write these outputs in place
+    # each op's collector per output, looked up once; a kernel writes its first output in place through its own
+    gathers = [(op, [collectors.get((op.node.name, k)) for k in range(op.num_outputs)]) for op in ops]
 
     def work(indices) -> None:
         for i in indices:
-            for op, collector in in_place:
+            for op, collected in gathers:
                 if op.guard is not None and values[op.guard][i] is None:
                     continue  # inside a conditional branch this sample does not take
                 inputs = [values[ref][i] for ref in op.inputs]
@@ -47,7 +48,7 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
                                 else arg_value(sample, arg)
                     source = sources[i] if i < len(sources) else ""
                     result = op.kernel(inputs, args, SampleContext(op.seed, first_sample + i, source, op.input_layouts,
-                                                                   collector, i))
+                                                                   collected[0], i))
                 except Exception as exc:
                     if not op.skips:  # no local name: a frame holding the exception raised through it is a cycle
                         raise _sample_error(op, exc, i, iteration, sources) from exc
@@ -56,9 +57,8 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
                 results = result if op.num_outputs > 1 else (result,)
                 for index, value in enumerate(results):
                     values[(op.node.name, index)][i] = value
-                    gather = collectors.get((op.node.name, index))
-                    if gather is not None and value is not None:
-                        gather.put(i, value)
+                    if collected[index] is not None and value is not None:
+                        collected[index].put(i, value)
 
     count = size if indices is None else len(indices)
     if num_threads == 1 or count == 1:
