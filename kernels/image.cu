@@ -1,5 +1,7 @@
 // headrace's image kernels: separable resampling by host-made tap tables, crop, flip and crop-mirror-normalize,
-// fused into one store pass. Each launch covers a whole batch; every sample carries its own sizes in a Sample
+// fused into one store pass; a fused chain may also flip the source (a flip before the resize) and apply the
+// colour ops between the resize and crop_mirror_normalize (hsv, color_twist, brightness_contrast: kernels/color.cu's
+// arithmetic, each stage's output type rounded as that op would store it). Each launch covers a whole batch; every sample carries its own sizes in a Sample
 // record (blockIdx.z = sample), so batches of different shapes need no padding.
 //
 // The tap tables (source index and float32 weight of every output row and column) are the CPU kernels' own
@@ -14,6 +16,18 @@
 
 #define MODE_COPY 0  // the input pixel itself (crop, flip, crop_mirror_normalize)
 #define MODE_TAPS 1  // resampled through the sample's tap tables
+
+#define MAX_COLOUR 2     // colour stages between the resampling and the store
+#define COLOUR_MATRIX 0  // RGB: v[c] = v . m[c] + offset (hsv, color_twist), as kernels/color.cu
+#define COLOUR_SCALE 1   // any channels: v = v * scale + offset (brightness_contrast)
+// the type a colour stage stores (its value is what the next stage reads): float, u8, i8, u16, i16, i32, f16
+#define TYPE_FLOAT 0
+#define TYPE_U8 1
+#define TYPE_I8 2
+#define TYPE_U16 3
+#define TYPE_I16 4
+#define TYPE_I32 5
+#define TYPE_F16 6
 
 struct Sample {
   unsigned long long in;       // the input image's first pixel (HWC, interleaved)
@@ -35,7 +49,13 @@ struct Sample {
   float mean[MAXC], mul[MAXC];
   float fill[MAXC + 1];        // output values of padding (and of the pad_output channel), already in the out type
   float shift;
-  int pad_;                    // 192 bytes in all, 8-byte aligned
+  int src_flip;                // the source read mirrored (a flip before the resize): bit 0 x, bit 1 y
+  int c_mode[MAX_COLOUR];      // colour stages (n_colour of them), in order: COLOUR_*
+  int c_type[MAX_COLOUR];      // TYPE_*: the stage's output type
+  float c_m[MAX_COLOUR][9];
+  float c_scale[MAX_COLOUR], c_offset[MAX_COLOUR];
+  int n_colour;
+  int pad_;                    // 304 bytes in all, 8-byte aligned
 };
 
 // Into the output type as DALI's ConvertSat (the CPU's saturate_cast): integers round half away from zero
@@ -63,6 +83,46 @@ template <> __device__ __forceinline__ int store_cast<int>(float v) {
   return (int)v;
 }
 
+// float16 bits -> float (exact).
+__device__ __forceinline__ float half_to_float(half_bits h) {
+  unsigned int sign = (unsigned int)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0u) {
+    float v = __fmul_rn((float)mant, 5.9604644775390625e-8f);  // subnormal: mant * 2^-24
+    return sign ? -v : v;
+  }
+  return __uint_as_float(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+// A colour stage's float32 result as the next op reads it back from that stage's output type.
+__device__ __forceinline__ float stored_as(float v, int type) {
+  switch (type) {
+    case TYPE_U8: return (float)round_store<unsigned char>(v);
+    case TYPE_I8: return (float)round_store<signed char>(v);
+    case TYPE_U16: return (float)round_store<unsigned short>(v);
+    case TYPE_I16: return (float)round_store<short>(v);
+    case TYPE_I32: return (float)round_store<int>(v);
+    case TYPE_F16: return half_to_float(float_to_half(v));
+    default: return v;
+  }
+}
+
+// The sample's colour stages on one pixel, in kernels/color.cu's order of operations.
+__device__ __forceinline__ void apply_colour(const Sample& s, int channels, float* v) {
+  for (int k = 0; k < s.n_colour; k++) {
+    if (s.c_mode[k] == COLOUR_SCALE) {
+      for (int c = 0; c < channels; c++)
+        v[c] = stored_as(__fadd_rn(__fmul_rn(v[c], s.c_scale[k]), s.c_offset[k]), s.c_type[k]);
+      continue;
+    }
+    const float* m = s.c_m[k];
+    float r = v[0], g = v[1], b = v[2];
+    for (int c = 0; c < 3; c++)
+      v[c] = stored_as(__fadd_rn(__fadd_rn(__fadd_rn(__fmul_rn(r, m[3 * c]), __fmul_rn(g, m[3 * c + 1])),
+                                           __fmul_rn(b, m[3 * c + 2])), s.c_offset[k]), s.c_type[k]);
+  }
+}
+
 // Vertical pass of MODE_TAPS samples: tmp[oy][x][c] = sum_k row_w[oy][k] * in[row_idx[oy][k]][col_lo + x][c].
 // One thread per (x, c) of a row: grid (ceil(col_n * channels / 128), min(rs_h, 65535), samples).
 template <typename InT>
@@ -73,13 +133,22 @@ __global__ void resample_vertical(const Sample* samples, int channels) {
   int width = s.col_n * channels;
   if (j >= width) return;
   const InT* base = (const InT*)s.in + (size_t)s.col_lo * channels + j;
+  if (s.src_flip & 1) {  // column col_lo + x of the flipped source is column in_w - 1 - (col_lo + x)
+    int x = j / channels;
+    base = (const InT*)s.in + (size_t)(s.in_w - 1 - s.col_lo - x) * channels + (j - x * channels);
+  }
+  const int flip_y = s.src_flip & 2, last_row = s.in_h - 1;
   for (int oy = blockIdx.y; oy < s.rs_h; oy += gridDim.y) {  // gridDim.y is capped at 65535
     const int* idx = (const int*)s.row_idx + (size_t)oy * s.ty;
     const float* w = (const float*)s.row_w + (size_t)oy * s.ty;
-    float acc = __fmul_rn(w[0], (float)base[(size_t)idx[0] * s.in_pitch]);
+    int row = flip_y ? last_row - idx[0] : idx[0];
+    float acc = __fmul_rn(w[0], (float)base[(size_t)row * s.in_pitch]);
     for (int k = 1; k < s.ty; k++) {
       float wk = w[k];
-      if (wk != 0.f) acc = __fadd_rn(acc, __fmul_rn(wk, (float)base[(size_t)idx[k] * s.in_pitch]));
+      if (wk != 0.f) {
+        row = flip_y ? last_row - idx[k] : idx[k];
+        acc = __fadd_rn(acc, __fmul_rn(wk, (float)base[(size_t)row * s.in_pitch]));
+      }
     }
     ((float*)s.tmp)[(size_t)oy * width + j] = acc;
   }
@@ -102,7 +171,8 @@ __device__ __forceinline__ void resample_horizontal(const Sample& s, int channel
 }
 
 // The store pass: every output element of every sample. For output (oy, ox) it takes the resampled image's value
-// at (crop_y + oy, crop_x + ox) (mirrored as asked; outside it, the fill, already an output value), normalizes it
+// at (crop_y + oy, crop_x + ox) (mirrored as asked; outside it, the fill, already an output value), applies the
+// colour stages, normalizes it
 // as (v - mean) * mul + shift in float32 without FMA when asked, and stores it as OutT in CHW or HWC.
 template <typename InT, typename OutT>
 __global__ void image_store(const Sample* samples, int channels, int out_channels, int chw, int normalize) {
@@ -116,11 +186,15 @@ __global__ void image_store(const Sample* samples, int channels, int out_channel
   float v[MAXC];
   if (inside) {
     if (s.mode == MODE_COPY) {
-      const InT* p = (const InT*)s.in + (size_t)(s.win_y + ry) * s.in_pitch + (size_t)(s.win_x + rx) * channels;
+      int sy = s.win_y + ry, sx = s.win_x + rx;
+      if (s.src_flip & 2) sy = s.in_h - 1 - sy;
+      if (s.src_flip & 1) sx = s.in_w - 1 - sx;
+      const InT* p = (const InT*)s.in + (size_t)sy * s.in_pitch + (size_t)sx * channels;
       for (int c = 0; c < channels; c++) v[c] = (float)p[c];
     } else {
       resample_horizontal(s, channels, ry, rx, v);
     }
+    if (s.n_colour) apply_colour(s, channels, v);
   }
   OutT* out = (OutT*)s.out;
   size_t plane = (size_t)s.out_h * s.out_w;

@@ -159,6 +159,67 @@ def test_fused_resize_normalize_matches_cpu():
     assert max_level_difference(cpu, gpu) == 0
 
 
+def _colour_chain(flip: bool, colours: list, crop=(224, 224), mirror=True):
+    """graph(d, dev): [flip with random coins ->] resize -> the colour ops (name, kwargs) -> crop_mirror_normalize,
+    the chain the fused kernel replaces; random per-sample arguments as a detection pipeline draws them."""
+
+    def graph(d, dev):
+        images = d
+        if flip:
+            images = fn.flip(images, horizontal=fn.random.coin_flip(probability=0.5, seed=5),
+                             vertical=fn.random.coin_flip(probability=0.3, seed=6))
+        images = fn.resize(images, resize_x=224, resize_y=200)
+        for k, (op, kwargs) in enumerate(colours):
+            images = getattr(fn, op)(images, **{name: value(k) if callable(value) else value
+                                                for name, value in kwargs.items()})
+        return fn.crop_mirror_normalize(images, crop=crop, dtype=types.FLOAT, output_layout="CHW", mean=MEAN,
+                                        std=STD, mirror=fn.random.coin_flip(probability=0.5, seed=4) if mirror else 0,
+                                        out_of_bounds_policy="pad")
+
+    return graph
+
+
+def _uniform(lo, hi):
+    return lambda k: fn.random.uniform(range=[lo, hi], seed=10 + k)
+
+
+HSV = ("hsv", {"hue": _uniform(-30, 30), "saturation": _uniform(0.5, 1.5), "dtype": types.FLOAT})
+CONTRAST = ("brightness_contrast", {"brightness": _uniform(0.875, 1.125), "contrast": _uniform(0.5, 1.5),
+                                    "contrast_center": 128, "dtype": types.UINT8})
+
+
+@pytest.mark.parametrize("flip, colours", [
+    (True, [HSV, CONTRAST]),  # the SSD300 example's chain
+    (True, []),
+    (False, [("hsv", {"hue": 20.0, "saturation": 1.3, "value": 0.9})]),  # uint8 between: rounded and saturated
+    (False, [("color_twist", {"brightness": _uniform(0.5, 1.5), "hue": 11.0, "dtype": types.INT16}),
+             ("brightness_contrast", {"contrast": 1.7, "brightness_shift": 0.1, "dtype": types.FLOAT16})]),
+    (True, [("brightness_contrast", {"brightness": 2.5, "contrast": _uniform(0.0, 3.0)})]),
+], ids=["ssd", "flip", "hsv_u8", "twist_i16_contrast_f16", "flip_contrast"])
+def test_fused_flip_resize_colour_normalize_matches_cpu(flip, colours):
+    """The longer fused chains (a flip before the resize, colour ops between it and crop_mirror_normalize; every
+    intermediate type rounded as the op would store it) give the CPU's bits; the crop pads past the resized
+    image."""
+    batch = _images(ODD_SHAPES[2:] + [(500, 375), (120, 90), (16, 9)])
+    cpu, gpu = cpu_and_gpu(batch, _colour_chain(flip, colours, crop=(210, 230)))
+    assert max_level_difference(cpu, gpu) == 0
+
+
+def test_the_flip_resize_colour_normalize_chain_runs_as_one_step():
+    from headrace import Pipeline
+
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=0, seed=1)
+    with pipe:
+        data = fn.external_source(source=lambda: _images([(64, 48), (30, 70)]), name="data")
+        pipe.set_outputs(_colour_chain(True, [HSV, CONTRAST])(data.gpu(), "gpu"))
+    pipe.build()
+    chains = [step.kernel.__class__.__name__ for kind, step in pipe._executor.gpu.steps if kind == "gpu"]
+    ops = [tuple(n.schema.name for n in step.chain) for kind, step in pipe._executor.gpu.steps if kind == "gpu"]
+    assert ("flip", "resize", "hsv", "brightness_contrast", "crop_mirror_normalize") in ops, (chains, ops)
+    pipe.run()
+    pipe.close()
+
+
 @pytest.mark.parametrize("limit", [1, 300_000])
 def test_resampling_in_chunks_of_samples_gives_the_same_bits(monkeypatch, limit):
     """A batch whose vertical-pass rows exceed RESIZE_ROWS_BYTES is resampled in chunks of samples reusing one

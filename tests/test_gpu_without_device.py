@@ -148,3 +148,36 @@ def test_resampling_rows_split_into_chunks_within_the_limit():
             chunk = sizes[first:last]
             assert chunk.sum() <= limit or (chunk > 0).sum() <= 1  # only a sample over the limit goes alone
             assert offsets[first:last].tolist() == np.concatenate([[0], np.cumsum(chunk)[:-1]]).tolist()
+
+
+def test_the_ssd_image_chain_is_fused_into_one_kernel():
+    """flip -> resize -> hsv -> brightness_contrast -> crop_mirror_normalize of the SSD300 example is replaced by
+    one fused kernel; with the resize also a pipeline output, nothing is fused."""
+    import sys
+    from pathlib import Path
+
+    from headrace import types
+    from headrace.engine.gpu_stage import fused_chains
+    from headrace.graph import Graph, building
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from ssd_pipeline import ssd300_training
+
+    graph = Graph()
+    with building(graph):
+        images, boxes, labels = ssd300_training(fn, types, "/nonexistent", "/nonexistent.json", device="gpu")
+    chains = [tuple(node.schema.name for node in chain) for _, chain in fused_chains(graph.nodes, [images])]
+    assert chains == [("flip", "resize", "hsv", "brightness_contrast", "crop_mirror_normalize")]
+    resized = next(node for node in graph.nodes if node.schema.name == "resize").outputs[0]
+    chains = [tuple(node.schema.name for node in chain) for _, chain in fused_chains(graph.nodes, [images, resized])]
+    assert chains == []  # no registered chain starts after the resize
+
+
+def test_every_resize_chain_is_registered_with_the_fused_kernel():
+    from headrace_kernels.gpu.fused_ops import FusedResizeNormalize, resize_chains
+    from headrace_kernels.registry import fused_gpu_kernels
+
+    registered = {entry.ops: entry.impl for entry in fused_gpu_kernels()}
+    chains = list(resize_chains())
+    assert len(chains) == 26 and ("resize", "crop_mirror_normalize") in chains
+    assert all(registered[chain] is FusedResizeNormalize for chain in chains)

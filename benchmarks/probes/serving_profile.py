@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--cprofile", type=int, default=0, help="profile the runner at this batch size")
     parser.add_argument("--sort", default="tottime", choices=("tottime", "cumulative"), help="cProfile's order")
+    parser.add_argument("--dump", help="with --cprofile: also write the profile there (pstats' format)")
     parser.add_argument("--phases", action="store_true", help="time the GPU stage's parts per batch")
     parser.add_argument("--gap-ms", type=float, nargs="*", default=[0.0],
                         help="sleep this long before each batch (several: one row each); default none")
@@ -167,6 +168,8 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.batches):
             served(args.cprofile)
         profiler.disable()
+        if args.dump:
+            profiler.dump_stats(args.dump)
         print(f"cProfile of {args.batches} BatchRunner batches of {args.cprofile} (calling thread, {args.sort}):")
         pstats.Stats(profiler).sort_stats(args.sort).print_stats(45)
     pipe.close()

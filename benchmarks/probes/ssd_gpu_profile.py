@@ -1,7 +1,7 @@
 """Where the SSD300 GPU pipeline spends a batch: the GPU stage's host time per step (ms per batch, after a warm-up)
 and the calling thread's cProfile of a few batches. A probe for issue 20's GPU speed, not a benchmark.
 
-    python benchmarks/probes/ssd_gpu_profile.py [--images 256] [--batches 40] [--threads 8]
+    python benchmarks/probes/ssd_gpu_profile.py [--images 256] [--batches 40] [--threads 8] [--dump FILE]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=256)
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--threads", type=int, default=8, help="the pipeline's num_threads")
+    parser.add_argument("--dump", help="also write the cProfile there (pstats' format)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         root, annotations = write_coco_set(scratch, args.images, size=(480, 640))
@@ -36,7 +37,7 @@ def main() -> None:
 
         p = pipe()
         p.build()
-        print_step_times(p, 32, args.batches, 10, "images")
+        print_step_times(p, 32, args.batches, 10, "images", args.dump)
         p.close()
 
 

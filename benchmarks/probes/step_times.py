@@ -8,9 +8,10 @@ import pstats
 import time
 
 
-def print_step_times(pipe, batch_size: int, batches: int, warmup: int, unit: str) -> None:
+def print_step_times(pipe, batch_size: int, batches: int, warmup: int, unit: str, dump: str | None = None) -> None:
     """Run `warmup` batches, then time `batches` under cProfile; print the rate, each step's host ms per batch (the
-    executor's GPU-stage timings) and the 25 functions with the most own time."""
+    executor's GPU-stage timings) and the 25 functions with the most own time; `dump`: also write the profile there
+    (pstats' format, to read with callers and callees)."""
     for _ in range(warmup):
         out = pipe.run()
     out[0].as_cpu()
@@ -27,4 +28,6 @@ def print_step_times(pipe, batch_size: int, batches: int, warmup: int, unit: str
     print(f"{batches * batch_size / seconds:.0f} {unit}/s; GPU stage host time per step, ms per batch:")
     for name, total in sorted(stage.timings.items(), key=lambda kv: -kv[1]):
         print(f"  {name:50} {total / batches * 1e3:8.2f}")
+    if dump:
+        profiler.dump_stats(dump)
     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)

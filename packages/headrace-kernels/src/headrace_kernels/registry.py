@@ -100,6 +100,8 @@ class KernelSetup:
     per_sample_args: frozenset[str] = frozenset()
     parts: tuple[dict[str, Any], ...] = ()
     """For a fused kernel: the literal arguments of each op it replaces, in order."""
+    chain: tuple[str, ...] = ()
+    """For a fused kernel: the ops it replaces, in order (one kernel may be registered for several chains)."""
 
 
 @dataclasses.dataclass(frozen=True)

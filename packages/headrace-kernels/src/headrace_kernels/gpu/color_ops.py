@@ -68,6 +68,18 @@ def _coefficients(op: str, args_list: list[dict], in_dtype: np.dtype) -> tuple[i
     return MODE_SCALE, np.broadcast_to(np.eye(3), (n, 3, 3)), brightness * contrast, offset
 
 
+def colour_maps(op: str, args_list: list[dict], in_dtype: np.dtype) -> tuple[int, np.ndarray, np.ndarray, np.ndarray,
+                                                                           np.dtype, np.dtype]:
+    """The affine map of every sample of a batch of `in_dtype` images through `op`, as the kernel applies it:
+    (MODE_*, float32 matrices (n, 9), scales [n], offsets [n], the type written, the op's output type)."""
+    n = len(args_list)
+    mode, matrices, scale, offset = per_sample(0, _coefficients, op, args_list, in_dtype)
+    dtype = args_list[0].get("dtype") if args_list else None
+    write, final = output_type(in_dtype if dtype is None else numpy_dtype(dtype), op)
+    return (mode, matrices.astype(np.float32).reshape(n, 9), scale.astype(np.float32), offset.astype(np.float32),
+            write, final)
+
+
 def color(op: str, value, args_list: list[dict]):
     """hsv / color_twist / brightness_contrast of every sample of `value` (a GPU batch, or a list of device
     arrays); returns (dense or None, list)."""
@@ -87,13 +99,13 @@ def color(op: str, value, args_list: list[dict]):
                 raise SampleFailureError(i, f"{op} expects HWC images with 3 channels, got shape {tuple(shape)}")
     rec = np.zeros(n, RECORD)
     if n:
-        mode, matrices, scale, offset = per_sample(0, _coefficients, op, args_list, in_dtype)
-        rec["mode"], rec["m"] = mode, matrices.astype(np.float32).reshape(n, 9)
-        rec["scale"], rec["offset"] = scale.astype(np.float32), offset.astype(np.float32)
+        mode, rec["m"], rec["scale"], rec["offset"], write, final = colour_maps(op, args_list, in_dtype)
+        rec["mode"] = mode
         sizes = np.array([math.prod(shape) for shape in shapes], np.int64)
         rec["pixels"] = sizes // 3 if mode == MODE_MATRIX else sizes
-    dtype = args_list[0].get("dtype") if args_list else None
-    write, final = output_type(in_dtype if dtype is None else numpy_dtype(dtype), op)
+    else:
+        dtype = args_list[0].get("dtype") if args_list else None
+        write, final = output_type(in_dtype if dtype is None else numpy_dtype(dtype), op)
     outputs = Outputs(shapes, write)
     rec["in"] = addresses
     rec["out"] = outputs.pointers

@@ -1,9 +1,16 @@
 """The fused resize + crop_mirror_normalize: a resize read by a crop_mirror_normalize alone runs as one pass from the
-source image to the normalized output (kernels/image.cu), with its launch planned ahead on a decoder's records."""
+source image to the normalized output (kernels/image.cu), with its launch planned ahead on a decoder's records.
+The same pass takes a flip before the resize (the source read mirrored) and up to MAX_COLOUR colour ops between
+the resize and crop_mirror_normalize (hsv, brightness_contrast, color_twist): DALI's detection and classification
+pipelines chain them so, and each op left out of the chain is one fewer step of host work per batch."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+
 from headrace_kernels.gpu.image_ops import (
+    MAX_COLOUR,
     adopt_inputs,
     launch_plan,
     normalizes_per_sample,
@@ -13,22 +20,40 @@ from headrace_kernels.gpu.image_ops import (
 from headrace_kernels.gpu.plan_cache import FusedPlanCache
 from headrace_kernels.registry import gpu_kernel
 
+COLOUR_OPS = ("hsv", "brightness_contrast", "color_twist")
 
-@gpu_kernel(fuses=("resize", "crop_mirror_normalize"))
+
+def resize_chains() -> Iterator[tuple[str, ...]]:
+    """Every chain the fused kernel replaces: [flip] resize [up to MAX_COLOUR colour ops] crop_mirror_normalize."""
+    for head in ((), ("flip",)):
+        for count in range(MAX_COLOUR + 1):
+            for colours in itertools.product(COLOUR_OPS, repeat=count):
+                yield (*head, "resize", *colours, "crop_mirror_normalize")
+
+
 class FusedResizeNormalize:
-    """resize feeding crop_mirror_normalize: one pass from the source image to the normalized output. Fed by a
-    decoder, it plans its records and tap tables ahead (on the decoder's output records), so that after the
-    decode only the launch is left; where every sample has the same arguments, plans are kept per image size."""
+    """[flip ->] resize [-> colour ops] -> crop_mirror_normalize: one pass from the source image to the normalized
+    output. Fed by a decoder, it plans its records and tap tables ahead (on the decoder's output records), so that
+    after the decode only the launch is left; where every sample has the same arguments, plans are kept per image
+    size."""
 
     def __init__(self, setup):
+        chain = setup.chain or ("resize", "crop_mirror_normalize")
+        self.flip = chain[0] == "flip"
+        self.resize_part = 1 if self.flip else 0
+        self.colour_parts = [(part, op) for part, op in enumerate(chain) if op in COLOUR_OPS]
         self.cache = None
         if not setup.per_sample_args and setup.options.plan_cache:
-            self.cache = FusedPlanCache(setup.parts[1], setup.parts[0])
+            parts = setup.parts
+            self.cache = FusedPlanCache(parts[-1], parts[self.resize_part],
+                                        flip=parts[0] if self.flip else None,
+                                        colours=tuple((op, parts[part]) for part, op in self.colour_parts))
 
-    @staticmethod
-    def _plan(batch, images: list, packed: tuple | None = None):
-        return plan_crop_mirror_normalize(images, batch.sample_args(1), normalizes_per_sample(batch),
-                                          batch.sample_args(0), packed)
+    def _plan(self, batch, images: list, packed: tuple | None = None):
+        return plan_crop_mirror_normalize(images, batch.sample_args(-1), normalizes_per_sample(batch),
+                                          batch.sample_args(self.resize_part), packed,
+                                          batch.sample_args(0) if self.flip else None,
+                                          [(op, batch.sample_args(part)) for part, op in self.colour_parts])
 
     def plan(self, batch):
         """The launch plan on the records of the decoder feeding it (tap tables already on the device), or None
@@ -54,3 +79,6 @@ class FusedResizeNormalize:
         if self.cache is not None:
             self.cache.clear()
 
+
+for _chain in resize_chains():
+    gpu_kernel(fuses=_chain)(FusedResizeNormalize)

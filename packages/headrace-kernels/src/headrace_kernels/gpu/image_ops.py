@@ -23,6 +23,7 @@ from headrace_kernels.cpu.geometry_ops import (
     resize_region,
 )
 from headrace_kernels.dtypes import CTYPES, numpy_dtype
+from headrace_kernels.gpu.color_ops import MODE_MATRIX, colour_maps
 from headrace_kernels.gpu.memory import stream_scratch
 from headrace_kernels.gpu.ragged import PackedSamples, direct_samples
 from headrace_kernels.gpu.runtime import cupy, function
@@ -31,6 +32,10 @@ from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_w
 
 MODE_COPY, MODE_TAPS = 0, 1
 MAXC = 4
+MAX_COLOUR = 2
+"""The most colour ops (hsv, color_twist, brightness_contrast) a fused chain applies between its resize and its
+crop_mirror_normalize."""
+FLIP_X, FLIP_Y = 1, 2  # Sample.src_flip bits
 
 SAMPLE = np.dtype([("in", "<u8"), ("out", "<u8"), ("tmp", "<u8"), ("row_idx", "<u8"), ("row_w", "<u8"),
                    ("col_idx", "<u8"), ("col_w", "<u8"), ("in_h", "<i4"), ("in_w", "<i4"), ("in_pitch", "<i4"),
@@ -38,8 +43,15 @@ SAMPLE = np.dtype([("in", "<u8"), ("out", "<u8"), ("tmp", "<u8"), ("row_idx", "<
                    ("tx", "<i4"), ("col_lo", "<i4"), ("col_n", "<i4"), ("crop_y", "<i4"), ("crop_x", "<i4"),
                    ("out_h", "<i4"), ("out_w", "<i4"), ("mode", "<i4"), ("round_u8", "<i4"), ("mirror_x", "<i4"),
                    ("mirror_y", "<i4"), ("mean", "<f4", (MAXC,)), ("mul", "<f4", (MAXC,)),
-                   ("fill", "<f4", (MAXC + 1,)), ("shift", "<f4"), ("pad_", "<i4")])
-assert SAMPLE.itemsize == 192, SAMPLE.itemsize
+                   ("fill", "<f4", (MAXC + 1,)), ("shift", "<f4"), ("src_flip", "<i4"),
+                   ("c_mode", "<i4", (MAX_COLOUR,)), ("c_type", "<i4", (MAX_COLOUR,)),
+                   ("c_m", "<f4", (MAX_COLOUR, 9)), ("c_scale", "<f4", (MAX_COLOUR,)),
+                   ("c_offset", "<f4", (MAX_COLOUR,)), ("n_colour", "<i4"), ("pad_", "<i4")])
+assert SAMPLE.itemsize == 304, SAMPLE.itemsize  # kernels/image.cu's Sample
+# kernels/image.cu's TYPE_*: the type a colour stage stores, which the next stage reads back
+_STORED_TYPES = {np.dtype(name): code for code, names in enumerate(
+    (("float32", "float64"), ("uint8",), ("int8",), ("uint16",), ("int16",), ("int32",), ("float16",)))
+    for name in names}
 
 _IN_TYPES = ("uint8", "float32")
 _IN_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32))
@@ -479,15 +491,42 @@ def adopt_inputs(plan: tuple, images: list) -> bool:
     return True
 
 
+def set_source_flips(batch: Batch, flip_args: list[dict]) -> None:
+    """Read every sample's source mirrored as its flip arguments ask (a flip before the resize, fused in)."""
+    batch.rec["src_flip"] = [(FLIP_X if int(a["horizontal"]) else 0) | (FLIP_Y if int(a["vertical"]) else 0)
+                             for a in flip_args]
+
+
+def set_colours(batch: Batch, colours: list[tuple[str, list[dict]]], in_dtype: np.dtype) -> None:
+    """The colour ops (op name, each sample's arguments) applied in order to the resampled image of `in_dtype`
+    before crop_mirror_normalize: each stage's per-sample affine map and the type its output is stored as."""
+    rec = batch.rec
+    if len(colours) > MAX_COLOUR:
+        raise AssertionError(f"at most {MAX_COLOUR} fused colour stages, got {len(colours)}")
+    dtype = np.dtype(in_dtype)
+    for k, (op, args_list) in enumerate(colours):
+        mode, matrices, scale, offset, _, dtype = colour_maps(op, args_list, dtype)
+        if mode == MODE_MATRIX and batch.channels != 3:
+            shape = (int(rec["rs_h"][0]), int(rec["rs_w"][0]), batch.channels) if len(rec) else ()
+            raise SampleFailureError(0, f"{op} expects HWC images with 3 channels, got shape {shape}")
+        rec["c_mode"][:, k], rec["c_type"][:, k] = mode, _STORED_TYPES[dtype]
+        rec["c_m"][:, k], rec["c_scale"][:, k], rec["c_offset"][:, k] = matrices, scale, offset
+    rec["n_colour"] = len(colours)
+
+
 def plan_crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: bool,
-                               resize_args: list[dict] | None = None, packed: tuple | None = None) -> tuple:
+                               resize_args: list[dict] | None = None, packed: tuple | None = None,
+                               flips: list[dict] | None = None,
+                               colours: list[tuple[str, list[dict]]] | tuple = ()) -> tuple:
     """Everything of crop_mirror_normalize but the launch: the records and tap tables of the batch (host work that
-    the GPU stage can do ahead, on the decoder's output records, while the previous batch decodes)."""
+    the GPU stage can do ahead, on the decoder's output records, while the previous batch decodes). Fused in as
+    given: the resize before it (`resize_args`), a flip before that (`flips`), colour ops between (`colours`)."""
     batch = gather(images, "crop_mirror_normalize", packed)
     rec = batch.rec
     args = args_list[0]
     out_dtype = numpy_dtype(args["dtype"])
     extra = 1 if args["pad_output"] else 0
+    resized = batch.dtype
     if resize_args is None:
         _full_window(batch)
     else:
@@ -496,6 +535,10 @@ def plan_crop_mirror_normalize(images, args_list: list[dict], per_sample_norm: b
             raise SampleFailureError(0, f"a resize to {resized} fused into crop_mirror_normalize is not supported")
         set_resizes(batch, resize_args, work)
         _round_u8(batch, work)
+    if flips is not None:
+        set_source_flips(batch, flips)
+    if colours:
+        set_colours(batch, list(colours), resized)
     set_crops(batch, args_list, rec["rs_h"].astype(np.int64), rec["rs_w"].astype(np.int64), extra, None, out_dtype)
     rec["mirror_x"] = [1 if int(a["mirror"]) else 0 for a in args_list]
     _set_normalize(batch, args_list, per_sample_norm)

@@ -15,13 +15,16 @@ from headrace_kernels.gpu.image_ops import MAXC, SAMPLE, Batch, plan_crop_mirror
 
 
 class FusedPlanCache:
-    """Plans of one fused resize + crop_mirror_normalize step (arguments `args`, `resize_args`) by input shape
+    """Plans of one fused resize + crop_mirror_normalize step (arguments `args`, `resize_args`; `flip` and
+    `colours`: the other ops of a longer fused chain, as (op, arguments)) by input shape
     (h, w, c) of packed uint8 images, at most `capacity` shapes. When it is full it starts over, unless most
     samples since it was last empty had a shape of their own (random crops in training): then it stops, and every
     batch is planned as before."""
 
-    def __init__(self, args: dict, resize_args: dict, capacity: int = 1024):
+    def __init__(self, args: dict, resize_args: dict, capacity: int = 1024, flip: dict | None = None,
+                 colours: tuple[tuple[str, dict], ...] = ()):
         self.args, self.resize_args, self.capacity = args, resize_args, capacity
+        self.flip, self.colours = flip, colours  # a flip before the resize, colour ops after it (fused chains)
         self.enabled = True
         self.hits = self.misses = 0  # samples planned from a kept shape / with a new one, since it was last empty
         self._index: dict[tuple[int, int, int], int] = {}
@@ -66,7 +69,9 @@ class FusedPlanCache:
         """Plan `shapes` as one batch, send their tables to the device in one copy, keep their records."""
         count = len(shapes)
         plan = plan_crop_mirror_normalize([None] * count, [self.args] * count, False, [self.resize_args] * count,
-                                          (np.zeros(count, np.uint64), np.array(shapes, np.int64)))
+                                          (np.zeros(count, np.uint64), np.array(shapes, np.int64)),
+                                          None if self.flip is None else [self.flip] * count,
+                                          [(op, [args] * count) for op, args in self.colours])
         batch = plan[0]
         if batch.tables is not None:
             device, host = tables_to_device(batch)

@@ -115,7 +115,7 @@ class KernelStep:
             op=self.node.schema.name, args=self.args, device=self.node.device, device_id=stage.ctx.device_id,
             num_threads=stage.num_threads, batch_size=stage.batch_size, seed=self.seed, options=stage.options,
             per_sample_args=frozenset(name for n in chain for name in n.arg_inputs),
-            parts=tuple(args for _, args, _ in self.parts)))
+            parts=tuple(args for _, args, _ in self.parts), chain=entry.ops))
         self.prepares = hasattr(self.kernel, "prepare")  # a host half that the CPU stage runs, ahead
         self.plans = hasattr(self.kernel, "plan")  # can plan its launch on a decoder's prepared records, ahead
         self.frames = sequence
