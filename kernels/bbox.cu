@@ -98,3 +98,34 @@ extern "C" __global__ void box_match_encode(const float* boxes, const int* label
   r[2] = (logf((be0 * scale) / ae0) - means[2]) / stds[2];
   r[3] = (logf((be1 * scale) / ae1) - means[3]) / stds[3];
 }
+
+// bb_flip of packed [R, 4] rows: flips[r] bit 0 mirrors row r horizontally, bit 1 vertically; on a flipped axis
+// lo' = 1 - hi, hi' = 1 - lo. xyWH rows go through their corners, extents included ((y + h) - y is written back
+// for h), as the CPU kernel's flip_boxes: every row, flipped or not.
+extern "C" __global__ void bb_flip_rows(const float* rows, const unsigned char* flips, int ltrb, float* out,
+                                        long long count) {
+  long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (r >= count) return;
+  const float* b = rows + 4 * r;
+  float lo[2] = {b[0], b[1]}, hi[2];
+  if (ltrb) {
+    hi[0] = b[2];
+    hi[1] = b[3];
+  } else {
+    hi[0] = lo[0] + b[2];
+    hi[1] = lo[1] + b[3];
+  }
+  unsigned char f = flips[r];
+  for (int a = 0; a < 2; a++) {
+    if (f & (1 << a)) {
+      float l = lo[a];
+      lo[a] = 1.0f - hi[a];
+      hi[a] = 1.0f - l;
+    }
+  }
+  float* o = out + 4 * r;
+  o[0] = lo[0];
+  o[1] = lo[1];
+  o[2] = ltrb ? hi[0] : hi[0] - lo[0];
+  o[3] = ltrb ? hi[1] : hi[1] - lo[1];
+}

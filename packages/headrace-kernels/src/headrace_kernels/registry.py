@@ -66,6 +66,7 @@ class GpuBatch(Protocol):
     def input(self, k: int = 0) -> Any: ...  # input k on the GPU: `.dense` (N, ...) array or None, `.samples()`
     def samples(self, k: int = 0, raw: bool = False) -> list: ...  # input k's samples (raw: decoder records)
     def value(self, k: int = 0) -> Any: ...  # input k as it is (a GPU batch or a list of host arrays)
+    def has_value(self, k: int = 0) -> bool: ...  # whether input k is there yet (a plan hook may run before it is)
     def sample_args(self, part: int = -1) -> list[dict]: ...  # per-sample arguments of the chain's op `part`
     def rng(self, index: int) -> np.random.Generator: ...  # sample `index`'s random stream
     def prepared(self, k: int = 0) -> Any: ...  # the host half a preparing kernel made of input k, or None

@@ -82,19 +82,18 @@ def _input_rows(batch, k: int, op: str, coords: int, two_d: bool = False, what: 
 
 @gpu_kernel("bb_flip")
 def bb_flip_kernel(batch):
-    """Corners of every box of the batch flipped where its sample asks (1 - hi, 1 - lo), as the CPU kernel."""
+    """Corners of every box of the batch flipped where its sample asks (1 - hi, 1 - lo), as the CPU kernel: one
+    launch over the packed rows (a CuPy array operation costs ~0.1-0.3 ms of host time on a batch of boxes)."""
     cp = cupy()
     rows, counts, shapes = _input_rows(batch, 0, "bb_flip", 4)
-    if rows.shape[0] == 0:
+    total = int(rows.shape[0])
+    if total == 0:
         return ragged.split(rows, shapes)
-    flags = np.array([[flag(a["horizontal"]), flag(a["vertical"])] for a in batch.sample_args()], dtype=np.bool_)
-    flips = _device(ragged.per_row(flags.reshape(-1, 2), counts))  # [R, 2]: (x, y) flipped
-    ltrb = batch.args["ltrb"]
-    lo = rows[:, :2]
-    hi = rows[:, 2:] if ltrb else lo + rows[:, 2:]
-    new_lo = cp.where(flips, ONE - hi, lo)
-    new_hi = cp.where(flips, ONE - lo, hi)
-    out = cp.concatenate([new_lo, new_hi if ltrb else new_hi - new_lo], axis=1)
+    flags = np.array([flag(a["horizontal"]) | flag(a["vertical"]) << 1 for a in batch.sample_args()], np.uint8)
+    flips = _device(ragged.per_row(flags, counts))  # [R]: bit 0 x, bit 1 y
+    out = cp.empty((total, 4), cp.float32)
+    function("bbox.cu", "bb_flip_rows")((-(-total // 256),), (256,),
+                                        (rows, flips, np.int32(bool(batch.args["ltrb"])), out, np.int64(total)))
     return ragged.split(out, shapes)
 
 

@@ -141,6 +141,9 @@ class FrameBatchView:
     def value(self, k: int = 0) -> TensorListGPU:
         return self.input(k)
 
+    def has_value(self, k: int = 0) -> bool:
+        return self.outer.has_value(k)
+
     def samples(self, k: int = 0, raw: bool = False) -> list:
         return self.input(k).samples()
 

@@ -73,6 +73,11 @@ class GpuBatchView:
         """Input k as it is: a TensorListGPU, or a list of host arrays."""
         return self.values[self.step.inputs[k]]
 
+    def has_value(self, k: int = 0) -> bool:
+        """Whether input k is computed already (a `plan` hook runs in the look-ahead, before the steps ahead of
+        it)."""
+        return self.step.inputs[k] in self.values
+
     def num_inputs(self) -> int:
         return len(self.step.inputs)
 

@@ -289,7 +289,7 @@ class GpuStage:
         """Plan the launches of the steps that can plan on a decoder's prepared records (call with the context
         active): in the look-ahead, or while the batch decodes."""
         for kind, step in self.steps:
-            if kind != "gpu" or not step.plans or step.node.guard is not None:
+            if kind != "gpu" or not step.plans or step.node.guard is not None or step.frames:
                 continue
             if (PLANNED, step.node.name) in values or (step.node.name, 0) in values:  # planned, or already ran
                 continue
