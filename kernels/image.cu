@@ -1,8 +1,9 @@
 // headrace's image kernels: separable resampling by host-made tap tables, crop, flip and crop-mirror-normalize,
-// fused into one store pass; a fused chain may also flip the source (a flip before the resize) and apply the
-// colour ops between the resize and crop_mirror_normalize (hsv, color_twist, brightness_contrast: kernels/color.cu's
-// arithmetic, each stage's output type rounded as that op would store it). Each launch covers a whole batch; every sample carries its own sizes in a Sample
-// record (blockIdx.z = sample), so batches of different shapes need no padding.
+// fused into one store pass; a fused chain may also flip the source (a flip before the resize) and apply colour
+// ops between the resize and crop_mirror_normalize (hsv, color_twist, brightness_contrast: kernels/color.cu's
+// arithmetic, each stage's value rounded to the type that op would store). Each launch covers a whole batch; every
+// sample carries its own sizes in a Sample record (blockIdx.z = sample), so batches of different shapes need no
+// padding.
 //
 // The tap tables (source index and float32 weight of every output row and column) are the CPU kernels' own
 // (headrace_kernels.cpu.resampling.triangle_taps, geometry_ops._filter_taps, the nearest-neighbour indices), and
@@ -172,8 +173,8 @@ __device__ __forceinline__ void resample_horizontal(const Sample& s, int channel
 
 // The store pass: every output element of every sample. For output (oy, ox) it takes the resampled image's value
 // at (crop_y + oy, crop_x + ox) (mirrored as asked; outside it, the fill, already an output value), applies the
-// colour stages, normalizes it
-// as (v - mean) * mul + shift in float32 without FMA when asked, and stores it as OutT in CHW or HWC.
+// colour stages, normalizes it as (v - mean) * mul + shift in float32 without FMA when asked, and stores it as OutT
+// in CHW or HWC.
 template <typename InT, typename OutT>
 __global__ void image_store(const Sample* samples, int channels, int out_channels, int chw, int normalize) {
   const Sample& s = samples[blockIdx.z];
