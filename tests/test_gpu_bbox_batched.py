@@ -182,7 +182,8 @@ BOX_CASES = [
 ]
 
 
-@pytest.mark.parametrize("op, kwargs, arg_inputs", BOX_CASES)
+# bb_flip is one kernels/bbox.cu launch, which numpy cannot stand in for: the gpu tests below run it
+@pytest.mark.parametrize("op, kwargs, arg_inputs", [case for case in BOX_CASES if case[0] != "bb_flip"])
 @pytest.mark.parametrize("dense", [False, True])
 def test_box_transforms_batch_logic_matches_cpu(xp, op, kwargs, arg_inputs, dense):
     for batch in (RAGGED, DENSE, EMPTY):
@@ -251,8 +252,8 @@ def _calls(xp: CountingNumpy, op: str, inputs: list[list[np.ndarray]], args_list
     return collections.Counter(xp.calls)
 
 
-@pytest.mark.parametrize("op, kwargs", [("bb_flip", dict(ltrb=True)), ("bbox_paste", dict(ratio=2.0)),
-                                        ("coord_flip", dict(flip_y=1)), ("coord_transform", dict())])
+@pytest.mark.parametrize("op, kwargs", [("bbox_paste", dict(ratio=2.0)), ("coord_flip", dict(flip_y=1)),
+                                        ("coord_transform", dict())])
 def test_array_calls_do_not_grow_with_the_batch_and_nothing_is_read_back(xp, op, kwargs):
     def batch(size: int) -> list[list[np.ndarray]]:
         if op in ("coord_flip", "coord_transform"):
