@@ -366,6 +366,42 @@ def test_gpu_box_encoder_matches_cpu(kwargs):
         assert_same(gpu[1:], cpu[1:])
 
 
+def _flip_then_encode(inputs: list[list[np.ndarray]], device: str, ltrb: bool) -> tuple[list, int]:
+    """bb_flip (random coins on both axes) read by box_encoder alone, as the SSD300 pipelines chain them: both
+    outputs, and how many GPU-stage steps ran the two ops."""
+    @headrace.pipeline_def(batch_size=len(inputs[0]), num_threads=1, device_id=0, seed=7)
+    def pipe():
+        boxes, labels = (fn.external_source(source=_source(samples), batch=True) for samples in inputs)
+        if device == "gpu":
+            boxes, labels = boxes.gpu(), labels.gpu()
+        flipped = fn.bb_flip(boxes, ltrb=ltrb, horizontal=fn.random.coin_flip(probability=0.5, seed=3),
+                             vertical=fn.random.coin_flip(probability=0.5, seed=4))
+        return tuple(fn.box_encoder(flipped, labels, anchors=ANCHORS.reshape(-1).tolist(), criteria=0.4))
+
+    p = pipe()
+    p.build()
+    outputs = [[np.array(o.at(i)) for i in range(len(o))]
+               for o in (out.as_cpu() if getattr(out, "device", "cpu") == "gpu" else out for out in p.run())]
+    steps = 0
+    if device == "gpu":
+        steps = sum(1 for kind, step in p._executor.gpu.steps if kind == "gpu"
+                    and {n.schema.name for n in step.chain} & {"bb_flip", "box_encoder"})
+    p.close()
+    return outputs, steps
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ltrb", [True, False])
+def test_gpu_bb_flip_into_box_encoder_is_one_step_with_the_cpu_bits(ltrb):
+    """The fused bb_flip -> box_encoder step (its batch: bb_flip's boxes, then box_encoder's labels) gives the CPU
+    pipeline's outputs, on ragged, dense and empty batches."""
+    for batch in (RAGGED, DENSE, EMPTY):
+        inputs = [batch if ltrb else [xywh(b) for b in batch], labels_for(batch)]
+        (cpu, _), (gpu, steps) = _flip_then_encode(inputs, "cpu", ltrb), _flip_then_encode(inputs, "gpu", ltrb)
+        assert steps == 1
+        assert_same(gpu, cpu)
+
+
 @pytest.mark.gpu
 def test_gpu_box_encoder_ties_go_to_the_last_box_and_anchor():
     # two identical boxes with different labels: every anchor they match takes the second one's label

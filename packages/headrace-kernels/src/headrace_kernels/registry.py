@@ -178,7 +178,8 @@ def gpu_kernel(*op_names: str, fuses: Sequence[str] | None = None) -> Callable[[
     """Register the GPU implementation of `op_names`: a function `fn(batch) -> result` or a class made per node
     with a `KernelSetup` and a `run(batch)` method. The result is `(dense (N, ...) array or None, list of samples)`,
     or a list of samples. With `fuses=(op_a, op_b, ...)` it replaces that chain of ops wherever each op's output is
-    read by the next one alone; the batch is then the first op's input, and `sample_args(part)` gives each op's."""
+    read by the next one alone, as its first input; the batch's inputs are then the first op's, followed by each
+    later op's other inputs, and `sample_args(part)` gives each op's arguments."""
     if fuses is not None and op_names:
         raise AssertionError("gpu_kernel: give op names or fuses=, not both")
 

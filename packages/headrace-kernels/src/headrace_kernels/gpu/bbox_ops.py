@@ -2,9 +2,9 @@
 one device array (gpu/ragged.py), per-sample arguments repeated over their rows on the host and uploaded in one
 asynchronous copy, a fixed number of CuPy array operations whatever the batch size (no per-sample launches, no host
 synchronisation), and per-sample views of one output buffer; the CPU kernels' float32 order of operations.
-box_encoder is two launches of kernels/bbox.cu over the packed boxes: each box's best anchor, then each anchor's
-best box of its sample and the encoding. bbox_rotate and random_bbox_crop,
-which DALI has on the CPU only, run the CPU kernels' code on the host (random_bbox_crop from each sample's own
+bb_flip is one launch of kernels/bbox.cu, box_encoder two over the packed boxes (each box's best anchor, then each
+anchor's best box of its sample and the encoding); a bb_flip read by box_encoder alone runs inside its step.
+bbox_rotate and random_bbox_crop, which DALI has on the CPU only, run the CPU kernels' code on the host (random_bbox_crop from each sample's own
 stream, so CPU and GPU choose the same windows): their output sizes depend on the data, so they read the batch back
 in one copy (one synchronisation per batch) and upload each output in one copy."""
 
@@ -31,8 +31,6 @@ from headrace_kernels.gpu import ragged
 from headrace_kernels.gpu.packing import per_sample
 from headrace_kernels.gpu.runtime import cupy, function
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
-
-ONE = F32(1.0)
 
 
 def _device(host: np.ndarray) -> Any:
@@ -80,21 +78,26 @@ def _input_rows(batch, k: int, op: str, coords: int, two_d: bool = False, what: 
     return rows, counts, shapes
 
 
-@gpu_kernel("bb_flip")
-def bb_flip_kernel(batch):
-    """Corners of every box of the batch flipped where its sample asks (1 - hi, 1 - lo), as the CPU kernel: one
-    launch over the packed rows (a CuPy array operation costs ~0.1-0.3 ms of host time on a batch of boxes)."""
+def _flip_rows(rows: Any, counts: list[int], args_list: list[dict], ltrb: bool) -> Any:
+    """bb_flip of packed float32 [R, 4] rows (`counts` per sample), each sample's flags from its arguments: one
+    launch of kernels/bbox.cu (a CuPy array operation costs ~0.1-0.3 ms of host time on a batch of boxes)."""
     cp = cupy()
-    rows, counts, shapes = _input_rows(batch, 0, "bb_flip", 4)
     total = int(rows.shape[0])
     if total == 0:
-        return ragged.split(rows, shapes)
-    flags = np.array([flag(a["horizontal"]) | flag(a["vertical"]) << 1 for a in batch.sample_args()], np.uint8)
+        return rows
+    flags = np.array([flag(a["horizontal"]) | flag(a["vertical"]) << 1 for a in args_list], np.uint8)
     flips = _device(ragged.per_row(flags, counts))  # [R]: bit 0 x, bit 1 y
     out = cp.empty((total, 4), cp.float32)
     function("bbox.cu", "bb_flip_rows")((-(-total // 256),), (256,),
-                                        (rows, flips, np.int32(bool(batch.args["ltrb"])), out, np.int64(total)))
-    return ragged.split(out, shapes)
+                                        (rows, flips, np.int32(bool(ltrb)), out, np.int64(total)))
+    return out
+
+
+@gpu_kernel("bb_flip")
+def bb_flip_kernel(batch):
+    """Corners of every box of the batch flipped where its sample asks (1 - hi, 1 - lo), as the CPU kernel."""
+    rows, counts, shapes = _input_rows(batch, 0, "bb_flip", 4)
+    return ragged.split(_flip_rows(rows, counts, batch.sample_args(), batch.args["ltrb"]), shapes)
 
 
 @gpu_kernel("coord_flip")
@@ -152,6 +155,13 @@ def _labels_packed(batch, counts: list[int]) -> Any:
     return flat[_device(ragged.first_elements(counts, sizes))]
 
 
+def _check_encoder_boxes(read: tuple) -> None:
+    """box_encoder's boxes are float32 [N, 4]: an error naming the first sample that is not."""
+    for i, (shape, dtype) in enumerate(zip(read[2], read[3], strict=True)):
+        if dtype != np.float32 or len(shape) != 2 or shape[1] != 4:
+            raise SampleFailureError(i, f"box_encoder: input 0 (boxes) must be float32 [N, 4], got {dtype} {shape}")
+
+
 @gpu_kernel("box_encoder")
 class BoxEncoderKernel:
     """Both outputs, dense: encoded boxes (N, M, 4) and labels (N, M), from two launches of kernels/bbox.cu (each
@@ -166,17 +176,26 @@ class BoxEncoderKernel:
         self._consts = None
 
     def run(self, batch):
+        return self.encode(batch, *self.boxes(batch, "box_encoder"))
+
+    def boxes(self, batch, op: str) -> tuple[Any, list[int]]:
+        """Input 0 as packed float32 [R, 4] rows and the rows per sample, checked as box_encoder's boxes ([N, 4])
+        after `op`'s own checks (the first op of the step)."""
+        read = _read(batch, 0)
+        if op == "box_encoder":
+            _check_encoder_boxes(read)
+        boxes, counts, _ = _input_rows(batch, 0, op, 4, read=read)
+        if op != "box_encoder":  # the first op's checks came first, as when it runs alone
+            _check_encoder_boxes(read)
+        return boxes, counts
+
+    def encode(self, batch, boxes: Any, counts: list[int]):
+        """Both outputs of the packed ltrb `boxes` (`counts` per sample) and the batch's labels (its input 1)."""
         cp = cupy()
         args = self.args
         per_sample(0, check_encoder_args, args)
         anchors = per_sample(0, cached_anchor_boxes, args["anchors"])
         m = int(anchors.shape[0])
-        read = _read(batch, 0)
-        for i, (shape, dtype) in enumerate(zip(read[2], read[3], strict=True)):
-            if dtype != np.float32 or len(shape) != 2 or shape[1] != 4:
-                raise SampleFailureError(i, f"box_encoder: input 0 (boxes) must be float32 [N, 4], got {dtype} "
-                                            f"{shape}")
-        boxes, counts, _ = _input_rows(batch, 0, "box_encoder", 4, read=read)
         labels = _labels_packed(batch, counts)
         n = len(counts)
         out = cp.empty((n, m, 4), dtype=cp.float32)
@@ -296,3 +315,17 @@ def ssd_random_crop_kernel(batch):
         return (None, []), (None, []), (None, [])
     out_boxes, out_labels = _upload_outputs(list(zip(kept_boxes, kept_labels, strict=True)))
     return (None, out_images), out_boxes, out_labels
+
+
+@gpu_kernel(fuses=("bb_flip", "box_encoder"))
+class FlippedBoxEncoder(BoxEncoderKernel):
+    """bb_flip read by box_encoder alone (the SSD pipelines): the boxes are flipped inside the encoder's step, one
+    GPU-stage step less per batch; the same bits as the two ops."""
+
+    def __init__(self, setup):
+        super().__init__(setup)
+        self.ltrb = bool(setup.parts[0]["ltrb"])
+
+    def run(self, batch):
+        boxes, counts = self.boxes(batch, "bb_flip")
+        return self.encode(batch, _flip_rows(boxes, counts, batch.sample_args(0), self.ltrb), counts)

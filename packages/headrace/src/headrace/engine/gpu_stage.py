@@ -109,7 +109,8 @@ class KernelStep:
         self.args = self.parts[-1][1]
         self.per_sample_args = frozenset(self.node.arg_inputs)
         self.arg_refs = [ref for _, _, refs in self.parts for _, ref in refs]
-        self.inputs = [ref_of(i) for i in chain[0].inputs]
+        # a fused chain reads its first op's inputs, then each later op's other inputs (the first is the op before)
+        self.inputs = [ref_of(i) for i in chain[0].inputs] + [ref_of(i) for n in chain[1:] for i in n.inputs[1:]]
         self.seed = node_seed(stage.seed, self.node)
         self.kernel = entry.make(KernelSetup(
             op=self.node.schema.name, args=self.args, device=self.node.device, device_id=stage.ctx.device_id,
