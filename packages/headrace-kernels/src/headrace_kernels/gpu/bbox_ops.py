@@ -4,9 +4,10 @@ asynchronous copy, a fixed number of CuPy array operations whatever the batch si
 synchronisation), and per-sample views of one output buffer; the CPU kernels' float32 order of operations.
 bb_flip is one launch of kernels/bbox.cu, box_encoder two over the packed boxes (each box's best anchor, then each
 anchor's best box of its sample and the encoding); a bb_flip read by box_encoder alone runs inside its step.
-bbox_rotate and random_bbox_crop, which DALI has on the CPU only, run the CPU kernels' code on the host (random_bbox_crop from each sample's own
-stream, so CPU and GPU choose the same windows): their output sizes depend on the data, so they read the batch back
-in one copy (one synchronisation per batch) and upload each output in one copy."""
+bbox_rotate and random_bbox_crop, which DALI has on the CPU only, run the CPU kernels' code on the host
+(random_bbox_crop from each sample's own stream, so CPU and GPU choose the same windows): their output sizes depend
+on the data, so they read the batch back in one copy (one synchronisation per batch) and upload each output in one
+copy."""
 
 from __future__ import annotations
 
