@@ -118,7 +118,7 @@ class KernelStep:
             per_sample_args=frozenset(name for n in chain for name in n.arg_inputs),
             parts=tuple(args for _, args, _ in self.parts), chain=entry.ops))
         self.prepares = hasattr(self.kernel, "prepare")  # a host half that the CPU stage runs, ahead
-        self.plans = hasattr(self.kernel, "plan")  # can plan its launch on a decoder's prepared records, ahead
+        self.plans = hasattr(self.kernel, "plan")  # plans ahead: a launch on a decoder's records, a copy's upload
         self.frames = sequence
         """The node runs frame by frame on sequences: its kernel sees a batch of frames (engine.frames)."""
 
@@ -287,8 +287,8 @@ class GpuStage:
             del values[key]
 
     def plan_ahead(self, values: dict, info: BatchInfo) -> None:
-        """Plan the launches of the steps that can plan on a decoder's prepared records (call with the context
-        active): in the look-ahead, or while the batch decodes."""
+        """Plan the steps that can plan ahead (call with the context active): launches on a decoder's prepared
+        records, uploads of host data; in the look-ahead, or while the batch decodes."""
         for kind, step in self.steps:
             if kind != "gpu" or not step.plans or step.node.guard is not None or step.frames:
                 continue
