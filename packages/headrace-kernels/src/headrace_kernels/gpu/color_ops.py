@@ -74,10 +74,14 @@ def colour_maps(op: str, args_list: list[dict], in_dtype: np.dtype) -> tuple[int
     (MODE_*, float32 matrices (n, 9), scales [n], offsets [n], the type written, the op's output type)."""
     n = len(args_list)
     mode, matrices, scale, offset = per_sample(0, _coefficients, op, args_list, in_dtype)
-    dtype = args_list[0].get("dtype") if args_list else None
-    write, final = output_type(in_dtype if dtype is None else numpy_dtype(dtype), op)
     return (mode, matrices.astype(np.float32).reshape(n, 9), scale.astype(np.float32), offset.astype(np.float32),
-            write, final)
+            *_output_types(op, args_list, in_dtype))
+
+
+def _output_types(op: str, args_list: list[dict], in_dtype: np.dtype) -> tuple[np.dtype, np.dtype]:
+    """(the type the kernel writes, the op's output type): its `dtype` argument, else the input's."""
+    dtype = args_list[0].get("dtype") if args_list else None
+    return output_type(in_dtype if dtype is None else numpy_dtype(dtype), op)
 
 
 def color(op: str, value, args_list: list[dict]):
@@ -104,8 +108,7 @@ def color(op: str, value, args_list: list[dict]):
         sizes = np.array([math.prod(shape) for shape in shapes], np.int64)
         rec["pixels"] = sizes // 3 if mode == MODE_MATRIX else sizes
     else:
-        dtype = args_list[0].get("dtype") if args_list else None
-        write, final = output_type(in_dtype if dtype is None else numpy_dtype(dtype), op)
+        write, final = _output_types(op, args_list, in_dtype)
     outputs = Outputs(shapes, write)
     rec["in"] = addresses
     rec["out"] = outputs.pointers
