@@ -11,8 +11,9 @@ import pytest
 from headrace.demo import resnet50_train
 
 
-def _batches(root, device: str, threads: int, count: int = 3, options: dict | None = None) -> list[np.ndarray]:
-    pipe = resnet50_train(data_dir=str(root), device=device, batch_size=8, num_threads=threads,
+def _batches(root, device: str, threads: int, count: int = 3, options: dict | None = None,
+             batch_size: int = 8) -> list[np.ndarray]:
+    pipe = resnet50_train(data_dir=str(root), device=device, batch_size=batch_size, num_threads=threads,
                           device_id=0 if device == "gpu" else None, seed=7, executor_options=options)
     pipe.build()
     out = []
@@ -35,3 +36,71 @@ def test_gpu_pipeline_bits_do_not_depend_on_the_look_ahead(image_folder):
         for a, b in zip(reference, gpu, strict=True):
             assert a.dtype == b.dtype and a.shape == b.shape
             np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=f"look-ahead {mode}")
+
+
+def _decoders(pipe) -> list:
+    return [kernel.decoder for kernel in pipe._executor.gpu.kernels() if hasattr(kernel, "launch_ahead")]
+
+
+@pytest.mark.gpu
+def test_next_batch_decodes_in_the_decode_lane_ahead(tmp_path):
+    """The look-ahead hands batch i+1's decode (64 images or more) to the decoder's lane, a thread and stream of its
+    own, before batch i+1 is asked for; the batches are the same bits as with no look-ahead, also when memory is
+    released or the pipeline closed while such a decode may be under way."""
+    from headrace.data.synthetic import make_image_folder
+
+    make_image_folder(tmp_path, num_images=160, num_classes=2, size=(48, 64), seed=4)
+    reference = _batches(tmp_path, "gpu", 2, count=4, options={"lookahead": "off"}, batch_size=64)
+    pipe = resnet50_train(data_dir=str(tmp_path), device="gpu", batch_size=64, num_threads=2, device_id=0, seed=7)
+    pipe.build()
+    (decoder,) = _decoders(pipe)
+    got = []
+    for iteration in range(4):
+        images, labels = pipe.run()
+        if iteration == 1:
+            pipe.release_memory()  # the decoders go once the lanes are done; the next batches make new ones
+        got += [np.stack([np.asarray(images.as_cpu().at(i)) for i in range(len(images))]),
+                np.stack([np.asarray(labels.at(i)) for i in range(len(labels))])]
+    assert decoder.lane_count() == 1  # hw_decoder_load 0.65: one lane, ahead
+    assert decoder.decoded_ahead >= 4  # every batch run so far (the prefetcher may have run more)
+    pipe.close()  # with later batches' decodes handed to the lanes, maybe under way
+    for a, b in zip(reference, got, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.gpu
+def test_a_large_batch_decodes_in_two_lanes_with_the_same_bits(tmp_path):
+    """With every image on the hardware decoder (hw_decoder_load 1), a batch of 64 or more decodes as two parts on
+    two decoders at once; each image's pixels are those of a pipeline whose batches are too small to split."""
+    from headrace import fn, pipeline_def, types
+    from headrace.data.synthetic import make_image_folder
+
+    make_image_folder(tmp_path, num_images=128, num_classes=2, size=(48, 64), seed=3)
+
+    def decoded(batch_size: int, lookahead: str) -> tuple[list[np.ndarray], list]:
+        @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0, seed=5,
+                      executor_options={"lookahead": lookahead})
+        def pipe():
+            jpegs, _ = fn.readers.file(file_root=str(tmp_path), random_shuffle=False)
+            return fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=1.0)
+
+        p = pipe()
+        p.build()
+        images = []
+        for _ in range(128 // batch_size):
+            (out,) = p.run()
+            host = out.as_cpu()
+            images += [np.asarray(host.at(i)) for i in range(len(host))]
+        decoders = [k.decoder for k in p._executor.gpu.kernels() if hasattr(k, "launch_ahead")]
+        lanes = decoders[0].lane_count()
+        p.close()
+        return images, lanes
+
+    small, small_lanes = decoded(32, "before")
+    assert small_lanes == 1
+    for lookahead in ("before", "off"):
+        large, lanes = decoded(128, lookahead)
+        assert lanes == 2
+        assert len(large) == len(small) == 128
+        for i, (a, b) in enumerate(zip(small, large, strict=True)):
+            np.testing.assert_array_equal(a, b, err_msg=f"image {i}, look-ahead {lookahead}")

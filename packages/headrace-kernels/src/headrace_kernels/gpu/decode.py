@@ -6,10 +6,13 @@ per-sample random stream as the CPU kernel, so CPU and GPU crop the same window.
 The batch goes through nvImageCodec's C API (`headrace_kernels.nvimgcodec_capi`) where its version is supported:
 one allocation for the whole batch's outputs, and the GIL released once per batch instead of re-taken per image.
 Otherwise (or with the executor option nvimgcodec_capi=False) through the Python binding, with the same backends
-and options."""
+and options. With the C API a batch of 64 images or more decodes in decode lanes (gpu/decode_lanes.py): handed over
+from the look-ahead, it decodes while the batch before is resized, split over two decoders where all of it goes to
+the hardware decoder."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -20,6 +23,7 @@ from headrace_kernels import exif
 from headrace_kernels import nvimgcodec_capi as capi
 from headrace_kernels.cpu import decode as cpu_decode
 from headrace_kernels.cpu.decode import tiny_jpeg
+from headrace_kernels.gpu.decode_lanes import SPLIT_FROM, DecodeLane, LaneDecode, split
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.philox import batch_crop_windows
@@ -87,6 +91,8 @@ class Prepared:
     memory: object = None  # with the C API: the batch's output allocation (`MixedDecoder.allocate`) ...
     addresses: np.ndarray | None = None  # ... each image's address in it ...
     images: list | None = None  # ... and the DeviceImage records the decode will fill
+    ahead: LaneDecode | None = None  # its decode, where `MixedDecoder.start_ahead` handed it to the lanes ...
+    attempt: int = 0  # ... and which of the decoder's backend attempts decoded it
 
 
 def _parse(data, max_pixels: int = 0):
@@ -146,11 +152,14 @@ class MixedDecoder:
         self.max_pixels = int(args["max_pixels"])  # checked from the headers in `prepare`, before any allocation
         self._decoder = None
         self._lock = threading.Lock()
+        self._lanes: list[DecodeLane] = []  # lane j decodes on decoder j: `self.decoder`, then `_more_decoders`
+        self._more_decoders: list = []
         self.backend_names: list[str] = []
         self._attempt = 0  # which of _backend_attempts() the decoder was made with
         self._backend_confirmed = False  # it has decoded an image on this GPU
         self.fallbacks = 0
-        self.decode_seconds = 0.0  # inside nvImageCodec's decode call
+        self.decode_seconds = 0.0  # waiting for nvImageCodec's decode calls
+        self.decoded_ahead = 0  # batches whose decode was handed to the lanes ahead (`start_ahead`)
         self.c_api = c_api and self.output_type != YCBCR and capi.available()
 
     def _backend_attempts(self) -> list[tuple[list[tuple[int, float]], str]]:
@@ -164,32 +173,43 @@ class MixedDecoder:
         return [([(hw, load), (cuda, 1.0), (hybrid, 1.0), cpu], "hardware+cuda+hybrid+cpu"),
                 ([(hw, load), (hybrid, 1.0), cpu], "hardware+hybrid+cpu"), ([(cuda, 1.0), cpu], "cuda+cpu")]
 
+    def lane_count(self) -> int:
+        """How many decoders decode a large batch's parts at once: two where every image goes to the hardware
+        decoder (whose host half is the decode's bottleneck), else one (the CPU and CUDA shares are)."""
+        return 2 if self.c_api and self.hw_load >= 1.0 and self.capacity >= 2 * SPLIT_FROM else 1
+
     def warm_up(self, stream) -> None:
         """Make the decoder and decode its warm-up batch now, not in the first batch (a server's first request)."""
         if not self._warmed:
-            self._warm_up(stream)
+            with self._lane(0).lock:
+                self._first_decoder(stream)
 
-    def _warm_up(self, stream) -> None:
+    def _first_decoder(self, stream):
+        """`decoder`, warmed up (on `stream`) before its first batch; call holding lane 0's lock."""
+        if not self._warmed:
+            self._warmed = True
+            self._warm_up(self.decoder, self.capacity, stream)
+        return self.decoder
+
+    def _warm_up(self, decoder, capacity: int, stream) -> None:
         """Decode a full batch (`capacity` tiny JPEGs) first. nvImageCodec fixes a backend chain's hardware share
         at a decoder's first call (round(load x that batch)); later, larger batches send the rest to the CUDA
         decoder, which rounds differently, so an image's pixels would depend on its batch mates (a served image
         would differ from the same image in training). After a first call at full size, with hw_decoder_load 1
         every batch goes to the hardware decoder whole; a load below 1 asks for a split, as DALI's does."""
-        self._warmed = True
-        if not self.capacity or self.hw_load <= 0:
+        if not capacity or self.hw_load <= 0:
             return
         tiny = tiny_jpeg()
-        encoded = [tiny] * self.capacity
+        encoded = [tiny] * capacity
         if self.c_api:
             prepared = self._prepare_c(encoded, 0, 0)
             self.allocate(prepared, stream)
-            self.decoder.decode(prepared.streams, np.arange(self.capacity), prepared.shapes, prepared.addresses,
-                                stream.ptr, self.output_type == GRAY, False)
+            decoder.decode(prepared.streams, np.arange(capacity), prepared.shapes, prepared.addresses, stream.ptr,
+                           self.output_type == GRAY, False)
             prepared.streams.close()
         else:
             nv = cpu_decode.nvimgcodec_module()
-            self.decoder.decode([nv.CodeStream(tiny.tobytes()) for _ in range(self.capacity)],
-                                cuda_stream=stream.ptr)
+            decoder.decode([nv.CodeStream(tiny.tobytes()) for _ in range(capacity)], cuda_stream=stream.ptr)
         stream.synchronize()
 
     def _make_decoder(self, first: int = 0):
@@ -218,7 +238,7 @@ class MixedDecoder:
         if self._backend_confirmed or len(self._backend_attempts()[self._attempt][0]) != 1 or \
                 self._attempt + 1 >= len(self._backend_attempts()):
             return False
-        with self._lock:
+        with self._lane(0).lock, self._lock:  # not while a decode handed to the lane uses it
             old, self._decoder = self._decoder, self._make_decoder(self._attempt + 1)
         if isinstance(old, capi.Decoder):
             old.close()
@@ -232,13 +252,39 @@ class MixedDecoder:
                     self._decoder = self._make_decoder()
         return self._decoder
 
-    def release(self) -> None:
-        """Drop the decoder (its device buffers go with it); the next batch makes a new one."""
+    def _lane(self, j: int) -> DecodeLane:
         with self._lock:
-            decoder, self._decoder = self._decoder, None
-            self._warmed = False
-        if isinstance(decoder, capi.Decoder):
-            decoder.close()
+            while len(self._lanes) <= j:
+                self._lanes.append(DecodeLane(self.device_id))
+            return self._lanes[j]
+
+    def _lane_decoder(self, j: int, lane: DecodeLane):
+        """Decoder j (call on lane j, holding its lock): the first is `decoder`; the others are made, and warmed
+        up for a part of a full batch, on first use."""
+        if j == 0:
+            return self._first_decoder(lane.stream)
+        while len(self._more_decoders) < j:
+            decoder = self._make_decoder(self._attempt)
+            self._warm_up(decoder, -(-self.capacity // self.lane_count()), lane.stream)
+            self._more_decoders.append(decoder)
+        return self._more_decoders[j - 1]
+
+    def release(self) -> None:
+        """Drop the decoders (their device buffers go with them), once the decodes handed to the lanes are done;
+        the next batch makes new ones."""
+        lanes = list(self._lanes)
+        for lane in lanes:
+            lane.close()
+        with contextlib.ExitStack() as held:  # no lane decodes meanwhile (a batch handed to one after close())
+            for lane in lanes:
+                held.enter_context(lane.lock)
+            with self._lock:
+                decoders = [self._decoder, *self._more_decoders]
+                self._decoder, self._more_decoders = None, []
+                self._warmed = False
+            for decoder in decoders:
+                if isinstance(decoder, capi.Decoder):
+                    decoder.close()
 
     def prepare(self, encoded: list, seed: int, first_sample: int, region=None) -> Prepared:
         """Parse every header and, for random crops, choose the windows (sample i's from the per-sample stream
@@ -361,8 +407,8 @@ class MixedDecoder:
                 if ok.any():
                     self._backend_confirmed = True
                 elif len(statuses) and (statuses == capi.PROCESSING_BACKEND_UNSUPPORTED).all() and \
-                        self._next_backend():
-                    continue
+                        (prepared.attempt < self._attempt or self._next_backend()):
+                    continue  # again with the next backend (or the one a batch before moved to)
                 break
         finally:
             prepared.streams.close()
@@ -375,23 +421,65 @@ class MixedDecoder:
         return out
 
     def _decode_c(self, prepared: Prepared, stream, gray: bool, meanwhile) -> np.ndarray:
-        """One decode call's per-image statuses (all failed where the call itself fails), with `meanwhile()` run
-        between starting it and waiting for it; `decode_seconds` counts the decoder's part only."""
+        """One batch decode's per-image statuses (all failed where the call itself fails), with `meanwhile()` run
+        between starting it and waiting for it; `decode_seconds` counts the time spent waiting for the decoder.
+        A batch handed to the lanes ahead is only waited for; a small one decodes on `stream` in this thread."""
+        ahead, prepared.ahead = prepared.ahead, None
         start = time.perf_counter()
-        try:
-            started = self.decoder.start(prepared.streams, np.arange(len(prepared.shapes)), prepared.shapes,
-                                         prepared.addresses, stream.ptr, gray, bool(self.args["adjust_orientation"]))
-        except capi.CApiError:
-            started = None
-        self.decode_seconds += time.perf_counter() - start
-        try:
+        if ahead is not None:
+            self.decoded_ahead += 1
+        else:
+            prepared.attempt = self._attempt
+            if len(split(len(prepared.shapes), self.lane_count())) > 1:
+                ahead = self._hand_to_lanes(prepared, gray)
+        if ahead is None:
+            with self._lane(0).lock:
+                which = np.arange(len(prepared.shapes))
+                started = self._start(self._first_decoder(stream), prepared, which, stream, gray)
+                try:
+                    if meanwhile is not None:
+                        meanwhile()
+                finally:  # the decode writes into the batch's memory: always waited for
+                    statuses = started.finish() if started is not None else \
+                        np.zeros(len(prepared.shapes), np.uint32)
+        else:
             if meanwhile is not None:
                 meanwhile()
-        finally:  # the decode writes into the batch's memory: always waited for
-            start = time.perf_counter()
-            statuses = started.finish() if started is not None else np.zeros(len(prepared.shapes), np.uint32)
-            self.decode_seconds += time.perf_counter() - start
+            statuses = ahead.statuses()  # done on the device too: `stream` reads the images after this
+        self.decode_seconds += time.perf_counter() - start
         return statuses
+
+    def _start(self, decoder, prepared: Prepared, which: np.ndarray, stream, gray: bool):
+        """The C API's started decode of the batch's images `which` on `stream`, or None where the call failed
+        (those images then go to the CPU fallback)."""
+        try:
+            return decoder.start(prepared.streams, which, prepared.shapes[which], prepared.addresses[which],
+                                 stream.ptr, gray, bool(self.args["adjust_orientation"]))
+        except capi.CApiError:
+            return None
+
+    def _hand_to_lanes(self, prepared: Prepared, gray: bool) -> LaneDecode:
+        """The batch's decode, one part per lane (`split`), each on its lane's thread, decoder and stream."""
+        def part(j: int, which: np.ndarray):
+            def work(lane: DecodeLane) -> np.ndarray:
+                started = self._start(self._lane_decoder(j, lane), prepared, which, lane.stream, gray)
+                return started.finish() if started is not None else np.zeros(len(which), np.uint32)
+            return work
+
+        parts = split(len(prepared.shapes), self.lane_count())
+        return LaneDecode([(which, self._lane(j).submit(part(j, which))) for j, which in enumerate(parts)],
+                          len(prepared.shapes))
+
+    def start_ahead(self, prepared: Prepared, stream) -> None:
+        """Hand a prepared batch's decode to the lanes now (call in the look-ahead, context active), so that it
+        runs while the batch before is still in its later steps on `stream`: DALI's mixed stage runs ahead of its
+        GPU stage the same way. The lanes decode batches in turn; `run` waits for this one."""
+        if prepared.shapes is None or prepared.ahead is not None or len(prepared.shapes) < SPLIT_FROM:
+            return  # a small batch decodes faster in the step's own thread than after a hand-off to another
+        self.warm_up(stream)
+        self.allocate(prepared, stream)
+        prepared.attempt = self._attempt
+        prepared.ahead = self._hand_to_lanes(prepared, self.output_type == GRAY)
 
     def run(self, prepared: Prepared, stream, meanwhile=None) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU.
@@ -474,6 +562,11 @@ class MixedDecodeKernel:
         with batch.active():  # the outputs' memory and records now: the next steps can plan on them
             self.decoder.allocate(prepared, batch.stream)
         return prepared
+
+    def launch_ahead(self, batch) -> None:
+        """Hand the decode of what `prepare` made of this batch (`batch.ahead`) to the decode lanes, from the
+        look-ahead, while the batch before runs its later steps: the decoder does not wait for them."""
+        self.decoder.start_ahead(batch.ahead, batch.stream)
 
     def run(self, batch):
         prepared = batch.ahead

@@ -9,6 +9,7 @@ kernels that can plan on a decoder's prepared records plan there too."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import sys
 import threading
 import time
@@ -119,6 +120,7 @@ class KernelStep:
             parts=tuple(args for _, args, _ in self.parts), chain=entry.ops))
         self.prepares = hasattr(self.kernel, "prepare")  # a host half that the CPU stage runs, ahead
         self.plans = hasattr(self.kernel, "plan")  # plans ahead: a launch on a decoder's records, a copy's upload
+        self.launches_ahead = hasattr(self.kernel, "launch_ahead")  # starts its work in the look-ahead: a decode
         self.frames = sequence
         """The node runs frame by frame on sequences: its kernel sees a batch of frames (engine.frames)."""
 
@@ -258,16 +260,24 @@ class GpuStage:
                 values, sources, collectors, size = future.result()
             finally:
                 self._reads.pop(iteration, None)
+        read = time.perf_counter()
         info = BatchInfo(iteration, iteration * self.batch_size, size, sources)
         if self.skip_until:
             retry_skips(lambda: self._prepare(values, info), self.skipping, self.cpu, values, collectors, info,
                         lambda: self._forget_prepared(values))
         else:
             self._prepare(values, info)
+        prepared = time.perf_counter()
         if self.lookahead:  # on the look-ahead's thread; fed batches plan while they decode (KernelStep.run)
             with self.ctx.active():
+                if not self.skip_until:  # skipping: a replaced sample is prepared again
+                    self.launch_ahead(values, info)  # first: the decode runs while the launches are planned
                 self.plan_ahead(values, info)
-        self.timings["cpu stage + host half of decoders"] += time.perf_counter() - start
+        end = time.perf_counter()
+        self.timings["cpu stage + host half of decoders"] += end - start
+        self.timings["  of which waiting for the readers"] += read - start
+        self.timings["  of which host half of decoders"] += prepared - read
+        self.timings["  of which launches and plans ahead"] += end - prepared
         return values, sources, collectors, info
 
     def _prepare(self, values: dict, info: BatchInfo) -> None:
@@ -303,6 +313,22 @@ class GpuStage:
             if plan is not None:
                 values[(PLANNED, step.node.name)] = plan
 
+    def launch_ahead(self, values: dict, info: BatchInfo) -> None:
+        """Start the steps that can start ahead (a decoder hands the batch to its decode lanes), so that they work
+        on this batch while the batch before runs its later steps."""
+        for kind, step in self.steps:
+            if kind != "gpu" or not step.launches_ahead or step.node.guard is not None:
+                continue
+            prepared = values.get((PREPARED, step.node.name))
+            if prepared is None:
+                continue
+            batch = step.batch(values, info)
+            batch.ahead = prepared
+            try:
+                step.kernel.launch_ahead(batch)
+            except Exception:  # noqa: BLE001 - starting early is an optimization: the step's run decodes it and
+                pass  # reports the error there
+
     def _next_cpu_stage(self, iteration: int):
         pending, self._pending = self._pending, None
         if pending is not None:
@@ -337,18 +363,28 @@ class GpuStage:
             if self._previous is not None:  # what the last batch's kernels read may be freed now
                 self._previous[0].synchronize()
                 self._previous = None
-            for source in self.gpu_sources:
-                for index in range(len(source.outputs)):
-                    values[(source.name, index)] = upload(values[(source.name, index)])
-            head = self.steps[:self.skip_until]
-            if head:  # the steps a failed sample is replaced in; then the next batch may be read
-                retry_skips(lambda: self._run_steps(head, values, collectors, info), self.skipping, self.cpu, values,
-                            collectors, info, lambda: self._forget_prepared(values))
-                if self.lookahead:
-                    self._look_ahead(iteration)
-            self._run_steps(self.steps[self.skip_until:], values, collectors, info)
+            try:
+                self._run_batch(iteration, values, collectors, info)
+            except BaseException:
+                # the failed batch's blocks go back to the pools: what the stream still has queued on them must
+                # be done before a decode lane (its own stream) may write to them
+                with contextlib.suppress(Exception):  # a broken stream: the error raised is the batch's
+                    self.ctx.stream.synchronize()
+                raise
             self._previous = (self.ctx.stream.record(), values)
             return values, sources, collectors
+
+    def _run_batch(self, iteration: int, values: dict, collectors: dict, info: BatchInfo) -> None:
+        for source in self.gpu_sources:
+            for index in range(len(source.outputs)):
+                values[(source.name, index)] = upload(values[(source.name, index)])
+        head = self.steps[:self.skip_until]
+        if head:  # the steps a failed sample is replaced in; then the next batch may be read
+            retry_skips(lambda: self._run_steps(head, values, collectors, info), self.skipping, self.cpu, values,
+                        collectors, info, lambda: self._forget_prepared(values))
+            if self.lookahead:
+                self._look_ahead(iteration)
+        self._run_steps(self.steps[self.skip_until:], values, collectors, info)
 
     def _run_steps(self, steps: list, values: dict, collectors: dict, info: BatchInfo) -> None:
         for kind, step in steps:

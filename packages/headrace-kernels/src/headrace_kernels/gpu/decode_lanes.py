@@ -1,0 +1,73 @@
+"""Decode lanes: a thread and a CUDA stream of its own for each nvImageCodec decoder of a mixed decoder node.
+
+nvImageCodec's batch decode call does most of its host work on the calling thread (about 13 ms for 256 crops on an
+H100's hardware decoder). Handed to a lane, a batch decodes while the pipeline's threads go on: the next batch's
+decode runs while this one is resized, as DALI's mixed stage runs ahead of its GPU stage. Two lanes that each
+decode half of a batch on two decoders take about half the time (benchmarks/HISTORY.md)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+
+from headrace_kernels.gpu.cupy_module import cupy
+
+SPLIT_FROM = 64
+"""The smallest batch handed to lanes (and split across them): a smaller one decodes in the calling thread, where
+the hand-offs' waits for the GIL would cost more than its decode overlaps (SSD300's batches of 32, a request)."""
+
+
+class DecodeLane:
+    """One decoder's thread, stream and lock: the parts handed to it decode in turn on its stream, and the caller
+    may also decode on it directly, holding `lock` (one decode call at a time per decoder)."""
+
+    def __init__(self, device_id: int):
+        cp = cupy()
+        self.device_id = device_id
+        with cp.cuda.Device(device_id):
+            self.stream = cp.cuda.Stream(non_blocking=True)
+        self.lock = threading.Lock()
+        self._thread: ThreadPoolExecutor | None = None
+
+    def submit(self, work: Callable[[DecodeLane], np.ndarray]) -> Future:
+        """Run `work(self)` on the lane's thread, after the parts handed to it before."""
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-decode")
+        return self._thread.submit(self._run, work)
+
+    def _run(self, work: Callable[[DecodeLane], np.ndarray]) -> np.ndarray:
+        with self.lock, cupy().cuda.Device(self.device_id):
+            statuses = work(self)
+            # done on the device before anyone reads the images: the pipeline's stream need not wait for this one,
+            # and a batch nobody takes (a pipeline closed meanwhile) leaves nothing queued on its memory
+            self.stream.synchronize()
+        return statuses
+
+    def close(self) -> None:
+        """Wait for the parts handed to the lane; its thread ends (a later part starts a new one)."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.shutdown(wait=True)
+
+
+def split(count: int, lanes: int) -> list[np.ndarray]:
+    """The indices of a batch of `count` images as one consecutive part per lane (one part below SPLIT_FROM)."""
+    parts = lanes if count >= SPLIT_FROM else 1
+    return np.array_split(np.arange(count), parts)
+
+
+class LaneDecode:
+    """A batch decode handed to lanes: each part's indices and the future of its per-image statuses."""
+
+    def __init__(self, parts: list[tuple[np.ndarray, Future]], count: int):
+        self.parts, self.count = parts, count
+
+    def statuses(self) -> np.ndarray:
+        """Wait for every part; the batch's per-image statuses (a part whose call failed raises here)."""
+        out = np.zeros(self.count, np.uint32)
+        for which, future in self.parts:
+            out[which] = future.result()
+        return out
