@@ -184,6 +184,22 @@ class MixedDecoder:
             with self._lane(0).lock:
                 self._first_decoder(stream)
 
+    def warm_up_in_lanes(self) -> None:
+        """Make the decoders and decode their warm-up batches on the lanes' threads, which will decode this node's
+        batches: started at build, this runs while the pipeline reads and prepares its first batch. Only where
+        batches go to the lanes (a pipeline batch of SPLIT_FROM or more, the C API)."""
+        if not self.c_api or self.capacity < SPLIT_FROM or self.hw_load <= 0:
+            return
+
+        def make(j: int):
+            def work(lane: DecodeLane) -> np.ndarray:
+                self._lane_decoder(j, lane)
+                return np.zeros(0, np.uint32)
+            return work
+
+        for j in range(self.lane_count()):
+            self._lane(j).submit(make(j))
+
     def _first_decoder(self, stream):
         """`decoder`, warmed up (on `stream`) before its first batch; call holding lane 0's lock."""
         if not self._warmed:
@@ -576,6 +592,9 @@ class MixedDecodeKernel:
 
     def warm_up(self, stream) -> None:
         self.decoder.warm_up(stream)
+
+    def warm_up_in_lanes(self) -> None:
+        self.decoder.warm_up_in_lanes()
 
     def release(self) -> None:
         self.decoder.release()

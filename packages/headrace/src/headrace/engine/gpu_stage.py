@@ -229,6 +229,10 @@ class GpuStage:
         self._previous = None
         self._lock = threading.Lock()
         self.timings: collections.Counter = collections.Counter()  # seconds spent per part (host side)
+        if self.lookahead:  # decoders that decode on threads of their own warm up there meanwhile
+            for kernel in self.kernels():
+                if hasattr(kernel, "warm_up_in_lanes"):
+                    kernel.warm_up_in_lanes()
 
     def kernels(self) -> list[Any]:
         """The kernel objects of the GPU steps, in order (decoders, fused kernels, ...)."""
