@@ -31,12 +31,14 @@ class DecodeLane:
             self.stream = cp.cuda.Stream(non_blocking=True)
         self.lock = threading.Lock()
         self._thread: ThreadPoolExecutor | None = None
+        self._thread_lock = threading.Lock()  # a part handed over while the lane closes goes to its next thread
 
     def submit(self, work: Callable[[DecodeLane], np.ndarray]) -> Future:
         """Run `work(self)` on the lane's thread, after the parts handed to it before."""
-        if self._thread is None:
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-decode")
-        return self._thread.submit(self._run, work)
+        with self._thread_lock:
+            if self._thread is None:
+                self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-decode")
+            return self._thread.submit(self._run, work)
 
     def _run(self, work: Callable[[DecodeLane], np.ndarray]) -> np.ndarray:
         with self.lock, cupy().cuda.Device(self.device_id):
@@ -48,7 +50,8 @@ class DecodeLane:
 
     def close(self) -> None:
         """Wait for the parts handed to the lane; its thread ends (a later part starts a new one)."""
-        thread, self._thread = self._thread, None
+        with self._thread_lock:
+            thread, self._thread = self._thread, None
         if thread is not None:
             thread.shutdown(wait=True)
 
