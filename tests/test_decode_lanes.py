@@ -3,6 +3,7 @@ themselves, with their decoders and streams, are tested on the GPU in tests/test
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -38,14 +39,21 @@ def test_statuses_come_back_in_batch_order_whatever_part_finishes_first():
     assert (statuses[len(parts[0]):] == 2).all()
 
 
-def test_a_part_whose_call_failed_raises_when_the_batch_is_waited_for():
-    with ThreadPoolExecutor(1) as pool:
-        ok = pool.submit(lambda: np.ones(65, np.uint32))
-
+def test_a_failed_part_raises_only_once_every_part_is_done():
+    """The batch's code streams are closed after `statuses()` returns or raises: a part still decoding must not
+    outlive it, even when an earlier part failed."""
+    release = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
         def fail():
             raise RuntimeError("nvImageCodec could not create a GPU decoder")
 
-        failed = pool.submit(fail)
+        def slow():
+            release.wait(5)
+            return np.ones(65, np.uint32)
+
+        failed, running = pool.submit(fail), pool.submit(slow)
         parts = split(130, 2)
+        threading.Timer(0.2, release.set).start()
         with pytest.raises(RuntimeError, match="could not create"):
-            LaneDecode([(parts[0], ok), (parts[1], failed)], 130).statuses()
+            LaneDecode([(parts[0], failed), (parts[1], running)], 130).statuses()
+        assert running.done()

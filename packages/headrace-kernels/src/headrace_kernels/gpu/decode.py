@@ -203,8 +203,8 @@ class MixedDecoder:
     def _first_decoder(self, stream):
         """`decoder`, warmed up (on `stream`) before its first batch; call holding lane 0's lock."""
         if not self._warmed:
-            self._warmed = True
             self._warm_up(self.decoder, self.capacity, stream)
+            self._warmed = True  # only now: `warm_up` returns once the warm-up batch is decoded
         return self.decoder
 
     def _warm_up(self, decoder, capacity: int, stream) -> None:
@@ -447,7 +447,7 @@ class MixedDecoder:
         else:
             prepared.attempt = self._attempt
             if len(split(len(prepared.shapes), self.lane_count())) > 1:
-                ahead = self._hand_to_lanes(prepared, gray)
+                ahead = self._hand_to_lanes(prepared, stream, gray)
         if ahead is None:
             with self._lane(0).lock:
                 which = np.arange(len(prepared.shapes))
@@ -474,10 +474,15 @@ class MixedDecoder:
         except capi.CApiError:
             return None
 
-    def _hand_to_lanes(self, prepared: Prepared, gray: bool) -> LaneDecode:
-        """The batch's decode, one part per lane (`split`), each on its lane's thread, decoder and stream."""
+    def _hand_to_lanes(self, prepared: Prepared, stream, gray: bool) -> LaneDecode:
+        """The batch's decode, one part per lane (`split`), each on its lane's thread, decoder and stream. The lanes'
+        streams wait for what `stream` (the pipeline's, current when the batch's memory was allocated from its pool)
+        has queued so far: work still reading a block that came back to the pool before the decode writes it."""
+        queued = stream.record()
+
         def part(j: int, which: np.ndarray):
             def work(lane: DecodeLane) -> np.ndarray:
+                lane.stream.wait_event(queued)
                 started = self._start(self._lane_decoder(j, lane), prepared, which, lane.stream, gray)
                 return started.finish() if started is not None else np.zeros(len(which), np.uint32)
             return work
@@ -495,7 +500,7 @@ class MixedDecoder:
         self.warm_up(stream)
         self.allocate(prepared, stream)
         prepared.attempt = self._attempt
-        prepared.ahead = self._hand_to_lanes(prepared, self.output_type == GRAY)
+        prepared.ahead = self._hand_to_lanes(prepared, stream, self.output_type == GRAY)
 
     def run(self, prepared: Prepared, stream, meanwhile=None) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU.

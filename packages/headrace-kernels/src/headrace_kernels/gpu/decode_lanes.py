@@ -7,9 +7,10 @@ decode half of a batch on two decoders take about half the time (benchmarks/HIST
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -41,10 +42,15 @@ class DecodeLane:
             return self._thread.submit(self._run, work)
 
     def _run(self, work: Callable[[DecodeLane], np.ndarray]) -> np.ndarray:
+        # done on the device before anyone reads the images, or the part fails: the pipeline's stream need not wait
+        # for this one, and a batch nobody takes (or whose part failed) leaves nothing queued on its memory
         with self.lock, cupy().cuda.Device(self.device_id):
-            statuses = work(self)
-            # done on the device before anyone reads the images: the pipeline's stream need not wait for this one,
-            # and a batch nobody takes (a pipeline closed meanwhile) leaves nothing queued on its memory
+            try:
+                statuses = work(self)
+            except BaseException:
+                with contextlib.suppress(Exception):  # a broken stream: the part's own error is the one to raise
+                    self.stream.synchronize()
+                raise
             self.stream.synchronize()
         return statuses
 
@@ -69,8 +75,12 @@ class LaneDecode:
         self.parts, self.count = parts, count
 
     def statuses(self) -> np.ndarray:
-        """Wait for every part; the batch's per-image statuses (a part whose call failed raises here)."""
-        out = np.zeros(self.count, np.uint32)
-        for which, future in self.parts:
-            out[which] = future.result()
-        return out
+        """Wait for every part, then the batch's per-image statuses; a part whose call failed raises here, once all
+        parts are done (the batch's code streams and memory must outlive every part's decode)."""
+        try:
+            out = np.zeros(self.count, np.uint32)
+            for which, future in self.parts:
+                out[which] = future.result()
+            return out
+        finally:  # a part failed, or the caller was interrupted: the others still run until they are done
+            wait([future for _, future in self.parts])

@@ -9,7 +9,6 @@ kernels that can plan on a decoder's prepared records plan there too."""
 from __future__ import annotations
 
 import collections
-import contextlib
 import sys
 import threading
 import time
@@ -367,28 +366,18 @@ class GpuStage:
             if self._previous is not None:  # what the last batch's kernels read may be freed now
                 self._previous[0].synchronize()
                 self._previous = None
-            try:
-                self._run_batch(iteration, values, collectors, info)
-            except BaseException:
-                # the failed batch's blocks go back to the pools: what the stream still has queued on them must
-                # be done before a decode lane (its own stream) may write to them
-                with contextlib.suppress(Exception):  # a broken stream: the error raised is the batch's
-                    self.ctx.stream.synchronize()
-                raise
+            for source in self.gpu_sources:
+                for index in range(len(source.outputs)):
+                    values[(source.name, index)] = upload(values[(source.name, index)])
+            head = self.steps[:self.skip_until]
+            if head:  # the steps a failed sample is replaced in; then the next batch may be read
+                retry_skips(lambda: self._run_steps(head, values, collectors, info), self.skipping, self.cpu, values,
+                            collectors, info, lambda: self._forget_prepared(values))
+                if self.lookahead:
+                    self._look_ahead(iteration)
+            self._run_steps(self.steps[self.skip_until:], values, collectors, info)
             self._previous = (self.ctx.stream.record(), values)
             return values, sources, collectors
-
-    def _run_batch(self, iteration: int, values: dict, collectors: dict, info: BatchInfo) -> None:
-        for source in self.gpu_sources:
-            for index in range(len(source.outputs)):
-                values[(source.name, index)] = upload(values[(source.name, index)])
-        head = self.steps[:self.skip_until]
-        if head:  # the steps a failed sample is replaced in; then the next batch may be read
-            retry_skips(lambda: self._run_steps(head, values, collectors, info), self.skipping, self.cpu, values,
-                        collectors, info, lambda: self._forget_prepared(values))
-            if self.lookahead:
-                self._look_ahead(iteration)
-        self._run_steps(self.steps[self.skip_until:], values, collectors, info)
 
     def _run_steps(self, steps: list, values: dict, collectors: dict, info: BatchInfo) -> None:
         for kind, step in steps:
