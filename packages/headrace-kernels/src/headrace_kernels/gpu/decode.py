@@ -459,9 +459,11 @@ class MixedDecoder:
                     statuses = started.finish() if started is not None else \
                         np.zeros(len(prepared.shapes), np.uint32)
         else:
-            if meanwhile is not None:
-                meanwhile()
-            statuses = ahead.statuses()  # done on the device too: `stream` reads the images after this
+            try:
+                if meanwhile is not None:
+                    meanwhile()
+            finally:  # the parts read the batch's code streams and write its memory: always waited for
+                statuses = ahead.statuses()  # done on the device too: `stream` reads the images after this
         self.decode_seconds += time.perf_counter() - start
         return statuses
 
