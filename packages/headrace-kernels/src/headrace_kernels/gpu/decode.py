@@ -446,8 +446,9 @@ class MixedDecoder:
             self.decoded_ahead += 1
         else:
             prepared.attempt = self._attempt
-            if len(split(len(prepared.shapes), self.lane_count())) > 1:
-                ahead = self._hand_to_lanes(prepared, stream, gray)
+            parts = split(len(prepared.shapes), self.lane_count())
+            if len(parts) > 1:
+                ahead = self._hand_to_lanes(prepared, parts, stream, gray)
         if ahead is None:
             with self._lane(0).lock:
                 which = np.arange(len(prepared.shapes))
@@ -476,10 +477,10 @@ class MixedDecoder:
         except capi.CApiError:
             return None
 
-    def _hand_to_lanes(self, prepared: Prepared, stream, gray: bool) -> LaneDecode:
-        """The batch's decode, one part per lane (`split`), each on its lane's thread, decoder and stream. The lanes'
-        streams wait for what `stream` (the pipeline's, current when the batch's memory was allocated from its pool)
-        has queued so far: work still reading a block that came back to the pool before the decode writes it."""
+    def _hand_to_lanes(self, prepared: Prepared, parts: list[np.ndarray], stream, gray: bool) -> LaneDecode:
+        """The batch's decode, part j (from `split`) on lane j's thread, decoder and stream. The lanes' streams wait
+        for what `stream` (the pipeline's, current when the batch's memory was allocated from its pool) has queued
+        so far: work still reading a block that came back to the pool before the decode writes it."""
         queued = stream.record()
 
         def part(j: int, which: np.ndarray):
@@ -489,7 +490,6 @@ class MixedDecoder:
                 return started.finish() if started is not None else np.zeros(len(which), np.uint32)
             return work
 
-        parts = split(len(prepared.shapes), self.lane_count())
         return LaneDecode([(which, self._lane(j).submit(part(j, which))) for j, which in enumerate(parts)],
                           len(prepared.shapes))
 
@@ -499,10 +499,10 @@ class MixedDecoder:
         GPU stage the same way. The lanes decode batches in turn; `run` waits for this one."""
         if prepared.shapes is None or prepared.ahead is not None or len(prepared.shapes) < SPLIT_FROM:
             return  # a small batch decodes faster in the step's own thread than after a hand-off to another
-        self.warm_up(stream)
-        self.allocate(prepared, stream)
-        prepared.attempt = self._attempt
-        prepared.ahead = self._hand_to_lanes(prepared, stream, self.output_type == GRAY)
+        self.allocate(prepared, stream)  # done by `prepare` already, where the step prepared it (the lanes warm
+        prepared.attempt = self._attempt  # their decoders up themselves before their first part)
+        prepared.ahead = self._hand_to_lanes(prepared, split(len(prepared.shapes), self.lane_count()), stream,
+                                             self.output_type == GRAY)
 
     def run(self, prepared: Prepared, stream, meanwhile=None) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU.
