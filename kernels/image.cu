@@ -6,7 +6,8 @@
 // padding.
 //
 // The tap tables (source index and float32 weight of every output row and column) are the CPU kernels' own
-// (headrace_kernels.cpu.resampling.triangle_taps, geometry_ops._filter_taps, the nearest-neighbour indices), and
+// (headrace_kernels.cpu.resampling.triangle_taps, geometry_ops._filter_taps, the nearest-neighbour indices; the
+// triangle filter's are made here by `triangle_tables`, with the CPU's arithmetic), and
 // the sums run in the CPU's order: vertical pass into float32, then horizontal pass, first tap multiplied, later
 // non-zero taps multiplied and added one at a time. Compiled by NVRTC through CuPy with --fmad=false, so every
 // multiply and add rounds as the CPU's does and CPU and GPU agree bit for bit.
@@ -58,6 +59,51 @@ struct Sample {
   int n_colour;
   int pad_;                    // 304 bytes in all, 8-byte aligned
 };
+
+// An axis whose triangle-filter tap table the device makes (headrace_kernels.gpu.tap_tables.AXIS).
+struct TapAxis {
+  unsigned long long index;   // out_size x taps int32 source indices (clamped to the extent, then + shift)
+  unsigned long long weight;  // out_size x taps float32 weights
+  double lo, hi;              // the source span [lo, hi) resampled onto out_size pixels
+  int in_size, out_size, taps, shift;
+  int antialias, pad_;        // 56 bytes in all
+};
+
+// headrace_kernels.cpu.resampling.triangle_taps for many axes at once: one thread per output pixel, grid
+// (ceil(longest out_size / 128), min(axes, 65535)). The same float64 operations in the same order (no FMA), so
+// the same indices and weights; taps past the last positive one repeat its index with weight 0.
+extern "C" __global__ void triangle_tables(const TapAxis* axes, int count) {
+  for (int i = blockIdx.y; i < count; i += gridDim.y) {
+    const TapAxis& a = axes[i];
+    int o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= a.out_size) continue;
+    double scale = (a.hi - a.lo) / (double)a.out_size;
+    double stretch = a.antialias ? fmax(1.0, fabs(scale)) : 1.0;
+    double centre = a.lo + ((double)o + 0.5) * scale - 0.5;
+    int first = (int)floor(centre - stretch) + 1, last = (int)ceil(centre + stretch) - 1;
+    double total = 0.0;
+    for (int t = first; t <= last; t++) {
+      double w = 1.0 - fabs((double)t - centre) / stretch;
+      if (w > 0.0) total += w;
+    }
+    int* index = (int*)a.index + (size_t)o * a.taps;
+    float* weight = (float*)a.weight + (size_t)o * a.taps;
+    int n = 0, at = a.shift;
+    for (int t = first; t <= last && n < a.taps; t++) {
+      double w = 1.0 - fabs((double)t - centre) / stretch;
+      if (w > 0.0) {
+        at = min(max(t, 0), a.in_size - 1) + a.shift;
+        index[n] = at;
+        weight[n] = (float)(w / total);
+        n++;
+      }
+    }
+    for (; n < a.taps; n++) {
+      index[n] = at;
+      weight[n] = 0.f;
+    }
+  }
+}
 
 // Into the output type as DALI's ConvertSat (the CPU's saturate_cast): integers round half away from zero
 // (roundf) and saturate, NaN gives 0; float16 rounds to nearest even.

@@ -18,21 +18,38 @@ from triton_helpers import served_preprocess
 from headrace import types
 from headrace.data.synthetic import synthetic_image
 from headrace.schema import get_schema
-from headrace_kernels.gpu import image_ops, plan_cache
+from headrace_kernels.gpu import image_ops, plan_cache, tap_tables
 from tests.conftest import encode
 
 ADDRESS_FIELDS = ("in", "out", "tmp", "row_idx", "row_w", "col_idx", "col_w")
 
 
 class _HostBuffer:
-    """Host bytes standing in for a device buffer: `.data.ptr` is their address, `set` copies into them."""
+    """Host bytes standing in for a device buffer: `.data.ptr` is their address, `set` copies into them, a slice
+    is a buffer of its own over the same bytes."""
 
-    def __init__(self, size: int, dtype):
-        self.array = np.zeros(size, dtype)
+    def __init__(self, size: int, dtype, array: np.ndarray | None = None):
+        self.array = np.zeros(size, dtype) if array is None else array
         self.data = pytypes.SimpleNamespace(ptr=self.array.ctypes.data)
+
+    def __getitem__(self, part: slice) -> _HostBuffer:
+        view = self.array[part]
+        return _HostBuffer(view.size, view.dtype, view)
 
     def set(self, host: np.ndarray) -> None:
         self.array[:] = host
+
+
+def _host_triangle_tables(grid, block, arguments) -> None:
+    """kernels/image.cu's triangle_tables on the host: each TapAxis record's table, written where it points, by
+    the CPU's code (`DeviceTables.on_host`'s reference)."""
+    records, count = arguments
+    axes = np.frombuffer(records.array[:count * tap_tables.AXIS.itemsize].tobytes(), tap_tables.AXIS)
+    for axis in axes:
+        one = tap_tables.triangle_axes([axis["in_size"]], [axis["out_size"]], bool(axis["antialias"]),
+                                       [axis["lo"]], [axis["hi"]], [axis["shift"]])
+        for address, values in zip((axis["index"], axis["weight"]), tap_tables.host_tables(one), strict=True):
+            ctypes.memmove(int(address), values.ctypes.data, values.nbytes)
 
 
 def _args(op: str, given: dict) -> dict:
@@ -52,6 +69,7 @@ def _read(address: int, count: int, dtype) -> np.ndarray:
 @pytest.fixture
 def host_memory(monkeypatch):
     monkeypatch.setattr(image_ops, "cupy", lambda: pytypes.SimpleNamespace(empty=_HostBuffer))
+    monkeypatch.setattr(image_ops, "_kernel", lambda name: {"triangle_tables": _host_triangle_tables}[name])
 
 
 def _packed(shapes: list[tuple[int, int, int]]) -> tuple[list, np.ndarray, np.ndarray]:
@@ -73,7 +91,7 @@ def test_kept_plans_equal_a_fresh_plan(host_memory):
         others = [name for name in expected.dtype.names if name not in ADDRESS_FIELDS]
         for name in others:
             np.testing.assert_array_equal(rec[name], expected[name], err_msg=name)
-        which, tables, starts = fresh[0].tables
+        which, tables, starts = fresh[0].tables.on_host()  # the reference of the device-made tables
         for j, i in enumerate(which.tolist()):
             rows, cols = int(rec["rs_h"][i] * rec["ty"][i]), int(rec["rs_w"][i] * rec["tx"][i])
             for field, table, start, count in zip(("row_idx", "row_w", "col_idx", "col_w"), tables,

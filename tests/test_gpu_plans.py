@@ -50,8 +50,8 @@ def test_packed_plan_equals_the_per_image_plan(mirror):
     single = image_ops.plan_crop_mirror_normalize(images, cmn, False, resize)
     assert packed[1:] == single[1:]
     np.testing.assert_array_equal(packed[0].rec.view(np.uint8), single[0].rec.view(np.uint8))
-    which_p, tables_p, starts_p = packed[0].tables
-    which_s, tables_s, starts_s = single[0].tables
+    which_p, tables_p, starts_p = packed[0].tables.on_host()
+    which_s, tables_s, starts_s = single[0].tables.on_host()
     np.testing.assert_array_equal(which_p, which_s)
     for a, b in zip(tables_p + starts_p, tables_s + starts_s, strict=True):
         np.testing.assert_array_equal(a, b)

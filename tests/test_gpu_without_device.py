@@ -114,7 +114,8 @@ def test_gpu_resize_tables_are_the_cpu_kernels(interp, sizes):
             "resize_shorter": 0.0, "resize_longer": 0.0, "size": None, "resize_x": 0.0, "resize_y": 0.0, **sizes}
     batch = Batch(images, 3, "uint8", np.dtype(np.uint8))
     set_resizes(batch, [args] * len(images), np.dtype(np.uint8))
-    which, (row_idx, row_w, col_idx, col_w), (row_start, col_start) = batch.tables
+    tables = batch.tables if isinstance(batch.tables, tuple) else batch.tables.on_host()  # device-made: as host
+    which, (row_idx, row_w, col_idx, col_w), (row_start, col_start) = tables
     position = {int(i): k for k, i in enumerate(which)}
     for i, image in enumerate(images):
         out_h, out_w, region = resize_plan(image.shape[0], image.shape[1], args)

@@ -247,7 +247,8 @@ def test_gpu_tables_of_regions_and_filters_are_the_cpu_kernels():
     for args in cases:
         batch = Batch(images, 3, "uint8", np.dtype(np.uint8))
         set_resizes(batch, [args] * len(images), np.dtype(np.uint8))
-        which, (row_idx, row_w, col_idx, col_w), (row_start, col_start) = batch.tables
+        tables = batch.tables if isinstance(batch.tables, tuple) else batch.tables.on_host()  # device-made
+        which, (row_idx, row_w, col_idx, col_w), (row_start, col_start) = tables
         assert len(which) == len(images)  # none is a copy: the Gaussian smooths the 37x60 one at scale 1
         for k, i in enumerate(which.tolist()):
             h, w = images[i].shape[:2]

@@ -86,6 +86,42 @@ def batch_triangle_taps(in_sizes: np.ndarray, out_sizes: np.ndarray, antialias: 
 
 
 @numba.njit(nogil=True, cache=True)
+def _positive_taps(centre: float, stretch: float) -> tuple[int, int]:
+    """The first and last source positions (before clamping) whose triangle weight `_fill_triangle_taps` finds
+    positive, computed with its arithmetic."""
+    first = int(math.floor(centre - stretch)) + 1
+    last = int(math.ceil(centre + stretch)) - 1
+    while first < last and 1.0 - abs(first - centre) / stretch <= 0.0:
+        first += 1
+    while last > first and 1.0 - abs(last - centre) / stretch <= 0.0:
+        last -= 1
+    return first, last
+
+
+@numba.njit(nogil=True, cache=True)
+def triangle_spans(in_sizes: np.ndarray, out_sizes: np.ndarray, antialias: bool, lo: np.ndarray,
+                   hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What `batch_triangle_taps` would make of these axes without making the tables (the GPU makes them): taps
+    per output pixel of each axis, and the lowest and highest source index each axis's table holds. Centres are
+    monotonic in the output pixel, so the extremes lie at the first and last output pixel."""
+    n = in_sizes.shape[0]
+    counts = np.zeros(n, np.int32)
+    lowest = np.zeros(n, np.int64)
+    highest = np.zeros(n, np.int64)
+    for i in range(n):
+        scale = (hi[i] - lo[i]) / out_sizes[i]
+        stretch = max(1.0, abs(scale)) if antialias else 1.0
+        counts[i] = int(math.ceil(2 * stretch)) + 1
+        low, high = in_sizes[i] - 1, 0
+        for o in (0, out_sizes[i] - 1):
+            first, last = _positive_taps(lo[i] + (o + 0.5) * scale - 0.5, stretch)
+            low = min(low, min(max(first, 0), in_sizes[i] - 1))
+            high = max(high, min(max(last, 0), in_sizes[i] - 1))
+        lowest[i], highest[i] = low, high
+    return counts, lowest, highest
+
+
+@numba.njit(nogil=True, cache=True)
 def combine_rows(src: np.ndarray, index: np.ndarray, weight: np.ndarray, out: np.ndarray, to_uint8: bool) -> None:
     """out[o, :] = sum_k weight[o, k] * src[index[o, k], :], in float32; with `to_uint8` the sums are rounded to
     nearest and saturated to 0..255."""

@@ -27,6 +27,7 @@ from headrace_kernels.gpu.color_ops import MODE_MATRIX, colour_maps
 from headrace_kernels.gpu.memory import stream_scratch
 from headrace_kernels.gpu.ragged import PackedSamples, direct_samples
 from headrace_kernels.gpu.runtime import cupy, function
+from headrace_kernels.gpu.tap_tables import AXIS, DeviceTables, axis_records, triangle_axes
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
 from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, round_half_up
 
@@ -58,7 +59,7 @@ _IN_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32))
 _OUT_TYPES = ("uint8", "int8", "int16", "int32", "float32", "float16")
 _OUT_CTYPES = {np.dtype(name): CTYPES[name] for name in _OUT_TYPES}  # by dtype: `.name` is a slow Python property
 _EXPRESSIONS = tuple(f"image_store<{CTYPES[i]}, {CTYPES[o]}>" for i in _IN_TYPES for o in _OUT_TYPES) + tuple(
-    f"resample_vertical<{CTYPES[i]}>" for i in _IN_TYPES)
+    f"resample_vertical<{CTYPES[i]}>" for i in _IN_TYPES) + ("triangle_tables",)
 
 
 def _kernel(name: str):
@@ -92,7 +93,7 @@ class Batch:
     def __init__(self, inputs: list, channels: int, in_dtype: str, dtype: np.dtype, packed: tuple | None = None,
                  rec: np.ndarray | None = None):
         self.inputs, self.channels, self.in_dtype, self.dtype = inputs, channels, in_dtype, dtype
-        self.tables: tuple | None = None  # resampled samples' taps: see set_resizes
+        self.tables: tuple | DeviceTables | None = None  # resampled samples' taps: see set_resizes
         self.placed: tuple | None = None  # outputs, rows, device records and kernel launches (`place`)
         self.records_sent = False
         self.table_memory = None  # tables kept elsewhere on the device that the records point at (plan_cache)
@@ -139,14 +140,22 @@ def gather(images, op: str, packed: tuple | None = None):
 _TABLE_FIELDS = ("row_idx", "row_w", "col_idx", "col_w")
 
 
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // 8) * 8
+
+
 def tables_to_device(batch: Batch, head: int = 0) -> tuple:
-    """A device buffer of `head` bytes (left to the caller) followed by the batch's tap tables, each 8-byte aligned,
-    and the host bytes to copy into it with the tables written; the resampled samples' records point at them."""
+    """A device buffer of `head` bytes (left to the caller) followed by the batch's tap tables, each 8-byte aligned;
+    the host bytes to copy into it (the tables written, or the axes the device makes them of); and the launches
+    that make the device-made tables, to run right after the copy (`send_tables`). The resampled samples' records
+    point at the tables."""
+    if isinstance(batch.tables, DeviceTables):
+        return _device_made_tables(batch, batch.tables, head)
     tables = batch.tables[1] if batch.tables is not None else ()
     offsets, at = [], head
     for table in tables:
         offsets.append(at)
-        at += -(-table.nbytes // 8) * 8
+        at += _aligned(table.nbytes)
     device = cupy().empty(max(at, 8), np.uint8)
     host = np.empty(at, np.uint8)
     if tables:
@@ -156,7 +165,45 @@ def tables_to_device(batch: Batch, head: int = 0) -> tuple:
             raw = np.ascontiguousarray(table).view(np.uint8)
             host[offset:offset + raw.size] = raw
             batch.rec[field][which] = np.uint64(device.data.ptr + offset) + start.astype(np.uint64) * np.uint64(4)
-    return device, host
+    return device, host, []
+
+
+def _device_made_tables(batch: Batch, tables: DeviceTables, head: int) -> tuple:
+    """tables_to_device for tables the device makes: the buffer holds `head`, the axes' records and the tables;
+    only the first two are copied."""
+    rows, cols = tables.rows, tables.cols
+    axes_at = head
+    table_at = axes_at + (len(rows.in_sizes) + len(cols.in_sizes)) * AXIS.itemsize
+    offsets = []
+    for axes in (rows, cols):
+        offsets.append((table_at, table_at + _aligned(axes.entries * 4)))
+        table_at += 2 * _aligned(axes.entries * 4)
+    device = cupy().empty(max(table_at, 8), np.uint8)
+    base = device.data.ptr
+    records = np.concatenate([axis_records(axes, base + index_at, base + weight_at)
+                              for axes, (index_at, weight_at) in zip((rows, cols), offsets, strict=True)])
+    host = np.empty(axes_at + records.nbytes, np.uint8)
+    host[axes_at:] = records.view(np.uint8)
+    which = tables.which
+    for (index_field, weight_field), axes, (index_at, weight_at) in zip(
+            (("row_idx", "row_w"), ("col_idx", "col_w")), (rows, cols), offsets, strict=True):
+        start = axes.starts.astype(np.uint64) * np.uint64(4)
+        batch.rec[index_field][which] = np.uint64(base + index_at) + start
+        batch.rec[weight_field][which] = np.uint64(base + weight_at) + start
+    count = len(records)
+    longest = int(max(rows.out_sizes.max(), cols.out_sizes.max()))
+    fill = (_kernel("triangle_tables"), (-(-longest // 128), min(count, 65535), 1), (128, 1, 1),
+            (device[axes_at:], np.int32(count)))
+    return device, host, [fill]
+
+
+def send_tables(device, host: np.ndarray, fills: list) -> None:
+    """Copy `host` to the start of `device` (one copy, on the current stream) and launch the table fills after
+    it."""
+    if host.size:
+        device[:host.size].set(host)
+    for kernel, grid, block, arguments in fills:
+        kernel(grid, block, arguments)
 
 
 RESIZE_ROWS_BYTES = 64 << 20
@@ -206,10 +253,9 @@ def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, norma
         size = int((tmp_offsets + tmp_sizes).max())
         tmp = cp.ndarray(size, cp.uint8, stream_scratch(size, "resize rows"))
         rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets, 0).astype(np.uint64)
-    device, host = tables_to_device(batch, head=-(-rec.nbytes // 8) * 8)  # the records first, then the tables
+    device, host, fills = tables_to_device(batch, head=_aligned(rec.nbytes))  # the records first, then the tables
     host[:rec.nbytes] = rec.view(np.uint8)
-    if host.size:
-        device[:host.size].set(host)  # one copy, on the current stream
+    send_tables(device, host, fills)
     shapes = [((out_channels, h, w) if chw else (h, w, out_channels))
               for h, w in zip(heights.tolist(), widths.tolist(), strict=True)]
     in_type = CTYPES[batch.in_dtype]
@@ -290,7 +336,8 @@ def set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths: 
     (crop_size, window_anchor with float32 positions, out_of_bounds_policy), computed for the whole batch at once,
     and the fill values."""
     rec, n = batch.rec, len(args_list)
-    uniform = all(a is args_list[0] or all(a.get(k) == args_list[0].get(k) for k in _CROP_KEYS) for a in args_list)
+    first = args_list[0]  # list.count compares in C, identity first: per-sample copies share their literals
+    uniform = all([a.get(k) for a in args_list].count(first.get(k)) == n for k in _CROP_KEYS)
     if uniform:
         args = args_list[0]
         crop = args.get("crop")
@@ -338,7 +385,7 @@ def set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, windo
     """Resize every sample: by `resize_plan` of its arguments (output size and sub-pixel source region), or the
     integer `windows` (n, 4) of (y, x, h, w) onto `out_sizes` (n, 2), as the CPU resamples a crop of its own.
     The tap tables are the CPU's (`resample_taps`) for an image of `work_dtype`, the type the CPU kernel resamples
-    in; the common triangle filter's are made for the whole batch in one call."""
+    in; the common triangle filter's are made on the device (`tap_tables`), the others on the host."""
     rec, n = batch.rec, len(args_list)
     heights, widths = rec["in_h"].astype(np.int64), rec["in_w"].astype(np.int64)
     antialias = bool(args_list[0]["antialias"])
@@ -384,12 +431,15 @@ def set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, windo
     triangles = {INTERP_LINEAR, INTERP_TRIANGULAR}
     if np.dtype(work_dtype) in (np.uint8, np.float32) and \
             all(set(f) <= triangles for f in (filters[:1] if same else [filters[i] for i in which.tolist()])):
-        from headrace_kernels.cpu.resampling import batch_triangle_taps  # numba: imported when first needed
-
-        rows = batch_triangle_taps(extent_h[which], out[which, 0], antialias, regions[which, 0], regions[which, 2])
-        cols = batch_triangle_taps(extent_w[which], out[which, 1], antialias, regions[which, 1], regions[which, 3])
-    else:
-        rows, cols = _sample_taps(which, extent_h, extent_w, out, regions, filters, antialias, work_dtype)
+        rows = triangle_axes(extent_h[which], out[which, 0], antialias, regions[which, 0], regions[which, 2],
+                             shift_y[which])
+        cols = triangle_axes(extent_w[which], out[which, 1], antialias, regions[which, 1], regions[which, 3],
+                             shift_x[which])
+        rec["ty"][which], rec["tx"][which] = rows.counts, cols.counts
+        rec["col_lo"][which], rec["col_n"][which] = cols.lowest, cols.highest - cols.lowest + 1
+        batch.tables = DeviceTables(which, rows, cols)  # made on the device when placed (tap_tables)
+        return
+    rows, cols = _sample_taps(which, extent_h, extent_w, out, regions, filters, antialias, work_dtype)
     (row_idx, row_w, row_start, ty), (col_idx, col_w, col_start, tx) = rows, cols
     if windows is not None:  # tables of the crop, moved to where it lies in the image
         row_idx = row_idx + np.repeat(shift_y[which], out[which, 0] * ty).astype(np.int32)

@@ -11,7 +11,14 @@ import threading
 
 import numpy as np
 
-from headrace_kernels.gpu.image_ops import MAXC, SAMPLE, Batch, plan_crop_mirror_normalize, tables_to_device
+from headrace_kernels.gpu.image_ops import (
+    MAXC,
+    SAMPLE,
+    Batch,
+    plan_crop_mirror_normalize,
+    send_tables,
+    tables_to_device,
+)
 
 
 class FusedPlanCache:
@@ -74,8 +81,8 @@ class FusedPlanCache:
                                           [(op, [args] * count) for op, args in self.colours])
         batch = plan[0]
         if batch.tables is not None:
-            device, host = tables_to_device(batch)
-            device.set(host)  # before any launch that reads it
+            device, host, fills = tables_to_device(batch)
+            send_tables(device, host, fills)  # before any launch that reads them
             self._tables.append(device)
         self._index.update({shape: len(self._rows) + i for i, shape in enumerate(shapes)})
         self._rows = np.concatenate([self._rows, batch.rec])
