@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 
-from headrace_kernels.cpu import audio_loops
 from headrace_kernels.cpu.axes import default_layout, resolve_axes
 from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.dtypes import numpy_dtype
@@ -55,6 +54,8 @@ def preemphasis_filter(inputs, args, ctx):
         previous = x[1] if border == "reflect" and x.size > 1 else x[0]
         first = x[0] - coeff * previous
     out = np.empty(x.shape, dtype=work)
+    from headrace_kernels import audio_loops  # rocket_fft: imported when first needed
+
     audio_loops.preemphasis(x, coeff, first, out)
     return (out if out.dtype == out_dtype else saturate_cast(out, out_dtype)).reshape(data.shape)
 
@@ -507,6 +508,8 @@ def _work(data: np.ndarray) -> np.ndarray:
 @cpu_kernel("normalize")
 def normalize(batch_inputs, batch_args, contexts):
     """Whole batch (batch=True pools the statistics of every sample)."""
+    from headrace_kernels import audio_loops  # rocket_fft: imported when first needed
+
     samples = [_work(np.asarray(inputs[0])) for inputs in batch_inputs]
     if not samples:
         return []

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from headrace_kernels.cpu import audio_loops
 from headrace_kernels.registry import cpu_kernel
 
 # ---------------------------------------------------------------------------------------------------- spectrogram
@@ -88,6 +87,8 @@ def spectrogram(inputs, args, ctx):
     count = checked_window_count(len(signal), length, step, centered)
     bins, ft = nfft // 2 + 1, args["layout"] == "ft"
     out = np.empty((bins, count) if ft else (count, bins), np.float32)
+    from headrace_kernels import audio_loops  # rocket_fft: imported when first needed
+
     audio_loops.power_spectrogram(signal, window, nfft, step, count, length // 2 if centered else 0,
                                   centered and bool(args["reflect_padding"]), int(args["power"]), out, ft)
     return out
@@ -211,6 +212,8 @@ def apply_along(table: np.ndarray, bounds: np.ndarray, data: np.ndarray, axis: i
         return np.ascontiguousarray(np.matmul(table, data.reshape(outer, n, inner))).reshape(out_shape)
     columns = data.reshape(n, inner) if outer == 1 else data.reshape(outer, n).T  # (n, columns)
     out = np.empty((table.shape[0], columns.shape[1]), np.float32)
+    from headrace_kernels import audio_loops  # rocket_fft: imported when first needed
+
     audio_loops.banded_product(table, bounds, np.ascontiguousarray(columns), out)
     return (out if outer == 1 else np.ascontiguousarray(out.T)).reshape(out_shape)
 
