@@ -104,3 +104,60 @@ def test_a_large_batch_decodes_in_two_lanes_with_the_same_bits(tmp_path):
         assert len(large) == len(small) == 128
         for i, (a, b) in enumerate(zip(small, large, strict=True)):
             np.testing.assert_array_equal(a, b, err_msg=f"image {i}, look-ahead {lookahead}")
+
+
+@pytest.mark.gpu
+def test_batches_go_whole_to_lane_zero_until_the_second_decoder_is_made(tmp_path, monkeypatch):
+    """The lanes make their decoders at build; a batch handed over while lane 1's decoder is still being made goes
+    whole to lane 0 instead of waiting for it, and later batches split over both. The bits do not change."""
+    import threading
+    import time
+
+    from headrace import fn, pipeline_def, types
+    from headrace.data.synthetic import make_image_folder
+    from headrace_kernels.gpu import decode
+
+    make_image_folder(tmp_path, num_images=128, num_classes=2, size=(48, 64), seed=6)
+    second_may_start = threading.Event()
+    warm_up, hand_to_lanes = decode.MixedDecoder._warm_up, decode.MixedDecoder._hand_to_lanes
+    parts_handed: list[int] = []
+
+    def slow_second_warm_up(self, decoder, capacity, stream):
+        if decoder is not self._decoder:  # lane 1's decoder, made on its thread
+            second_may_start.wait(60)
+        return warm_up(self, decoder, capacity, stream)
+
+    def counting_hand_off(self, prepared, parts, stream, gray):
+        parts_handed.append(len(parts))
+        return hand_to_lanes(self, prepared, parts, stream, gray)
+
+    monkeypatch.setattr(decode.MixedDecoder, "_warm_up", slow_second_warm_up)
+    monkeypatch.setattr(decode.MixedDecoder, "_hand_to_lanes", counting_hand_off)
+
+    def decoded(lookahead: str) -> list[np.ndarray]:
+        @pipeline_def(batch_size=128, num_threads=2, device_id=0, seed=5, executor_options={"lookahead": lookahead})
+        def pipe():
+            jpegs, _ = fn.readers.file(file_root=str(tmp_path), random_shuffle=False)
+            return fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=1.0)
+
+        p = pipe()
+        p.build()
+        images = []
+        for iteration in range(4):
+            if iteration == 1:  # lane 1's decoder may now be made
+                second_may_start.set()
+                (decoder,) = [k.decoder for k in p._executor.gpu.kernels() if hasattr(k, "launch_ahead")]
+                deadline = time.monotonic() + 60
+                while decoder.ready_lanes() < 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            (out,) = p.run()
+            host = out.as_cpu()
+            images.append(np.stack([np.asarray(host.at(i)) for i in range(len(host))]))
+        p.close()
+        return images
+
+    got = decoded("before")
+    assert parts_handed[0] == 1 and 2 in parts_handed, parts_handed
+    second_may_start.set()
+    for a, b in zip(decoded("off"), got, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -154,6 +154,7 @@ class MixedDecoder:
         self._lock = threading.Lock()
         self._lanes: list[DecodeLane] = []  # lane j decodes on decoder j: `self.decoder`, then `_more_decoders`
         self._more_decoders: list = []
+        self._lanes_warming = False  # their decoders are being made on the lanes' threads (warm_up_in_lanes)
         self.backend_names: list[str] = []
         self._attempt = 0  # which of _backend_attempts() the decoder was made with
         self._backend_confirmed = False  # it has decoded an image on this GPU
@@ -197,8 +198,18 @@ class MixedDecoder:
                 return np.zeros(0, np.uint32)
             return work
 
+        self._lanes_warming = True
         for j in range(self.lane_count()):
             self._lane(j).submit(make(j))
+
+    def ready_lanes(self) -> int:
+        """The lanes a large batch is split over now: `lane_count()`, less the lanes whose decoder is still being
+        made at build (`warm_up_in_lanes`): a new pipeline's first batches go whole to lane 0 rather than wait
+        for a second decoder's set-up. Lanes split only where every image goes to the hardware decoder, so the
+        split changes no pixel."""
+        if self._lanes_warming and len(self._more_decoders) < self.lane_count() - 1:
+            return 1 + len(self._more_decoders)
+        return self.lane_count()
 
     def _first_decoder(self, stream):
         """`decoder`, warmed up (on `stream`) before its first batch; call holding lane 0's lock."""
@@ -297,6 +308,7 @@ class MixedDecoder:
             with self._lock:
                 decoders = [self._decoder, *self._more_decoders]
                 self._decoder, self._more_decoders = None, []
+                self._lanes_warming = False  # the next decoders are made when a part first needs them
                 self._warmed = False
             for decoder in decoders:
                 if isinstance(decoder, capi.Decoder):
@@ -446,7 +458,7 @@ class MixedDecoder:
             self.decoded_ahead += 1
         else:
             prepared.attempt = self._attempt
-            parts = split(len(prepared.shapes), self.lane_count())
+            parts = split(len(prepared.shapes), self.ready_lanes())
             if len(parts) > 1:
                 ahead = self._hand_to_lanes(prepared, parts, stream, gray)
         if ahead is None:
@@ -501,7 +513,7 @@ class MixedDecoder:
             return  # a small batch decodes faster in the step's own thread than after a hand-off to another
         self.allocate(prepared, stream)  # done by `prepare` already, where the step prepared it (the lanes warm
         prepared.attempt = self._attempt  # their decoders up themselves before their first part)
-        prepared.ahead = self._hand_to_lanes(prepared, split(len(prepared.shapes), self.lane_count()), stream,
+        prepared.ahead = self._hand_to_lanes(prepared, split(len(prepared.shapes), self.ready_lanes()), stream,
                                              self.output_type == GRAY)
 
     def run(self, prepared: Prepared, stream, meanwhile=None) -> list:
