@@ -187,20 +187,23 @@ class MixedDecoder:
 
     def warm_up_in_lanes(self) -> None:
         """Make the decoders and decode their warm-up batches on the lanes' threads, which will decode this node's
-        batches: started at build, this runs while the pipeline reads and prepares its first batch. Only where
-        batches go to the lanes (a pipeline batch of SPLIT_FROM or more, the C API)."""
+        batches: started at build, this runs while the pipeline reads and prepares its first batch; lane 0's first,
+        the others' after it. Only where batches go to the lanes (a pipeline batch of SPLIT_FROM or more, the C
+        API)."""
         if not self.c_api or self.capacity < SPLIT_FROM or self.hw_load <= 0:
             return
 
         def make(j: int):
             def work(lane: DecodeLane) -> np.ndarray:
                 self._lane_decoder(j, lane)
+                if j == 0:  # then the others: made beside the first, they delayed its set-up (the first batch)
+                    for k in range(1, self.lane_count()):
+                        self._lane(k).submit(make(k))
                 return np.zeros(0, np.uint32)
             return work
 
         self._lanes_warming = True
-        for j in range(self.lane_count()):
-            self._lane(j).submit(make(j))
+        self._lane(0).submit(make(0))
 
     def ready_lanes(self) -> int:
         """The lanes a large batch is split over now: `lane_count()`, less the lanes whose decoder is still being
