@@ -300,10 +300,18 @@ class Pipeline:
 
     # Readers
     def reader_meta(self, name: str | None = None) -> dict[str, Any]:
+        """The reader `name`'s metadata (epoch_size, epoch_size_padded, number_of_shards, shard_id, ...); with no
+        name, every reader's, by reader name, as DALI's."""
         self.build()
+        if name is None:
+            return {reader: op.meta() for reader, op in self._executor.readers().items()}
         return self._executor.reader(name).meta()
 
-    def epoch_size(self, name: str | None = None) -> int:
+    def epoch_size(self, name: str | None = None) -> int | dict[str, int]:
+        """The number of samples in an epoch of the reader `name`; with no name, every reader's, by reader name,
+        as DALI's."""
+        if name is None:
+            return {reader: meta["epoch_size"] for reader, meta in self.reader_meta().items()}
         return self.reader_meta(name)["epoch_size"]
 
     # Checkpoints

@@ -339,10 +339,14 @@ class SpecArgs:
 
 CHECKPOINT_RULES = ("none", "rng", "reader", "source")
 
+DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
 COMMON_ARGS = (
     Arg("device", "str", None, "Where the op runs: 'cpu', 'gpu' or 'mixed' (CPU in, GPU out)."),
     Arg("name", "str", None, "A unique name for the node; readers are looked up by it (`epoch_size('Reader')`)."),
     Arg("preserve", "bool", False, "Keep the op even if its outputs are unused."),
+    Arg("bytes_per_sample_hint", "int", [0], "Output buffer size hint per sample, in bytes (DALI sizes its buffers "
+        "by it); accepted for DALI compatibility, no effect in headrace (its buffers are sized from the data).",
+        list_of=True),
 )
 SEED_ARG = Arg("seed", "int", -1, "Seed of this op's random stream; -1 derives it from the pipeline seed and the node.")
 
@@ -356,12 +360,8 @@ READER_COMPAT_ARGS = (
 )
 """Arguments every DALI reader takes that change nothing in headrace's readers (they are declared so ported code
 runs)."""
-DALI_HINT = "Accepted for DALI compatibility; no effect in headrace."
-READER_BUFFER_ARGS = (
-    Arg("tensor_init_bytes", "int", 1048576, DALI_HINT),
-    Arg("bytes_per_sample_hint", "int", [0], DALI_HINT, list_of=True),
-)
-"""DALI readers' buffer-size hints (headrace sizes its buffers from the data)."""
+READER_BUFFER_ARGS = (Arg("tensor_init_bytes", "int", 1048576, DALI_HINT),)
+"""DALI readers' buffer-size hint (headrace sizes its buffers from the data)."""
 MAPPING_READER_ARGS = (
     *(arg for arg in READER_COMPAT_ARGS if arg.name != "dont_use_mmap"),
     Arg("dont_use_mmap", "bool", False, "Read each sample as a copy instead of handing out a view of its file mapped "

@@ -110,7 +110,7 @@ def reshape(inputs, args, ctx):
 @cpu_kernel("transpose")
 def transpose(inputs, args, ctx):
     data = np.asarray(inputs[0])
-    perm = list(args["perm"])
+    perm = list(range(data.ndim))[::-1] if args["perm"] is None else list(args["perm"])  # default: reversed
     if sorted(perm) != list(range(data.ndim)):
         raise ValueError(f"perm {perm} is not a permutation of the {data.ndim} axes of shape {data.shape}")
     return np.ascontiguousarray(data.transpose(perm))
@@ -137,8 +137,8 @@ def one_hot(inputs, args, ctx):
             raise ValueError(f"one_hot needs integer class labels, got {labels.dtype}")
         labels = labels.astype(np.int64)
     classes = args["num_classes"]
-    if classes <= 0:
-        raise ValueError(f"num_classes must be positive, got {classes}")
+    if classes < 0:
+        raise ValueError(f"num_classes must be 0 or more, got {classes}")
     if labels.ndim == 1 and labels.size == 1:
         labels = labels.reshape(())  # a one-element label is a scalar, as in DALI
     axis = one_hot_axis(labels.ndim, args, ctx.input_layouts[0] if ctx.input_layouts else "")

@@ -138,6 +138,19 @@ def _displayed(turned: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> t
     return np.where(turned, widths, heights), np.where(turned, heights, widths)
 
 
+DEFAULT_HYBRID_HUFFMAN_THRESHOLD = 1_000_000
+"""nvImageCodec's CUDA JPEG decoder's own hybrid_huffman_threshold (pixels), which DALI's default matches."""
+
+
+def decoder_options(args: dict) -> str:
+    """nvImageCodec's decoder options for a node's arguments: hybrid_huffman_threshold where it is not the
+    decoder's own default (images of more pixels are Huffman-decoded on the GPU, smaller ones on the CPU threads)."""
+    threshold = int(args.get("hybrid_huffman_threshold", DEFAULT_HYBRID_HUFFMAN_THRESHOLD))
+    if threshold == DEFAULT_HYBRID_HUFFMAN_THRESHOLD:
+        return ""
+    return f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={threshold}"
+
+
 class MixedDecoder:
     """One decoders.image / decoders.image_random_crop node on the GPU (image_crop / image_slice too: gpu/decode_roi.py
     hands `prepare` their window rule)."""
@@ -162,6 +175,7 @@ class MixedDecoder:
         self.decode_seconds = 0.0  # waiting for nvImageCodec's decode calls
         self.decoded_ahead = 0  # batches whose decode was handed to the lanes ahead (`start_ahead`)
         self.c_api = c_api and self.output_type != YCBCR and capi.available()
+        self.options = decoder_options(args)
 
     def _backend_attempts(self) -> list[tuple[list[tuple[int, float]], str]]:
         """Backend lists (kind, load hint) to try in turn, most capable first: a GPU without a hardware decoder
@@ -250,11 +264,12 @@ class MixedDecoder:
             backends, label = attempts[index]
             try:
                 if self.c_api:
-                    decoder = capi.Decoder(capi.Instance.shared(), self.device_id, self.num_threads, backends)
+                    decoder = capi.Decoder(capi.Instance.shared(), self.device_id, self.num_threads, backends,
+                                           self.options)
                 else:
                     decoder = nv.Decoder(device_id=self.device_id, max_num_cpu_threads=self.num_threads,
                                          backends=[nv.Backend(nv.BackendKind(kind), load_hint=load)
-                                                   for kind, load in backends])
+                                                   for kind, load in backends], options=self.options)
                 self.backend_names.append(label + (" (C API)" if self.c_api else ""))
                 self._attempt = index
                 return decoder

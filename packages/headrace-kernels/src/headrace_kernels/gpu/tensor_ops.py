@@ -270,7 +270,10 @@ def reshape_shape(shape: tuple, args: dict) -> tuple[int, ...]:
     return infer_shape(list(args["shape"]), size, shape)
 
 
-def transpose_perm(ndim: int, perm: list[int], shape: tuple) -> list[int]:
+def transpose_perm(ndim: int, perm: list[int] | None, shape: tuple) -> list[int]:
+    """`perm` checked against the sample's axes; None (transpose's default) reverses them."""
+    if perm is None:
+        return list(range(ndim))[::-1]
     if sorted(perm) != list(range(ndim)):
         raise ValueError(f"perm {list(perm)} is not a permutation of the {ndim} axes of shape {shape}")
     return list(perm)
@@ -293,8 +296,8 @@ def one_hot(labels, args: dict, dense: bool, layout: str = ""):
             raise ValueError(f"one_hot needs integer class labels, got {labels.dtype}")
         labels = labels.astype(cp.int64)
     classes = args["num_classes"]
-    if classes <= 0:
-        raise ValueError(f"num_classes must be positive, got {classes}")
+    if classes < 0:
+        raise ValueError(f"num_classes must be 0 or more, got {classes}")
     sample_shape = tuple(labels.shape[1:] if dense else labels.shape)
     if len(sample_shape) == 1 and sample_shape[0] == 1:  # a one-element label is a scalar, as in DALI
         labels = labels.reshape(labels.shape[:1] if dense else ())

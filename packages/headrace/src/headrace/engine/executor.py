@@ -112,8 +112,12 @@ class Executor:
         for name, op in self.cpu.batch_ops.items():
             op.set_state(states[name])
 
+    def readers(self) -> dict:
+        """The readers (batch ops with metadata), by node name."""
+        return {k: v for k, v in self.cpu.batch_ops.items() if hasattr(v, "meta")}
+
     def reader(self, name: str | None):
-        readers = {k: v for k, v in self.cpu.batch_ops.items() if hasattr(v, "meta")}
+        readers = self.readers()
         if name is None:
             if len(readers) != 1:
                 raise SchemaError(f"name a reader: this pipeline has {len(readers)} ({', '.join(readers)})")

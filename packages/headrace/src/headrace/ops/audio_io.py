@@ -6,7 +6,6 @@ import numpy as np
 from headrace.enums import DALIDataType
 from headrace.output_specs import numpy_dtype
 from headrace.schema import (
-    DALI_HINT,
     FILES_PERMUTED,
     READER_BUFFER_ARGS,
     READER_COMPAT_ARGS,
@@ -59,7 +58,6 @@ register(OpSchema(
             "is -1..1 for FLOAT, the type's range for the integers).", choices=_DECODE_TYPES),
         _QUALITY,
         Arg("on_error", "str", "raise", _ON_ERROR, choices=("raise", "skip")),
-        Arg("bytes_per_sample_hint", "int", [0], DALI_HINT, list_of=True),
     ),
     min_inputs=1, max_inputs=1, num_outputs=2,
     devices=("cpu",),
@@ -106,7 +104,6 @@ register(OpSchema(
         _QUALITY,
         Arg("dtype", "dtype", None, "Output element type (INT8, UINT8, INT16, UINT16, INT32, UINT32 or FLOAT); "
             "default the input's.", choices=_RESAMPLE_TYPES),
-        Arg("bytes_per_sample_hint", "int", [0], DALI_HINT, list_of=True),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
     rule=_resample_rule,

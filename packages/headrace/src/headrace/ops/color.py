@@ -42,7 +42,10 @@ register(OpSchema(
     args=(Arg("brightness", "float", 1.0, "Brightness multiplier.", tensor_input=True),
           Arg("contrast", "float", 1.0, "Contrast multiplier.", tensor_input=True),
           Arg("hue", "float", 0.0, "Hue rotation in degrees.", tensor_input=True),
-          Arg("saturation", "float", 1.0, "Saturation multiplier.", tensor_input=True), _DTYPE),
+          Arg("saturation", "float", 1.0, "Saturation multiplier.", tensor_input=True), _DTYPE,
+          Arg("image_type", "image_type", DALIImageType.RGB, "The colour space of the input and the output, as "
+              "DALI declares it. DALI 2.4's CPU build gives the same output for every value, and so does "
+              "headrace (tests/test_dali_arguments.py).")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
     state="none", output_spec=keeps_layout_with_dtype_arg, input_layouts=("HWC",), sequences=True,
 ))

@@ -15,6 +15,9 @@ MAX_PIXELS = 178_956_970
 """`max_pixels`' default: Pillow's DecompressionBombError threshold (2 x `PIL.Image.MAX_IMAGE_PIXELS`): it passes
 every camera photo (medium-format frames are about 150 megapixels) and refuses a forged 30000x30000 header."""
 
+HYBRID_HUFFMAN_THRESHOLD = 1_000_000
+"""`hybrid_huffman_threshold`'s default, DALI's and nvImageCodec's CUDA JPEG decoder's (pixels)."""
+
 DECODER_ARGS = (
     Arg("output_type", "image_type", DALIImageType.RGB, "Colour space of the output: RGB, BGR, GRAY or YCbCr."),
     Arg("dtype", "dtype", DALIDataType.UINT8, "Element type of the output; only UINT8 is supported.",
@@ -33,6 +36,9 @@ DECODER_ARGS = (
         "lists what was skipped. Needs readers that can give replacements (not external_source). headrace's own.",
         choices=("raise", "skip")),
     Arg("hw_decoder_load", "float", 0.65, "Share of images sent to the hardware JPEG decoder (mixed only)."),
+    Arg("hybrid_huffman_threshold", "int", HYBRID_HUFFMAN_THRESHOLD, "Mixed only: the CUDA JPEG decoder "
+        "Huffman-decodes images of more pixels (height x width) than this on the GPU, and smaller ones on the CPU "
+        "threads (nvImageCodec's `hybrid_huffman_threshold`; its default and DALI's).", limits=Limits(0, 1 << 62)),
     Arg("use_fast_idct", "bool", False, _DALI_HINT),
     Arg("jpeg_fancy_upsampling", "bool", False, _DALI_HINT),
     Arg("preallocate_width_hint", "int", 0, _DALI_HINT),
@@ -59,10 +65,21 @@ def decoded(a: SpecArgs) -> list[OutputSpec]:
     return [OutputSpec(np.uint8, "HWC", (-1, -1, CHANNELS.get(output_type, -1)), output_type.name)]
 
 
+CACHE_ARGS = (
+    Arg("cache_size", "int", 0, "DALI's cache of decoded images in GPU memory (mixed), in MB: " + _DALI_HINT +
+        " Its outputs are the same with or without it; headrace decodes every image each time.",
+        limits=Limits(0, 1 << 40)),
+    Arg("cache_threshold", "int", 0, "The smallest image DALI's decoder cache keeps, in bytes. " + _DALI_HINT),
+    Arg("cache_type", "str", "", "DALI's decoder cache policy ('threshold' or 'largest'). " + _DALI_HINT),
+    Arg("cache_debug", "bool", False, "DALI's decoder cache's debug output. " + _DALI_HINT),
+    Arg("cache_batch_copy", "bool", True, "How DALI's decoder cache copies cached images. " + _DALI_HINT),
+)
+"""DALI's decoded-image cache (decoders.image, mixed): a speed feature that changes no output."""
+
 register(OpSchema(
     name="decoders.image",
     doc="Decodes encoded images (JPEG, PNG, TIFF, JPEG 2000, BMP, WebP, ...) into HWC uint8.",
-    args=DECODER_ARGS,
+    args=DECODER_ARGS + CACHE_ARGS,
     min_inputs=1, max_inputs=1,
     devices=("cpu", "mixed"),
     state="none", output_spec=decoded,

@@ -23,11 +23,9 @@ INTERP_ARGS = (
 )
 """The resampling arguments of the resize family, as DALI's (min_filter / mag_filter chosen per axis)."""
 
-BYTES_HINT_ARG = Arg("bytes_per_sample_hint", "int", [0], _DALI_HINT, list_of=True)
 RESAMPLE_HINT_ARGS = (
     Arg("minibatch_size", "int", 32, _DALI_HINT),
     Arg("temp_buffer_hint", "int", 0, _DALI_HINT),
-    BYTES_HINT_ARG,
 )
 """DALI's performance hints of its resampling kernels: accepted, no effect."""
 
@@ -171,8 +169,7 @@ register(OpSchema(
     name="crop",
     doc="Cuts a window out of each HWC image.",
     renamed_args={"output_dtype": "dtype"},
-    args=(*CROP_WINDOW_ARGS, Arg("dtype", "dtype", None, "Output element type; default the input's."),
-          BYTES_HINT_ARG),
+    args=(*CROP_WINDOW_ARGS, Arg("dtype", "dtype", None, "Output element type; default the input's.")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
     state="none", output_spec=_cropped, sequences=True,
 ))
@@ -196,7 +193,6 @@ register(OpSchema(
             choices=("CHW", "HWC", "FCHW", "FHWC")),
         Arg("pad_output", "bool", False, "Append a channel: fill_values' last (or only) value with "
             "out_of_bounds_policy='pad', else 0."),
-        BYTES_HINT_ARG,
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
     state="none", output_spec=_normalized, sequences=True,

@@ -7,6 +7,7 @@ from headrace.output_specs import declared, numpy_dtype
 from headrace.schema import (
     FILES_PERMUTED,
     MAPPING_READER_ARGS,
+    READER_BUFFER_ARGS,
     SHARD_ARGS,
     Arg,
     Limits,
@@ -37,12 +38,19 @@ register(OpSchema(
         Arg("file_list", "str", None, "A text file of 'path label' lines, paths relative to file_root."),
         Arg("files", "str", None, "Explicit file paths (relative to file_root when it is given).", list_of=True),
         Arg("labels", "int", None, "Labels of `files`; default 0..len(files)-1.", list_of=True),
-        Arg("file_filters", "str", list(IMAGE_EXTENSIONS), "Glob patterns of files taken from file_root.",
+        Arg("file_filters", "str", list(IMAGE_EXTENSIONS), "Glob patterns of files taken from file_root's class "
+            "folders (only the files directly inside them: deeper folders are not read, as in DALI).",
             list_of=True),
-        Arg("case_sensitive_filter", "bool", False, "Match file_filters case-sensitively."),
+        Arg("dir_filters", "str", None, "Glob patterns of the class folders taken from file_root; the labels "
+            "number the folders kept, in order. Ignored with file_list or files.", list_of=True),
+        Arg("case_sensitive_filter", "bool", False, "Match file_filters and dir_filters case-sensitively."),
         *shuffle_args(FILES_PERMUTED),
         Arg("shuffle_after_epoch", "bool", False, "Shuffle the whole data set every epoch, with a seed all shards "
-            "share (this reader's `seed`, else a fixed one), so an epoch's shards still partition the data set."),
+            "share (shuffle_after_epoch_seed, else this reader's `seed`, else a fixed one), so an epoch's shards "
+            "still partition the data set."),
+        Arg("shuffle_after_epoch_seed", "int", None, "Seed of shuffle_after_epoch's permutations; every shard's "
+            "reader must be given the same one. Default: `seed` where given, else a fixed seed (the same order in "
+            "every run)."),
         Arg("seed", "int", -1, "Seed of the shuffle; -1 derives it from the pipeline seed."),
         *SHARD_ARGS,
         Arg("on_error", "str", "raise", "A file that cannot be read (gone, no permission): 'raise' an error naming "
@@ -50,6 +58,7 @@ register(OpSchema(
             "Pipeline.skipped lists what was skipped. headrace's own: DALI has no such argument.",
             choices=("raise", "skip")),
         *MAPPING_READER_ARGS,
+        *READER_BUFFER_ARGS,
     ),
     num_outputs=2,
     stateful=True,

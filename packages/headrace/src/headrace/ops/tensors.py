@@ -3,7 +3,7 @@
 from headrace.enums import DALIDataType
 from headrace.errors import SchemaError
 from headrace.output_specs import insert_axis, numpy_dtype, permuted, selected_axes
-from headrace.schema import REQUIRED, Arg, OpSchema, OutputSpec, SpecArgs, registrar
+from headrace.schema import Arg, Limits, OpSchema, OutputSpec, SpecArgs, registrar
 
 register = registrar(__name__)
 
@@ -72,7 +72,11 @@ def _reshaped(a: SpecArgs) -> list[OutputSpec]:
 
 def _transposed(a: SpecArgs) -> list[OutputSpec]:
     """The input's axes in the order `perm`, its layout permuted too (or named by `output_layout`)."""
-    layout, dims = permuted(a.first, a.args["perm"], a.args["transpose_layout"])
+    perm = a.args["perm"]
+    if perm is None:  # the axes reversed, as many as the input has (unknown where its rank is)
+        rank = len(a.first.dims) if a.first.dims is not None else len(a.first.layout or "")
+        perm = list(range(rank))[::-1]
+    layout, dims = permuted(a.first, perm, a.args["transpose_layout"])
     if not a.args["transpose_layout"]:  # the axes move, their names stay as they were (DALI's)
         layout = a.first.layout
     return [OutputSpec(a.first.dtype, a.args["output_layout"] or layout, dims)]
@@ -140,7 +144,7 @@ register(OpSchema(
 register(OpSchema(
     name="transpose",
     doc="Permutes the axes: output axis i is input axis perm[i].",
-    args=(Arg("perm", "int", REQUIRED, "The permutation.", list_of=True),
+    args=(Arg("perm", "int", None, "The permutation, e.g. [2, 0, 1]; default: the axes reversed.", list_of=True),
           Arg("transpose_layout", "bool", True, "Permute the input's layout name too."),
           Arg("output_layout", "str", None, "Layout name of the output (instead of the permuted one).")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
@@ -165,7 +169,8 @@ register(OpSchema(
 register(OpSchema(
     name="one_hot",
     doc="One-hot encoding of integer class labels: a new axis of `num_classes` with `on_value` at the label.",
-    args=(Arg("num_classes", "int", REQUIRED, "Number of classes."),
+    args=(Arg("num_classes", "int", 0, "Number of classes (DALI's default, 0, gives empty codes).",
+              limits=Limits(0, 1 << 31)),
           Arg("axis", "int", -1, "Where the new axis goes, in [-1, ndim]; -1 = last."),
           Arg("axis_name", "str", None, "Layout letter of the new axis, inserted into the input's layout (which "
               "non-scalar labels then need); without it the output has no layout."),

@@ -82,7 +82,11 @@ MAX_SAMPLE_BYTES = 1 << 31
 _LABEL = re.compile(r"-?[0-9]{1,10}")
 
 
-def _list_class_tree(root: Path, filters: list[str], case_sensitive: bool, node: str) -> list[tuple[str, int]]:
+def _list_class_tree(root: Path, filters: list[str], case_sensitive: bool, node: str,
+                     dir_filters: list[str] | None = None) -> list[tuple[str, int]]:
+    """DALI's class tree: each sub-folder of `root` (sorted; those matching `dir_filters` where given) is a class,
+    labelled in order, and its samples are the files directly inside it that match `filters`, sorted. Files in
+    deeper folders are not read (DALI's readers.file does not descend)."""
     where = f"readers.file (node '{node}'): file_root {short_repr(str(root))}"
     try:
         is_dir = stat.S_ISDIR(os.stat(root).st_mode)
@@ -90,22 +94,25 @@ def _list_class_tree(root: Path, filters: list[str], case_sensitive: bool, node:
         raise SchemaError(f"{where} is not a directory ({reason(exc)})") from None
     if not is_dir:
         raise SchemaError(f"{where} is not a directory")
-    patterns = filters if case_sensitive else [f.lower() for f in filters]
 
-    def wanted(name: str) -> bool:
-        name = name if case_sensitive else name.lower()
-        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    def matcher(globs: list[str]):
+        patterns = globs if case_sensitive else [g.lower() for g in globs]
+        return lambda name: any(fnmatch.fnmatchcase(name if case_sensitive else name.lower(), p) for p in patterns)
 
+    wanted, wanted_dir = matcher(filters), matcher(dir_filters) if dir_filters is not None else None
     try:
         classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
     except OSError as exc:
         raise SchemaError(f"{where} cannot be listed ({reason(exc)})") from None
+    if wanted_dir is not None:
+        classes = [c for c in classes if wanted_dir(c)]
     samples = []
     for label, cls in enumerate(classes):
-        for dirpath, dirnames, filenames in os.walk(root / cls):
-            dirnames.sort()
-            rel = Path(dirpath).relative_to(root)
-            samples += [(str(rel / f), label) for f in sorted(filenames) if wanted(f)]
+        try:
+            names = sorted(f.name for f in os.scandir(root / cls) if f.is_file() and wanted(f.name))
+        except OSError as exc:
+            raise SchemaError(f"{where}: class folder {short_repr(cls)} cannot be listed ({reason(exc)})") from None
+        samples += [(os.path.join(cls, name), label) for name in names]
     return samples
 
 
@@ -164,7 +171,9 @@ class FileReader:
                               f"initial_fill positive, got {self.shuffle_mode!r} and {self.initial_fill}")
         self._base_order: np.ndarray | None = None
         # shuffle_after_epoch: one permutation for all shards, so they must agree on its seed (DALI uses a fixed one)
-        own_seed = args.get("seed", -1)
+        own_seed = args.get("shuffle_after_epoch_seed")
+        if own_seed is None:
+            own_seed = args.get("seed", -1)
         self.global_shuffle_seed = own_seed & (2**64 - 1) if own_seed is not None and own_seed != -1 else 0x5EED
         self.shard_id, self.num_shards = args["shard_id"], args["num_shards"]
         self.stick_to_shard, self.pad_last_batch = args["stick_to_shard"], args["pad_last_batch"]
@@ -181,7 +190,11 @@ class FileReader:
                 raise SchemaError(f"readers.file (node '{node}'): {len(files)} files but {len(labels)} labels")
             samples = list(zip(files, labels, strict=True))
         elif root is not None:
-            samples = _list_class_tree(root, args["file_filters"], args["case_sensitive_filter"], node)
+            dir_filters = args.get("dir_filters")
+            if dir_filters is not None and not dir_filters:
+                raise SchemaError(f"readers.file (node '{node}'): dir_filters cannot be an empty list (leave it out "
+                                  "to take every class folder)")
+            samples = _list_class_tree(root, args["file_filters"], args["case_sensitive_filter"], node, dir_filters)
         else:
             raise SchemaError(f"readers.file (node '{node}'): give file_root, file_list or files")
         _check_samples(samples, node)
