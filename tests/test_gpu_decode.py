@@ -89,6 +89,28 @@ def test_mixed_random_crop_windows_match_cpu(hw_decoder_load):
         _close(a, b, lossless=False)
 
 
+@pytest.mark.parametrize("threshold", [0, 10_000])
+def test_hybrid_huffman_threshold_reaches_the_cuda_decoder_and_still_matches_cpu(threshold):
+    # hw_decoder_load 0: every image goes to the CUDA decoder, whose Huffman decoding moves to the GPU for images
+    # above the threshold (all of them at 0); the decoder must take the option and decode as closely as before
+    from headrace_kernels.gpu.decode import decoder_options
+
+    assert decoder_options({"hybrid_huffman_threshold": threshold}) == \
+        f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={threshold}"
+    assert decoder_options({"hybrid_huffman_threshold": 1_000_000}) == ""  # the decoder's own default
+    rng = np.random.default_rng(5)
+    batch = [_jpeg(synthetic_image(rng, int(rng.integers(60, 300)), int(rng.integers(60, 300))), quality=90)
+             for _ in range(12)]
+
+    def graph(d, dev):
+        return fn.decoders.image(d, device="mixed" if dev == "gpu" else "cpu", hw_decoder_load=0.0,
+                                 hybrid_huffman_threshold=threshold)
+
+    cpu, gpu = cpu_and_gpu(batch, graph, upload=False)
+    for a, b in zip(cpu, gpu, strict=True):
+        _close(a, b, lossless=False)
+
+
 def test_training_pipeline_on_gpu_matches_cpu(image_folder):
     cpu = resnet50_train(data_dir=str(image_folder), batch_size=8, seed=5)
     gpu = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=5)
