@@ -30,6 +30,17 @@ _PIPELINE_ARGS = ("batch_size", "num_threads", "device_id", "seed", "prefetch_qu
 _DALI_ONLY = ("exec_async", "exec_pipelined", "exec_dynamic", "experimental_exec_dynamic", "set_affinity",
               "max_streams", "default_cuda_stream_priority", "bytes_per_sample", "py_num_workers",
               "py_start_method", "enable_memory_stats", "output_dtype", "output_ndim")
+_DALI_OPTION_DEFAULTS = {"exec_async": True, "exec_pipelined": True, "exec_dynamic": True, "set_affinity": False,
+                         "max_streams": -1, "default_cuda_stream_priority": 0, "enable_memory_stats": False}
+"""What DALI's Pipeline reports for its executor options when they are not given: headrace accepts them (and
+reports them back) but runs its own executor whatever they say."""
+_CURRENT = threading.local()  # the pipelines being defined in this thread, innermost last (Pipeline.current)
+
+
+def _current_stack() -> list:
+    if not hasattr(_CURRENT, "stack"):
+        _CURRENT.stack = []
+    return _CURRENT.stack
 
 
 class Pipeline:
@@ -49,6 +60,10 @@ class Pipeline:
         if self.py_num_workers < 1 or self.py_start_method not in ("fork", "spawn", "forkserver"):
             raise SchemaError(f"Pipeline: py_num_workers must be >= 1 and py_start_method 'fork', 'spawn' or "
                               f"'forkserver', got {self.py_num_workers} and {self.py_start_method!r}")
+        self._dali_options = {k: v for k, v in dali_options.items() if k in _DALI_OPTION_DEFAULTS}
+        self._expected_dtypes = dali_options.get("output_dtype")
+        self._expected_ndims = dali_options.get("output_ndim")
+        self._queue_sizes = dict(prefetch_queue_depth) if isinstance(prefetch_queue_depth, dict) else None
         if isinstance(prefetch_queue_depth, dict):  # DALI's {"cpu_size": .., "gpu_size": ..}
             prefetch_queue_depth = max(prefetch_queue_depth.values())
         self.batch_size = batch_size
@@ -78,10 +93,30 @@ class Pipeline:
     def __enter__(self) -> Pipeline:
         self._context = building(self.graph)
         self._context.__enter__()
+        Pipeline.push_current(self)
         return self
 
     def __exit__(self, *exc) -> None:
+        Pipeline.pop_current()
         self._context.__exit__(*exc)
+
+    @staticmethod
+    def current() -> Pipeline | None:
+        """The pipeline being defined in this thread (inside `with pipe:`, a @pipeline_def function or
+        define_graph), as DALI's; None outside a definition."""
+        stack = _current_stack()
+        return stack[-1] if stack else None
+
+    @staticmethod
+    def push_current(pipeline: Pipeline) -> None:
+        """Make `pipeline` the current one (DALI's), until the matching `pop_current`."""
+        _current_stack().append(pipeline)
+
+    @staticmethod
+    def pop_current() -> Pipeline | None:
+        """Restore the pipeline that was current before the last `push_current`."""
+        stack = _current_stack()
+        return stack.pop() if stack else None
 
     def define_graph(self) -> Any:
         """DALI's legacy definition: a subclass returns its outputs from here; `build()` calls it once."""
@@ -107,6 +142,69 @@ class Pipeline:
     def max_batch_size(self) -> int:
         """DALI's name of the batch size (the most samples a batch holds)."""
         return self.batch_size
+
+    @property
+    def num_outputs(self) -> int:
+        """How many outputs the pipeline returns (once defined)."""
+        return len(self.outputs)
+
+    def output_dtype(self) -> list:
+        """The element type each output was declared to have (the `output_dtype` argument), None where none was:
+        DALI's. `run` checks the outputs against it."""
+        return self._expected("output_dtype", self._expected_dtypes)
+
+    def output_ndim(self) -> list:
+        """The number of dimensions each output was declared to have (`output_ndim`), None where none was."""
+        return self._expected("output_ndim", self._expected_ndims)
+
+    def _expected(self, what: str, declared) -> list:
+        if not isinstance(declared, list | tuple):
+            return [declared] * len(self.outputs)
+        if len(declared) != len(self.outputs):
+            raise SchemaError(f"Pipeline: {what} lists {len(declared)} values for {len(self.outputs)} outputs")
+        return list(declared)
+
+    def _check_outputs(self, outputs: Sequence) -> None:
+        """Each output against its declared element type and number of dimensions (DALI's output_dtype and
+        output_ndim), as DALI checks them after every run."""
+        if self._expected_dtypes is None and self._expected_ndims is None:
+            return
+        from headrace.enums import to_numpy_dtype
+
+        for i, (batch, dtype, ndim) in enumerate(zip(outputs, self.output_dtype(), self.output_ndim(), strict=True)):
+            if not len(batch):
+                continue
+            if dtype is not None and batch.dtype != to_numpy_dtype(dtype):
+                raise SchemaError(f"pipeline output {i} has element type {batch.dtype}, the pipeline declares "
+                                  f"{to_numpy_dtype(dtype)} (output_dtype)")
+            got = len(batch.at(0).shape)
+            if ndim is not None and got != ndim:
+                raise SchemaError(f"pipeline output {i} has {got} dimensions, the pipeline declares {ndim} "
+                                  "(output_ndim)")
+
+    def __getattr__(self, name: str) -> Any:
+        # DALI's executor options, reported as given (or DALI's defaults); headrace's own executor runs either way
+        if name in _DALI_OPTION_DEFAULTS:
+            return self.__dict__.get("_dali_options", {}).get(name, _DALI_OPTION_DEFAULTS[name])
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    @property
+    def exec_separated(self) -> bool:
+        """Whether separate CPU and GPU queue depths were given (DALI's prefetch_queue_depth dict)."""
+        return self._queue_sizes is not None
+
+    @property
+    def cpu_queue_size(self) -> int:
+        return int(self._queue_sizes["cpu_size"]) if self._queue_sizes else self.prefetch_queue_depth
+
+    @property
+    def gpu_queue_size(self) -> int:
+        return int(self._queue_sizes["gpu_size"]) if self._queue_sizes else self.prefetch_queue_depth
+
+    def start_py_workers(self) -> None:
+        """Start the worker processes of the parallel external sources now (DALI's: before anything makes a CUDA
+        context, when they are forked); headrace starts them when it builds, before its GPU stage."""
+        self.build()
 
     @property
     def params(self) -> dict[str, Any]:
@@ -206,9 +304,17 @@ class Pipeline:
         """Names of the external sources with no `source`: they take data from `run(name=...)`."""
         return [n.name for n in self.graph.nodes if n.schema.name == "external_source" and n.arg("source") is None]
 
-    def feed_input(self, name: str | DataNode, data, layout: str | None = None, **dali_options: Any) -> None:
-        """Queue a batch for the external source `name` (or its DataNode, as DALI's legacy `iter_setup` passes).
-        `layout` and DALI's copy options are accepted; the layout is the source's own."""
+    def feed_input(self, name: str | DataNode | None = None, data=None, layout: str | None = None,
+                   data_node: str | DataNode | None = None, **dali_options: Any) -> None:
+        """Queue a batch for the external source `name` (or its DataNode, as DALI's legacy `iter_setup` passes; DALI
+        calls the argument `data_node`). `layout` and DALI's copy options are accepted; the layout is the source's
+        own."""
+        if data_node is not None:
+            if name is not None:
+                raise SchemaError("feed_input: give the external source as `name` or as `data_node`, not both")
+            name = data_node
+        if name is None:
+            raise SchemaError("feed_input: name the external source to feed")
         if isinstance(name, DataNode):
             name = name.op.name
         self.build()
@@ -243,6 +349,7 @@ class Pipeline:
             if self.enable_checkpointing:
                 self._consumed_states = {**self._consumed_states, **self._executor.take_states_after(self._iteration)}
             self._iteration += 1
+            self._check_outputs(outputs)
             return tuple(outputs)
         if self._prefetcher is None:
             self._prefetcher = _Prefetcher(self._executor, self._iteration, self.prefetch_queue_depth,
@@ -258,6 +365,7 @@ class Pipeline:
                 raise error
             finally:  # no cycle through this frame: the failed batch goes as soon as the caller drops the error
                 error = None
+        self._check_outputs(outputs)
         return tuple(outputs)
 
     def schedule_run(self) -> None:
@@ -315,10 +423,16 @@ class Pipeline:
         return self.reader_meta(name)["epoch_size"]
 
     # Checkpoints
-    def checkpoint(self, path: str | os.PathLike | None = None, iterator_data: Any = None) -> dict:
+    def checkpoint(self, path: str | os.PathLike | None = None, iterator_data: Any = None,
+                   filename: str | os.PathLike | None = None) -> dict:
         """The pipeline's state after the last batch consumed (prefetched batches do not count), as a small
-        JSON-able dict; also written to `path` (atomically) when given. `iterator_data`: what an iterator stores
-        of itself alongside (headrace-torch's iterators do)."""
+        JSON-able dict; also written to `path` (atomically) when given (DALI names it `filename`; DALI returns the
+        checkpoint serialized, headrace as a dict, which `checkpoint=` takes as DALI's takes its bytes).
+        `iterator_data`: what an iterator stores of itself alongside (headrace-torch's iterators do)."""
+        if filename is not None:
+            if path is not None:
+                raise checkpoints.CheckpointError("checkpoint: give `path` or DALI's `filename`, not both")
+            path = filename
         if not self.enable_checkpointing:
             raise checkpoints.CheckpointError("checkpointing is off for this pipeline: create it with "
                                               "enable_checkpointing=True")

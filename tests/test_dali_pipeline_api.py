@@ -1,0 +1,147 @@
+"""DALI's Pipeline methods and properties that ported code calls, in headrace and in DALI's CPU build (marker dali) with
+the same script: `Pipeline.current()` while a pipeline is defined, the executor options reported back, the queue
+sizes of a split prefetch depth, `num_outputs`, the declared `output_dtype` / `output_ndim` and the check of every run
+against them, `feed_input(data_node=...)`, `checkpoint(filename=...)` and `start_py_workers()`. Exact."""
+
+from __future__ import annotations
+
+import importlib
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from ops_support import needs_dali
+
+import headrace
+
+APIS = ["headrace", pytest.param("dali", marks=needs_dali)]
+
+
+def api(name: str) -> SimpleNamespace:
+    if name == "headrace":
+        return SimpleNamespace(fn=headrace.fn, types=headrace.types, Pipeline=headrace.Pipeline,
+                               pipeline_def=headrace.pipeline_def, errors=(headrace.errors.SchemaError,))
+    dali = importlib.import_module("nvidia.dali")
+    return SimpleNamespace(fn=dali.fn, types=dali.types, Pipeline=dali.Pipeline, pipeline_def=dali.pipeline_def,
+                           errors=(RuntimeError,))
+
+
+@pytest.mark.parametrize("name", APIS)
+def test_current_is_the_pipeline_being_defined(name):
+    a, seen = api(name), {}
+
+    @a.pipeline_def(batch_size=3, num_threads=1, device_id=None, seed=1)
+    def pipe():
+        seen["current"] = a.Pipeline.current()
+        seen["batch_size"] = a.Pipeline.current().max_batch_size
+        return a.fn.random.uniform(range=[0, 1])
+
+    built = pipe()
+    assert seen["current"] is built and seen["batch_size"] == 3
+    assert a.Pipeline.current() is None
+    other = a.Pipeline(batch_size=2, num_threads=1, device_id=None)
+    a.Pipeline.push_current(other)
+    assert a.Pipeline.current() is other
+    a.Pipeline.pop_current()
+    assert a.Pipeline.current() is None
+
+
+@pytest.mark.parametrize("name", APIS)
+def test_options_queue_sizes_and_outputs_are_reported_as_dali(name):
+    a = api(name)
+
+    @a.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1,
+                    prefetch_queue_depth={"cpu_size": 3, "gpu_size": 2})
+    def pipe():
+        return a.fn.random.uniform(range=[0, 1]), a.fn.random.uniform(range=[0, 1], shape=[2])
+
+    built = pipe()
+    built.build()
+    assert (built.exec_async, built.exec_pipelined, built.set_affinity, built.enable_memory_stats) == \
+        (True, True, False, False)
+    assert (built.exec_separated, built.cpu_queue_size, built.gpu_queue_size) == (True, 3, 2)
+    assert built.num_outputs == 2
+    assert built.output_dtype() == [None, None] and built.output_ndim() == [None, None]
+    assert [o.as_array().shape for o in built.run()] == [(2,), (2, 2)]
+
+
+@pytest.mark.parametrize("name", APIS)
+@pytest.mark.parametrize("declared, fails", [({"output_dtype": "INT32"}, True), ({"output_ndim": 2}, True),
+                                             ({"output_dtype": "FLOAT", "output_ndim": 0}, True),
+                                             ({"output_dtype": "FLOAT"}, False),
+                                             ({"output_dtype": ["FLOAT", None], "output_ndim": [0, 1]}, False),
+                                             ({"output_ndim": [None, 2]}, True)])
+def test_declared_output_types_are_checked_on_every_run(name, declared, fails):
+    a = api(name)
+
+    def dali_type(value):
+        if isinstance(value, list):
+            return [dali_type(v) for v in value]
+        return getattr(a.types, value) if isinstance(value, str) else value
+
+    options = {k: dali_type(v) for k, v in declared.items()}
+
+    @a.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1, **options)
+    def pipe():
+        return a.fn.random.uniform(range=[0, 1]), a.fn.random.uniform(range=[0, 1], shape=[2])
+
+    built = pipe()
+    built.build()
+    if fails:
+        with pytest.raises(a.errors, match="output"):
+            built.run()
+    else:
+        built.run()
+        expected = options.get("output_dtype")
+        assert built.output_dtype() == (expected if isinstance(expected, list) else [expected] * 2)
+
+
+@pytest.mark.parametrize("name", APIS)
+def test_feed_input_takes_dali_keyword_data_node(name):
+    a = api(name)
+    pipe = a.Pipeline(batch_size=2, num_threads=1, device_id=None, prefetch_queue_depth=1, exec_async=False,
+                      exec_pipelined=False)
+    with pipe:
+        source = a.fn.external_source(name="x")
+        pipe.set_outputs(source + 1)
+    pipe.build()
+    pipe.feed_input(data_node="x", data=np.array([[1], [2]], np.int32))
+    np.testing.assert_array_equal(pipe.run()[0].as_array(), [[2], [3]])
+
+
+@pytest.mark.parametrize("name", APIS)
+def test_checkpoint_takes_dali_keyword_filename_and_resumes(name, tmp_path):
+    a = api(name)
+
+    @a.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=5, enable_checkpointing=True)
+    def pipe():
+        return a.fn.random.uniform(range=[0, 1])
+
+    first = pipe()
+    first.build()
+    first.run()
+    path = tmp_path / "checkpoint"
+    first.checkpoint(filename=str(path))
+    assert path.exists()
+    expected = first.run()[0].as_array()
+    resumed = pipe(checkpoint=path.read_bytes() if name == "dali" else str(path))
+    resumed.build()
+    np.testing.assert_array_equal(resumed.run()[0].as_array(), expected)
+
+
+def test_start_py_workers_builds_the_pipeline():
+    calls = []
+
+    @headrace.pipeline_def(batch_size=2, num_threads=1, device_id=None, py_num_workers=1, py_start_method="spawn")
+    def pipe():
+        return headrace.fn.external_source(source=_sample, batch=False, parallel=True)
+
+    built = pipe()
+    built.start_py_workers()
+    calls.append([int(v) for v in built.run()[0].as_array().ravel()])
+    built.close()
+    assert calls == [[0, 1]]
+
+
+def _sample(info) -> np.ndarray:
+    return np.array([info.idx_in_epoch], np.int32)
