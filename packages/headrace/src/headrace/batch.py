@@ -44,6 +44,14 @@ class _TensorList:
     def layout(self) -> str:
         return self._layout
 
+    def set_layout(self, layout: str | None) -> None:
+        """Name the samples' axes (DALI's); None or '' clears the name."""
+        self._layout = layout or ""
+
+    def ndim(self) -> int:
+        """The number of dimensions of the samples (DALI's)."""
+        return len(self.at(0).shape) if len(self) else 0
+
     def source_info(self, index: int) -> str:
         """Where sample `index` came from, as DALI words it (a reader's SampleSource gives its source_info text)."""
         source = self._source_info[index] if self._source_info else ""
@@ -81,6 +89,44 @@ class TensorListCPU(_TensorList):
     def as_tensor(self) -> TensorListCPU:
         self.as_array()
         return self
+
+    def as_cpu(self) -> TensorListCPU:
+        """The batch itself: it is on the host already (DALI's passthrough)."""
+        return self
+
+    def _contiguous(self) -> np.ndarray:
+        """The samples' elements back to back, in one C-contiguous array (the dense batch where it is one)."""
+        if self._dense is not None or self.is_dense_tensor():
+            return np.ascontiguousarray(self.as_array())
+        return np.concatenate([np.ascontiguousarray(s).ravel() for s in self._samples])
+
+    def data_ptr(self) -> int:
+        """The address of the first element of the batch, whose samples lie back to back (DALI's); samples of
+        different shapes are first gathered into one buffer, which they then view."""
+        if self._dense is None and not self.is_dense_tensor():
+            flat = self._contiguous()
+            ends = np.cumsum([s.size for s in self._samples])
+            self._samples = [flat[end - s.size:end].reshape(s.shape) for end, s in zip(ends, self._samples,
+                                                                                     strict=True)]
+            return flat.ctypes.data
+        array = self.as_array()
+        if not array.flags.c_contiguous:
+            self._dense = array = np.ascontiguousarray(array)
+        return array.ctypes.data
+
+    def as_reshaped_tensor(self, shape: Sequence[int]):
+        """The batch's elements, back to back, as one tensor of `shape` (DALI's)."""
+        from headrace.tensors import TensorCPU
+
+        return TensorCPU(self._contiguous().reshape(tuple(shape)), self._layout)
+
+    def copy_to_external(self, ptr) -> None:
+        """Copy the batch's elements, back to back, to host memory at `ptr` (an int or ctypes.c_void_p), as DALI's
+        plugins hand their tensors' memory."""
+        import ctypes
+
+        data = self._contiguous()
+        ctypes.memmove(_address(ptr), data.ctypes.data, data.nbytes)
 
     def __array__(self, dtype=None, copy=None):
         array = self.as_array()
@@ -168,6 +214,23 @@ class TensorListGPU(_TensorList):
         self.as_array()
         return self
 
+    def data_ptr(self) -> int:
+        """The device address of the first element of the batch (made one dense array first), DALI's."""
+        return int(self.as_array().data.ptr)
+
+    def as_reshaped_tensor(self, shape: Sequence[int]):
+        """The dense batch as one tensor of `shape` (DALI's)."""
+        from headrace.tensors import TensorGPU
+
+        return TensorGPU(self.as_array().reshape(tuple(shape)), self._layout)
+
+    def copy_to_external(self, ptr, cuda_stream=None, non_blocking: bool = False, use_copy_kernel: bool = False
+                         ) -> None:
+        """Copy the dense batch to device memory at `ptr` on `cuda_stream` (a handle or an object with `.ptr`, or
+        `.cuda_stream`; default: the batch's stream), after the batch is computed; waits for the copy unless
+        `non_blocking` (DALI's; use_copy_kernel is accepted)."""
+        copy_to_device(self.as_array(), ptr, cuda_stream, non_blocking, self.stream, self.device_id)
+
     def _stream_context(self):
         import contextlib
 
@@ -227,6 +290,29 @@ class TensorListGPU(_TensorList):
     def shape(self) -> list[tuple[int, ...]]:
         return [tuple(self.at(i).shape) for i in range(len(self))]
 
+
+
+def _address(ptr) -> int:
+    """An address given as an int or a ctypes pointer."""
+    value = getattr(ptr, "value", ptr)
+    return int(value or 0)
+
+
+def copy_to_device(array, ptr, cuda_stream, non_blocking: bool, producer_stream, device_id: int) -> None:
+    """Copy a C-contiguous CuPy `array` to device memory at `ptr`, ordered after `producer_stream` (the stream that
+    made the array), on `cuda_stream` (default: the producer's); wait for it on the host unless `non_blocking`."""
+    import cupy
+
+    handle = getattr(cuda_stream, "cuda_stream", getattr(cuda_stream, "ptr", cuda_stream))
+    with cupy.cuda.Device(device_id):
+        source = cupy.ascontiguousarray(array)
+        stream = cupy.cuda.ExternalStream(int(handle)) if handle else producer_stream or cupy.cuda.get_current_stream()
+        if producer_stream is not None and stream is not producer_stream:
+            stream.wait_event(producer_stream.record())
+        target = cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(_address(ptr), source.nbytes, None, device_id), 0)
+        target.copy_from_device_async(source.data, source.nbytes, stream)
+        if not non_blocking:
+            stream.synchronize()
 
 
 class BufferPool:

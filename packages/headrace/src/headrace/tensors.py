@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headrace.batch import TensorListCPU, TensorListGPU
+from headrace.batch import TensorListCPU, TensorListGPU, copy_to_device
 
 
 class TensorCPU:
@@ -13,9 +13,10 @@ class TensorCPU:
 
     device = "cpu"
 
-    def __init__(self, array, layout: str = ""):
+    def __init__(self, array, layout: str = "", source_info: str = ""):
         self._array = np.asarray(array)
         self._layout = layout or ""
+        self._source_info = source_info
 
     def shape(self) -> list[int]:
         return list(self._array.shape)
@@ -31,8 +32,31 @@ class TensorCPU:
     def layout(self) -> str:
         return self._layout
 
+    def set_layout(self, layout: str | None) -> None:
+        self._layout = layout or ""
+
+    def source_info(self) -> str:
+        """Where the data came from (a file name), as DALI's; '' when unknown."""
+        return self._source_info
+
     def as_array(self) -> np.ndarray:
         return self._array
+
+    def as_cpu(self) -> TensorCPU:
+        """The tensor itself: it is on the host already (DALI's passthrough)."""
+        return self
+
+    def data_ptr(self) -> int:
+        """The address of the tensor's first element (made C-contiguous first)."""
+        self._array = np.ascontiguousarray(self._array)
+        return self._array.ctypes.data
+
+    def copy_to_external(self, ptr) -> None:
+        """Copy the tensor's elements to host memory at `ptr` (an int or ctypes.c_void_p), as DALI's."""
+        import ctypes
+
+        data = np.ascontiguousarray(self._array)
+        ctypes.memmove(int(getattr(ptr, "value", ptr) or 0), data.ctypes.data, data.nbytes)
 
     def squeeze(self, dim: int | None = None) -> bool:
         """Drop extents of 1 (all of them, or `dim`) in place; whether anything changed, as DALI's."""
@@ -58,9 +82,11 @@ class TensorGPU:
 
     device = "gpu"
 
-    def __init__(self, array, layout: str = ""):
+    def __init__(self, array, layout: str = "", source_info: str = "", stream=None, device_id: int = 0):
         self._array = array
         self._layout = layout or ""
+        self._source_info = source_info
+        self.stream, self.device_id = stream, device_id
 
     def shape(self) -> list[int]:
         return list(self._array.shape)
@@ -69,8 +95,37 @@ class TensorGPU:
     def dtype(self) -> np.dtype:
         return np.dtype(self._array.dtype)
 
+    @property
+    def ndim(self) -> int:
+        return self._array.ndim
+
     def layout(self) -> str:
         return self._layout
+
+    def set_layout(self, layout: str | None) -> None:
+        self._layout = layout or ""
+
+    def source_info(self) -> str:
+        return self._source_info
+
+    def squeeze(self, dim: int | None = None) -> bool:
+        """Drop extents of 1 (all of them, or `dim`) in place; whether anything changed, as DALI's."""
+        before = tuple(self._array.shape)
+        self._array = self._array.squeeze(axis=dim)
+        return tuple(self._array.shape) != before
+
+    def data_ptr(self) -> int:
+        """The device address of the tensor's first element (made C-contiguous first)."""
+        import cupy
+
+        self._array = cupy.ascontiguousarray(self._array)
+        return int(self._array.data.ptr)
+
+    def copy_to_external(self, ptr, cuda_stream=None, non_blocking: bool = False, use_copy_kernel: bool = False
+                         ) -> None:
+        """Copy the tensor to device memory at `ptr` on `cuda_stream` (default: the stream that made it), as DALI's;
+        waits for the copy unless `non_blocking` (use_copy_kernel is accepted)."""
+        copy_to_device(self._array, ptr, cuda_stream, non_blocking, self.stream, self.device_id)
 
     def as_cpu(self) -> TensorCPU:
         return TensorCPU(self._array.get(), self._layout)
