@@ -1,7 +1,8 @@
 """DALI's Pipeline methods and properties that ported code calls, in headrace and in DALI's CPU build (marker dali) with
 the same script: `Pipeline.current()` while a pipeline is defined, the executor options reported back, the queue
 sizes of a split prefetch depth, `num_outputs`, the declared `output_dtype` / `output_ndim` and the check of every run
-against them, `feed_input(data_node=...)`, `checkpoint(filename=...)` and `start_py_workers()`. Exact."""
+against them, `feed_input(data_node=...)`, `checkpoint(filename=...)`, `start_py_workers()`, and the type
+conversions `types.to_numpy_type` / `types.to_dali_type`. Exact."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from ops_support import needs_dali
+from ops_support import HAS_DALI, needs_dali
 
 import headrace
 
@@ -145,3 +146,16 @@ def test_start_py_workers_builds_the_pipeline():
 
 def _sample(info) -> np.ndarray:
     return np.array([info.idx_in_epoch], np.int32)
+
+
+@pytest.mark.dali
+@pytest.mark.skipif(not HAS_DALI, reason="nvidia-dali-cuda130 is not installed")
+@pytest.mark.parametrize("type_name", ["UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+                                       "FLOAT16", "FLOAT", "FLOAT64", "BOOL"])
+def test_type_conversions_as_dali(type_name):
+    ours, theirs = api("headrace").types, api("dali").types
+    assert ours.to_numpy_type(getattr(ours, type_name)) is theirs.to_numpy_type(getattr(theirs, type_name))
+    numpy_type = theirs.to_numpy_type(getattr(theirs, type_name))
+    assert int(ours.to_dali_type(numpy_type)) == int(theirs.to_dali_type(numpy_type))
+    with pytest.raises(TypeError, match="could not be converted"):
+        ours.to_dali_type(np.complex64)

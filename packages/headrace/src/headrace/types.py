@@ -29,6 +29,19 @@ globals().update(DALIImageType.__members__)
 globals().update(DALIInterpType.__members__)
 
 
+def to_numpy_type(dali_type: DALIDataType | int) -> type:
+    """The numpy scalar type of a DALI data type (`types.to_numpy_type(types.FLOAT)` is numpy.float32), as DALI's."""
+    return to_numpy_dtype(dali_type).type
+
+
+def to_dali_type(framework_type) -> DALIDataType:
+    """The DALI data type of a numpy type or dtype (or its name), as DALI's; TypeError when there is none."""
+    try:
+        return from_numpy_dtype(np.dtype(framework_type))
+    except (TypeError, KeyError, ValueError):
+        raise TypeError(f"'{framework_type}' could not be converted into any known DALIDataType.") from None
+
+
 def Constant(value, dtype=None, shape=None, layout: str | None = None,  # noqa: N802
              device: str | None = None) -> DataNode | ScalarConstant | DeferredConstant:
     """A constant tensor, like `nvidia.dali.types.Constant` (same argument order; Python ints default to INT32,
