@@ -2,7 +2,9 @@
 meet "unknown argument". Against DALI's own schemas (its CPU build, marker dali): for each op both libraries have,
 every public, non-deprecated DALI argument is declared by headrace's schema, unless `NOT_SUPPORTED` names it with
 the reason; a concrete default of headrace's equals DALI's (floats within 1e-6) unless `OTHER_DEFAULTS` says why
-not. Then the arguments added for compatibility are run against DALI's CPU build on the same inputs: exact."""
+not; an argument DALI takes per sample (a DataNode) is per-sample here too unless `NOT_PER_SAMPLE` says why not. Then
+the arguments added for compatibility are run against DALI's CPU build on the same inputs: exact (random draws: their
+shapes and types, and the values drawn from a given set)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,16 @@ NOT_SUPPORTED = {
                                                   "save_preprocessed_annotations_dir")},
 }
 """(op, DALI argument) that headrace does not take, and why."""
+
+NOT_PER_SAMPLE = {
+    **{("pad", arg): "pad takes its arguments for the whole batch" for arg in ("align", "axes", "fill_value")},
+    **{(op, "axes"): "the sliced axes are the batch's" for op in ("slice", "decoders.image_slice")},
+    ("reshape", "src_dims"): "the kept axes are the batch's",
+    ("tensor_resize", "interp_type"): "the filter is the batch's",
+    **{("readers.numpy", arg): "a reader's arguments are literal: the region is the batch's" for arg in
+       ("roi_start", "roi_end", "roi_shape", "rel_roi_start", "rel_roi_end", "rel_roi_shape")},
+}
+"""(op, argument) that DALI takes per sample (a DataNode) and headrace only as a literal, and why."""
 
 OTHER_DEFAULTS = {
     ("noise.shot", "factor"): "DALI 2.4 documents 20 and applies 12 when none is given (tests/test_ops_noise.py)",
@@ -121,6 +133,48 @@ def test_concrete_defaults_are_dali_defaults():
             if not _same_default(default, dali_text):
                 wrong.append(f"{name}: {arg} defaults to {default!r} here, {dali_text} in DALI")
     assert not wrong, wrong
+
+
+def test_per_sample_arguments_are_per_sample_here_too():
+    literal_only, stale = [], []
+    for name, schema in sorted(_dali_schemas().items()):
+        ours = SCHEMAS[name].all_args
+        for arg in _dali_arguments(schema):
+            if arg not in ours or not schema.IsTensorArgument(arg):
+                continue
+            if not ours[arg].tensor_input and (name, arg) not in NOT_PER_SAMPLE:
+                literal_only.append(f"{name}: {arg}")
+            if ours[arg].tensor_input and (name, arg) in NOT_PER_SAMPLE:
+                stale.append(f"{name}: {arg}")
+    assert not literal_only, f"arguments DALI takes per sample and headrace does not: {literal_only}"
+    assert not stale, f"NOT_PER_SAMPLE entries that no longer apply: {stale}"
+
+
+def _random_draws(api, shapes, values):
+    @api.pipeline_def(batch_size=len(shapes), num_threads=1, device_id=None, seed=4)
+    def pipe():
+        shape = api.fn.external_source(source=lambda: shapes)
+        picked = api.fn.external_source(source=lambda: values)
+        return (api.fn.random.uniform(shape=shape, range=[0, 1]), api.fn.random.normal(shape=shape),
+                api.fn.random.coin_flip(shape=shape), api.fn.random.uniform(shape=[64], values=picked))
+
+    built = pipe()
+    built.build()
+    return [[np.array(out.at(i)) for i in range(len(shapes))] for out in built.run()]
+
+
+def test_random_draws_with_per_sample_shapes_and_values_as_dali():
+    import headrace
+
+    shapes = [np.array([2, 3], np.int32), np.array([4, 1], np.int32), np.array([0, 5], np.int32)]
+    values = [np.array([1.0, 2.0], np.float32), np.array([5.0], np.float32), np.array([-1.0, 0.5, 7.0], np.float32)]
+    ours = _random_draws(headrace, shapes, values)
+    theirs = _random_draws(importlib.import_module("nvidia.dali"), shapes, values)
+    for mine, dalis in zip(ours, theirs, strict=True):  # random: the shapes and types, not the numbers
+        assert [(a.shape, a.dtype) for a in mine] == [(b.shape, b.dtype) for b in dalis]
+    for drawn, allowed in zip(ours[3], values, strict=True):
+        assert set(drawn.tolist()) <= set(allowed.tolist())
+    assert all(0 <= a.min() and a.max() < 1 for a in ours[0] if a.size)
 
 
 def test_transpose_without_perm_reverses_the_axes_as_dali():

@@ -296,3 +296,16 @@ def test_gpu_draws_without_an_input_and_with_per_sample_arguments():
                  _run_on("cpu", lambda x: fn.random.normal(shape=[6], seed=8), batch))
     with_means = lambda x: fn.random.normal(x, mean=fn.external_source(source=lambda: means), seed=8)  # noqa: E731
     _assert_same(_run_on("gpu", with_means, batch), _run_on("cpu", with_means, batch))
+
+
+@pytest.mark.gpu
+def test_gpu_draws_with_per_sample_shapes_and_values():
+    shapes = [np.array(s, np.int32) for s in ([2, 3], [4, 1], [0, 5])]
+    values = [np.array(v, np.float32) for v in ([1.0, 2.0], [5.0], [-1.0, 0.5, 7.0])]
+    batch = [np.zeros(1, np.float32)] * 3
+
+    def graph(device):
+        return lambda x: fn.random.uniform(shape=fn.external_source(source=lambda: shapes), seed=8, device=device,
+                                           values=fn.external_source(source=lambda: values))
+
+    _assert_same(_run_on("gpu", graph("gpu"), batch), _run_on("cpu", graph("cpu"), batch))

@@ -12,7 +12,10 @@ from headrace_kernels.rng import sample_rng
 
 
 def _shape(args) -> tuple[int, ...]:
-    return tuple(args.get("shape") or ())
+    shape = tuple(int(d) for d in (args.get("shape") or ()))
+    if any(d < 0 for d in shape):
+        raise ValueError(f"argument 'shape': {list(shape)} has a negative extent")
+    return shape
 
 
 def _scalar(value) -> float:
