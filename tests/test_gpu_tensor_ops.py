@@ -189,10 +189,10 @@ def test_one_hot_matches_cpu():
         _assert_matches(cpu, gpu, exact=True)
 
 
-def test_one_hot_of_fractional_labels_is_a_clear_error():
-    batch = [np.array([1.0, 2.0], np.float32), np.array([0.5], np.float32)]
-    with pytest.raises(SampleError, match="one_hot .*GPU.* sample 1 .*integer class labels"):
-        run_graph(batch, lambda d, dev: fn.one_hot(d, num_classes=3), "gpu")
+def test_one_hot_truncates_fractional_labels_as_the_cpu():
+    batch = [np.array([1.0, 2.7, -0.5, -1.5, np.nan, np.inf], np.float32), np.array([0.5], np.float64)]
+    cpu, gpu = cpu_and_gpu(batch, lambda d, dev: fn.one_hot(d, num_classes=3))
+    _assert_matches(cpu, gpu, exact=True)
 
 
 def test_constant_on_the_gpu_and_comparisons_on_gpu_data():

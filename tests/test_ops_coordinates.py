@@ -146,3 +146,20 @@ def test_output_specs_agree_with_the_outputs():
                 fn.coord_transform(ints, M=[1.0, 1.0], dtype=types.INT32), fn.coord_transform(points))
 
     assert_specs_agree(pipe(), points=POINTS, ints=INTS)
+
+
+@pytest.mark.parametrize("layout", ["NX", None])
+@needs_dali[0]
+@needs_dali[1]
+def test_output_keeps_the_input_layout_as_dali(layout):
+    import nvidia.dali
+
+    def layout_of(api):
+        @api.pipeline_def(batch_size=1, num_threads=1, device_id=None)
+        def pipe():
+            points = api.fn.external_source(source=lambda: [np.ones((3, 2), np.float32)], layout=layout)
+            return api.fn.coord_transform(points, M=[2.0, 0, 0, 1, 1, 1])
+
+        return run_once(pipe()).layout()
+
+    assert layout_of(headrace) == layout_of(nvidia.dali) == (layout or "")

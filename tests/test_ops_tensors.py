@@ -160,7 +160,11 @@ def test_matches_dali():
                                                                                     "align": [3]}),
              ("pad", ([np.ones((3, 4), np.float32), np.ones((5, 2), np.float32)],), {"shape": [6, -1]}),
              ("one_hot", ([np.array(2, np.int32), np.array(4, np.int32)],), {"num_classes": 5}),
-             ("one_hot", ([np.array([2, 1], np.int32), np.array([0, 4], np.int32)],), {"num_classes": 5, "axis": 0})]
+             ("one_hot", ([np.array([2, 1], np.int32), np.array([0, 4], np.int32)],), {"num_classes": 5, "axis": 0}),
+             # labels out of range match no class; fractional ones are truncated toward zero, as DALI casts them
+             ("one_hot", ([np.array([-1, 7, 5, 4], np.int32)],), {"num_classes": 5}),
+             ("one_hot", ([np.array([2.7, 0.2, -0.5, -1.5, 4.99], np.float32)],), {"num_classes": 5}),
+             ("one_hot", ([np.array([2.5], np.float64)],), {"num_classes": 5})]
     for op, inputs, kwargs in cases:
         for a, b in zip(run_headrace(op, *inputs, **kwargs), run_dali(op, *inputs, **kwargs), strict=True):
             assert a.dtype == b.dtype, op

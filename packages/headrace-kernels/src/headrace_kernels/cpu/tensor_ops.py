@@ -132,10 +132,10 @@ def one_hot_axis(ndim: int, args: dict, layout: str) -> int:
 @cpu_kernel("one_hot")
 def one_hot(inputs, args, ctx):
     labels = np.asarray(inputs[0])
-    if labels.dtype.kind not in "iub":
-        if labels.dtype.kind != "f" or not np.all(labels == np.round(labels)):
-            raise ValueError(f"one_hot needs integer class labels, got {labels.dtype}")
-        labels = labels.astype(np.int64)
+    if labels.dtype.kind == "f":  # truncated toward zero, as DALI casts them; NaN and infinities match no class
+        labels = np.where(np.isfinite(labels), np.trunc(labels), -1).astype(np.int64)
+    elif labels.dtype.kind not in "iub":
+        raise ValueError(f"one_hot needs numeric class labels, got {labels.dtype}")
     classes = args["num_classes"]
     if classes < 0:
         raise ValueError(f"num_classes must be 0 or more, got {classes}")

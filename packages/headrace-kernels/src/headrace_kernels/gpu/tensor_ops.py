@@ -291,10 +291,10 @@ def one_hot(labels, args: dict, dense: bool, layout: str = ""):
     """One-hot codes of a sample's labels (or of a dense batch's, `dense`), values saturated to `dtype`; `layout` is
     the input's ('' if none)."""
     cp = cupy()
-    if labels.dtype.kind not in "iub":
-        if labels.dtype.kind != "f" or not bool(cp.all(labels == cp.round(labels))):
-            raise ValueError(f"one_hot needs integer class labels, got {labels.dtype}")
-        labels = labels.astype(cp.int64)
+    if labels.dtype.kind == "f":  # truncated toward zero, as DALI casts them; NaN and infinities match no class
+        labels = cp.where(cp.isfinite(labels), cp.trunc(labels), -1).astype(cp.int64)
+    elif labels.dtype.kind not in "iub":
+        raise ValueError(f"one_hot needs numeric class labels, got {labels.dtype}")
     classes = args["num_classes"]
     if classes < 0:
         raise ValueError(f"num_classes must be 0 or more, got {classes}")

@@ -10,12 +10,12 @@ register = registrar(__name__)
 
 
 def _transformed(a: SpecArgs) -> list[OutputSpec]:
-    """The input's points with m components each (m the rows of M), of element type `dtype` (default float32)."""
+    """The input's points with m components each (m = M's rows), of element type `dtype`, in the input's layout."""
     first = a.first
     dims = None
     if first.dims is not None and first.dims:
         dims = (*first.dims[:-1], _rows(a, first.dims[-1]))
-    return [OutputSpec(numpy_dtype(a.args["dtype"]), None, dims)]
+    return [OutputSpec(numpy_dtype(a.args["dtype"]), first.layout, dims)]
 
 
 def _rows(a: SpecArgs, n: int) -> int:
