@@ -123,10 +123,7 @@ class TensorListCPU(_TensorList):
     def copy_to_external(self, ptr) -> None:
         """Copy the batch's elements, back to back, to host memory at `ptr` (an int or ctypes.c_void_p), as DALI's
         plugins hand their tensors' memory."""
-        import ctypes
-
-        data = self._contiguous()
-        ctypes.memmove(_address(ptr), data.ctypes.data, data.nbytes)
+        copy_to_host(self._contiguous(), ptr)
 
     def __array__(self, dtype=None, copy=None):
         array = self.as_array()
@@ -296,6 +293,14 @@ def _address(ptr) -> int:
     """An address given as an int or a ctypes pointer."""
     value = getattr(ptr, "value", ptr)
     return int(value or 0)
+
+
+def copy_to_host(array: np.ndarray, ptr) -> None:
+    """Copy `array`'s elements, C order, to host memory at `ptr` (an int or a ctypes pointer)."""
+    import ctypes
+
+    data = np.ascontiguousarray(array)
+    ctypes.memmove(_address(ptr), data.ctypes.data, data.nbytes)
 
 
 def copy_to_device(array, ptr, cuda_stream, non_blocking: bool, producer_stream, device_id: int) -> None:

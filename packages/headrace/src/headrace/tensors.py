@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headrace.batch import TensorListCPU, TensorListGPU, copy_to_device
+from headrace.batch import TensorListCPU, TensorListGPU, copy_to_device, copy_to_host
 
 
 class TensorCPU:
@@ -53,10 +53,7 @@ class TensorCPU:
 
     def copy_to_external(self, ptr) -> None:
         """Copy the tensor's elements to host memory at `ptr` (an int or ctypes.c_void_p), as DALI's."""
-        import ctypes
-
-        data = np.ascontiguousarray(self._array)
-        ctypes.memmove(int(getattr(ptr, "value", ptr) or 0), data.ctypes.data, data.nbytes)
+        copy_to_host(self._array, ptr)
 
     def squeeze(self, dim: int | None = None) -> bool:
         """Drop extents of 1 (all of them, or `dim`) in place; whether anything changed, as DALI's."""
