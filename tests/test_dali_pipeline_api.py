@@ -1,7 +1,7 @@
 """DALI's Pipeline methods and properties that ported code calls, in headrace and in DALI's CPU build (marker dali) with
-the same script: `Pipeline.current()` while a pipeline is defined, the executor options reported back, the queue
-sizes of a split prefetch depth, `num_outputs`, the declared `output_dtype` / `output_ndim` and the check of every run
-against them, `feed_input(data_node=...)`, `checkpoint(filename=...)`, `start_py_workers()`, and the type
+the same script: the constructor's positional order, `Pipeline.current()` while a pipeline is defined, the executor
+options reported back, the queue sizes of a split prefetch depth, `num_outputs`, the declared `output_dtype` /
+`output_ndim` / `output_layout` and the check of every run against them, `feed_input(data_node=...)`, `checkpoint(filename=...)`, `start_py_workers()`, and the type
 conversions `types.to_numpy_type` / `types.to_dali_type`. Exact."""
 
 from __future__ import annotations
@@ -159,3 +159,30 @@ def test_type_conversions_as_dali(type_name):
     assert int(ours.to_dali_type(numpy_type)) == int(theirs.to_dali_type(numpy_type))
     with pytest.raises(TypeError, match="could not be converted"):
         ours.to_dali_type(np.complex64)
+
+
+@pytest.mark.parametrize("name", APIS)
+def test_positional_arguments_in_dali_order(name):
+    a = api(name)
+    pipe = a.Pipeline(4, 1, None, 7, True, 3, True, 0, False)  # batch_size .. set_affinity, as DALI's signature
+    assert (pipe.max_batch_size, pipe.num_threads, pipe.seed, pipe.prefetch_queue_depth) == (4, 1, 7, 3)
+    assert (pipe.exec_pipelined, pipe.exec_async, pipe.set_affinity) == (True, True, False)
+
+
+@pytest.mark.parametrize("name", APIS)
+@pytest.mark.parametrize("layout, fails", [("HWC", False), (["HWC"], False), ("XYZ", True), (None, False)])
+def test_declared_output_layouts_are_checked_on_every_run(name, layout, fails):
+    a = api(name)
+
+    @a.pipeline_def(batch_size=1, num_threads=1, device_id=None, output_layout=layout, py_callback_pickler=None,
+                    stream_policy=None, concurrency=None)
+    def pipe():
+        return a.fn.external_source(source=lambda: [np.zeros((2, 2, 3), np.uint8)], layout="HWC")
+
+    built = pipe()
+    built.build()
+    if fails:
+        with pytest.raises(a.errors, match="ayout"):
+            built.run()
+    else:
+        assert built.run()[0].layout() == "HWC"

@@ -25,11 +25,11 @@ from headrace.errors import SchemaError
 from headrace.graph import DataNode, Graph, as_node, building
 
 _CPU_ONLY_DEVICE_ID = -99999
-_PIPELINE_ARGS = ("batch_size", "num_threads", "device_id", "seed", "prefetch_queue_depth", "enable_checkpointing",
-                  "enable_conditionals", "checkpoint", "executor_options")
-_DALI_ONLY = ("exec_async", "exec_pipelined", "exec_dynamic", "experimental_exec_dynamic", "set_affinity",
-              "max_streams", "default_cuda_stream_priority", "bytes_per_sample", "py_num_workers",
-              "py_start_method", "enable_memory_stats", "output_dtype", "output_ndim")
+_PIPELINE_ARGS = ("batch_size", "num_threads", "device_id", "seed", "exec_pipelined", "prefetch_queue_depth",
+                  "exec_async", "bytes_per_sample", "set_affinity", "max_streams", "default_cuda_stream_priority",
+                  "enable_checkpointing", "enable_conditionals", "checkpoint", "executor_options")
+_DALI_ONLY = ("exec_dynamic", "experimental_exec_dynamic", "py_num_workers", "py_start_method", "py_callback_pickler",
+              "enable_memory_stats", "output_dtype", "output_ndim", "output_layout", "stream_policy", "concurrency")
 _DALI_OPTION_DEFAULTS = {"exec_async": True, "exec_pipelined": True, "exec_dynamic": True, "set_affinity": False,
                          "max_streams": -1, "default_cuda_stream_priority": 0, "enable_memory_stats": False}
 """What DALI's Pipeline reports for its executor options when they are not given: headrace accepts them (and
@@ -47,9 +47,14 @@ class Pipeline:
     """A graph plus its executor, as DALI's Pipeline: `with pipe:` defines it, `run()` returns batches."""
 
     def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = 0, seed: int = -1,
-                 prefetch_queue_depth: int = 2, enable_checkpointing: bool = False,
+                 exec_pipelined: bool = True, prefetch_queue_depth: int | dict = 2, exec_async: bool = True,
+                 bytes_per_sample: int = 0, set_affinity: bool = False, max_streams: int | None = -1,
+                 default_cuda_stream_priority: int | None = 0, *, enable_checkpointing: bool = False,
                  enable_conditionals: bool = False, checkpoint: dict | str | os.PathLike | None = None,
                  executor_options: ExecutorOptions | dict | None = None, **dali_options: Any):
+        """DALI's arguments, in DALI's positional order (`Pipeline(batch_size, num_threads, device_id, seed,
+        exec_pipelined, prefetch_queue_depth, ...)`); the executor options among them are accepted and reported
+        back, and `executor_options` sets headrace's own."""
         unknown = set(dali_options) - set(_DALI_ONLY)
         if unknown:
             close = difflib.get_close_matches(sorted(unknown)[0], [*_PIPELINE_ARGS, *_DALI_ONLY], n=1)
@@ -61,8 +66,12 @@ class Pipeline:
             raise SchemaError(f"Pipeline: py_num_workers must be >= 1 and py_start_method 'fork', 'spawn' or "
                               f"'forkserver', got {self.py_num_workers} and {self.py_start_method!r}")
         self._dali_options = {k: v for k, v in dali_options.items() if k in _DALI_OPTION_DEFAULTS}
+        self._dali_options.update(exec_pipelined=exec_pipelined, exec_async=exec_async, set_affinity=set_affinity,
+                                  max_streams=-1 if max_streams is None else max_streams,
+                                  default_cuda_stream_priority=default_cuda_stream_priority or 0)
         self._expected_dtypes = dali_options.get("output_dtype")
         self._expected_ndims = dali_options.get("output_ndim")
+        self._expected_layouts = dali_options.get("output_layout")
         self._queue_sizes = dict(prefetch_queue_depth) if isinstance(prefetch_queue_depth, dict) else None
         if isinstance(prefetch_queue_depth, dict):  # DALI's {"cpu_size": .., "gpu_size": ..}
             prefetch_queue_depth = max(prefetch_queue_depth.values())
@@ -165,13 +174,18 @@ class Pipeline:
         return list(declared)
 
     def _check_outputs(self, outputs: Sequence) -> None:
-        """Each output against its declared element type and number of dimensions (DALI's output_dtype and
-        output_ndim), as DALI checks them after every run."""
-        if self._expected_dtypes is None and self._expected_ndims is None:
+        """Each output against its declared element type, number of dimensions and layout (DALI's output_dtype,
+        output_ndim and output_layout), as DALI checks them after every run."""
+        if self._expected_dtypes is None and self._expected_ndims is None and self._expected_layouts is None:
             return
         from headrace.enums import to_numpy_dtype
 
-        for i, (batch, dtype, ndim) in enumerate(zip(outputs, self.output_dtype(), self.output_ndim(), strict=True)):
+        layouts = self._expected("output_layout", self._expected_layouts)
+        for i, (batch, dtype, ndim, layout) in enumerate(zip(outputs, self.output_dtype(), self.output_ndim(),
+                                                              layouts, strict=True)):
+            if layout and batch.layout() != layout:
+                raise SchemaError(f"pipeline output {i} has layout {batch.layout()!r}, the pipeline declares "
+                                  f"{layout!r} (output_layout)")
             if not len(batch):
                 continue
             if dtype is not None and batch.dtype != to_numpy_dtype(dtype):
