@@ -1,8 +1,9 @@
 """DALI's Pipeline methods and properties that ported code calls, in headrace and in DALI's CPU build (marker dali) with
 the same script: the constructor's positional order, `Pipeline.current()` while a pipeline is defined, the executor
 options reported back, the queue sizes of a split prefetch depth, `num_outputs`, the declared `output_dtype` /
-`output_ndim` / `output_layout` and the check of every run against them, `feed_input(data_node=...)`, `checkpoint(filename=...)`, `start_py_workers()`, and the type
-conversions `types.to_numpy_type` / `types.to_dali_type`. Exact."""
+`output_ndim` / `output_layout` and the check of every run against them, `feed_input(data_node=...)`,
+`checkpoint(filename=...)`, `start_py_workers()`, and the type conversions `types.to_numpy_type` /
+`types.to_dali_type`. Exact."""
 
 from __future__ import annotations
 
