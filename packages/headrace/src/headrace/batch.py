@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from headrace.single_tensors import TensorCPU, TensorGPU, copy_to_device, copy_to_host
 from headrace_kernels.gpu.ragged import PackedSamples
 
 
@@ -90,10 +91,6 @@ class TensorListCPU(_TensorList):
         self.as_array()
         return self
 
-    def as_cpu(self) -> TensorListCPU:
-        """The batch itself: it is on the host already (DALI's passthrough)."""
-        return self
-
     def _contiguous(self) -> np.ndarray:
         """The samples' elements back to back, in one C-contiguous array (the dense batch where it is one)."""
         if self._dense is not None or self.is_dense_tensor():
@@ -116,8 +113,6 @@ class TensorListCPU(_TensorList):
 
     def as_reshaped_tensor(self, shape: Sequence[int]):
         """The batch's elements, back to back, as one tensor of `shape` (DALI's)."""
-        from headrace.tensors import TensorCPU
-
         return TensorCPU(self._contiguous().reshape(tuple(shape)), self._layout)
 
     def copy_to_external(self, ptr) -> None:
@@ -217,8 +212,6 @@ class TensorListGPU(_TensorList):
 
     def as_reshaped_tensor(self, shape: Sequence[int]):
         """The dense batch as one tensor of `shape` (DALI's)."""
-        from headrace.tensors import TensorGPU
-
         return TensorGPU(self.as_array().reshape(tuple(shape)), self._layout)
 
     def copy_to_external(self, ptr, cuda_stream=None, non_blocking: bool = False, use_copy_kernel: bool = False
@@ -287,37 +280,6 @@ class TensorListGPU(_TensorList):
     def shape(self) -> list[tuple[int, ...]]:
         return [tuple(self.at(i).shape) for i in range(len(self))]
 
-
-
-def _address(ptr) -> int:
-    """An address given as an int or a ctypes pointer."""
-    value = getattr(ptr, "value", ptr)
-    return int(value or 0)
-
-
-def copy_to_host(array: np.ndarray, ptr) -> None:
-    """Copy `array`'s elements, C order, to host memory at `ptr` (an int or a ctypes pointer)."""
-    import ctypes
-
-    data = np.ascontiguousarray(array)
-    ctypes.memmove(_address(ptr), data.ctypes.data, data.nbytes)
-
-
-def copy_to_device(array, ptr, cuda_stream, non_blocking: bool, producer_stream, device_id: int) -> None:
-    """Copy a C-contiguous CuPy `array` to device memory at `ptr`, ordered after `producer_stream` (the stream that
-    made the array), on `cuda_stream` (default: the producer's); wait for it on the host unless `non_blocking`."""
-    import cupy
-
-    handle = getattr(cuda_stream, "cuda_stream", getattr(cuda_stream, "ptr", cuda_stream))
-    with cupy.cuda.Device(device_id):
-        source = cupy.ascontiguousarray(array)
-        stream = cupy.cuda.ExternalStream(int(handle)) if handle else producer_stream or cupy.cuda.get_current_stream()
-        if producer_stream is not None and stream is not producer_stream:
-            stream.wait_event(producer_stream.record())
-        target = cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(_address(ptr), source.nbytes, None, device_id), 0)
-        target.copy_from_device_async(source.data, source.nbytes, stream)
-        if not non_blocking:
-            stream.synchronize()
 
 
 class BufferPool:
