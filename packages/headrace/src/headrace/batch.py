@@ -212,7 +212,8 @@ class TensorListGPU(_TensorList):
 
     def as_reshaped_tensor(self, shape: Sequence[int]):
         """The dense batch as one tensor of `shape` (DALI's)."""
-        return TensorGPU(self.as_array().reshape(tuple(shape)), self._layout)
+        return TensorGPU(self.as_array().reshape(tuple(shape)), self._layout, stream=self.stream,
+                         device_id=self.device_id)
 
     def copy_to_external(self, ptr, cuda_stream=None, non_blocking: bool = False, use_copy_kernel: bool = False
                          ) -> None:

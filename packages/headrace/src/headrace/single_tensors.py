@@ -21,14 +21,14 @@ def copy_to_host(array: np.ndarray, ptr) -> None:
 
 
 def copy_to_device(array, ptr, cuda_stream, non_blocking: bool, producer_stream, device_id: int) -> None:
-    """Copy a C-contiguous CuPy `array` to device memory at `ptr`, ordered after `producer_stream` (the stream that
-    made the array), on `cuda_stream` (default: the producer's); wait for it on the host unless `non_blocking`."""
+    """Copy a CuPy `array`'s elements, C order, to device memory at `ptr`, ordered after `producer_stream` (the
+    stream that made the array), on `cuda_stream` (default: the producer's); wait for it unless `non_blocking`."""
     import cupy
 
-    handle = getattr(cuda_stream, "cuda_stream", getattr(cuda_stream, "ptr", cuda_stream))
+    handle = _address(getattr(cuda_stream, "cuda_stream", getattr(cuda_stream, "ptr", cuda_stream)))
     with cupy.cuda.Device(device_id):
         source = cupy.ascontiguousarray(array)
-        stream = cupy.cuda.ExternalStream(int(handle)) if handle else producer_stream or cupy.cuda.get_current_stream()
+        stream = cupy.cuda.ExternalStream(handle) if handle else producer_stream or cupy.cuda.get_current_stream()
         if producer_stream is not None and stream is not producer_stream:
             stream.wait_event(producer_stream.record())
         target = cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(_address(ptr), source.nbytes, None, device_id), 0)
