@@ -74,6 +74,30 @@ def test_image_ops_refuse_other_known_layouts():
         pipe()
 
 
+@pytest.mark.parametrize("op, kwargs", [("flip", {}), ("resize", {"resize_x": 8, "resize_y": 6}),
+                                        ("experimental.resize", {"size": [6, 8]}), ("crop", {"crop": [4, 4]}),
+                                        ("crop_mirror_normalize", {}), ("random_resized_crop", {"size": [6, 8]})])
+@pytest.mark.parametrize("layout", ["CHW", "FCHW"])
+def test_geometry_ops_refuse_planar_images_instead_of_reading_them_as_hwc(op, kwargs, layout):
+    # DALI reads CHW and FCHW as planar images; these ops read HWC only: a planar input is an error naming the op and
+    # its input, not a flip of the wrong axes or a resize of the channels (as before)
+    def call(data):
+        f = fn
+        for part in op.split("."):
+            f = getattr(f, part)
+        return f(data, **kwargs)
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        data = fn.external_source(source=lambda: [np.zeros((2, 3, 10, 14), np.uint8)] * 2, batch=True)
+        return call(fn.reshape(data, layout=layout) if layout == "FCHW" else
+                    fn.transpose(fn.external_source(source=images, batch=True, layout="HWC"), perm=[2, 0, 1]))
+
+    with pytest.raises(SchemaError, match=rf"{op} \(node '.*'\) needs HW or HWC data, but its input '.*' has "
+                                          rf"layout {layout}"):
+        pipe()
+
+
 def test_axis_name_missing_from_the_layout_is_an_error():
     @pipeline_def(batch_size=2, num_threads=1, device_id=None)
     def pipe():

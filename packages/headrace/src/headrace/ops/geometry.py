@@ -23,6 +23,10 @@ INTERP_ARGS = (
 )
 """The resampling arguments of the resize family, as DALI's (min_filter / mag_filter chosen per axis)."""
 
+INTERLEAVED = ("HW", "HWC")
+"""The layouts the image geometry ops read (and 'F' + one of them, a sequence). DALI's also take planar (CHW) and
+volumetric (DHWC) data; here those are refused with the op's name rather than read as HWC."""
+
 RESAMPLE_HINT_ARGS = (
     Arg("minibatch_size", "int", 32, _DALI_HINT),
     Arg("temp_buffer_hint", "int", 0, _DALI_HINT),
@@ -163,6 +167,7 @@ for _name, _doc in (("resize", ""), ("experimental.resize", " (DALI has it on th
     register(OpSchema(
         name=_name, doc=_RESIZE_DOC + _doc, args=RESIZE_ARGS, min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
         num_outputs=_resize_outputs, rule=_resize_rule, state="none", output_spec=_resized, sequences=True,
+        input_layouts=INTERLEAVED,
     ))
 
 register(OpSchema(
@@ -171,7 +176,7 @@ register(OpSchema(
     renamed_args={"output_dtype": "dtype"},
     args=(*CROP_WINDOW_ARGS, Arg("dtype", "dtype", None, "Output element type; default the input's.")),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none", output_spec=_cropped, sequences=True,
+    state="none", output_spec=_cropped, sequences=True, input_layouts=INTERLEAVED,
 ))
 
 register(OpSchema(
@@ -195,7 +200,7 @@ register(OpSchema(
             "out_of_bounds_policy='pad', else 0."),
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none", output_spec=_normalized, sequences=True,
+    state="none", output_spec=_normalized, sequences=True, input_layouts=INTERLEAVED,
 ))
 
 register(OpSchema(
@@ -213,6 +218,7 @@ register(OpSchema(
         *RESAMPLE_HINT_ARGS,
     ),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"), random=True, state="rng", output_spec=_random_resized,
+    input_layouts=INTERLEAVED,
 ))
 
 register(OpSchema(
@@ -221,5 +227,5 @@ register(OpSchema(
     args=(Arg("horizontal", "int", 1, "1 flips left-right.", tensor_input=True),
           Arg("vertical", "int", 0, "1 flips top-bottom.", tensor_input=True)),
     min_inputs=1, max_inputs=1, devices=("cpu", "gpu"),
-    state="none", output_spec=same_as_input, sequences=True,
+    state="none", output_spec=same_as_input, sequences=True, input_layouts=INTERLEAVED,
 ))
