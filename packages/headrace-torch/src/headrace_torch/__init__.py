@@ -6,10 +6,10 @@
 from headrace_torch.distributed import shard_args
 from headrace_torch.epoch import LastBatchPolicy
 from headrace_torch.iterator import ClassificationIterator, GenericIterator
-from headrace_torch.tensors import to_torch
+from headrace_torch.tensors import feed_ndarray, to_torch, to_torch_type
 
 DALIGenericIterator = GenericIterator
 DALIClassificationIterator = ClassificationIterator
 
 __all__ = ["ClassificationIterator", "DALIClassificationIterator", "DALIGenericIterator", "GenericIterator",
-           "LastBatchPolicy", "shard_args", "to_torch"]
+           "LastBatchPolicy", "feed_ndarray", "shard_args", "to_torch", "to_torch_type"]
