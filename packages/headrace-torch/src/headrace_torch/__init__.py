@@ -5,6 +5,7 @@
 
 from headrace_torch.distributed import shard_args
 from headrace_torch.epoch import LastBatchPolicy
+from headrace_torch.functions import TorchPythonFunction
 from headrace_torch.iterator import ClassificationIterator, GenericIterator
 from headrace_torch.tensors import feed_ndarray, to_torch, to_torch_type
 
@@ -12,4 +13,4 @@ DALIGenericIterator = GenericIterator
 DALIClassificationIterator = ClassificationIterator
 
 __all__ = ["ClassificationIterator", "DALIClassificationIterator", "DALIGenericIterator", "GenericIterator",
-           "LastBatchPolicy", "feed_ndarray", "shard_args", "to_torch", "to_torch_type"]
+           "LastBatchPolicy", "TorchPythonFunction", "feed_ndarray", "shard_args", "to_torch", "to_torch_type"]
