@@ -296,4 +296,4 @@ def _without_fills(batch: dict[str, torch.Tensor], fills: list[int]) -> dict[str
         return batch
     dropped = set(fills)
     keep = [i for i in range(len(next(iter(batch.values())))) if i not in dropped]
-    return {name: t[keep] for name, t in batch.items()}
+    return {name: [t[i] for i in keep] if isinstance(t, list) else t[keep] for name, t in batch.items()}
