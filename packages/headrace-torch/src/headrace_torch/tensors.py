@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from headrace.enums import DALIDataType
+from headrace.enums import DALIDataType, to_numpy_dtype
 
 
 def _torch_types() -> dict:
@@ -14,10 +14,7 @@ def _torch_types() -> dict:
              DALIDataType.FLOAT16: torch.float16, DALIDataType.UINT8: torch.uint8, DALIDataType.INT8: torch.int8,
              DALIDataType.BOOL: torch.bool, DALIDataType.INT16: torch.int16, DALIDataType.INT32: torch.int32,
              DALIDataType.INT64: torch.int64}
-    numpy_names = {DALIDataType.FLOAT: "float32", DALIDataType.FLOAT64: "float64", DALIDataType.FLOAT16: "float16",
-                   DALIDataType.UINT8: "uint8", DALIDataType.INT8: "int8", DALIDataType.BOOL: "bool",
-                   DALIDataType.INT16: "int16", DALIDataType.INT32: "int32", DALIDataType.INT64: "int64"}
-    return {**pairs, **{np.dtype(numpy_names[k]): v for k, v in pairs.items()}}
+    return {**pairs, **{to_numpy_dtype(dali_type): torch_type for dali_type, torch_type in pairs.items()}}
 
 
 to_torch_type = _torch_types()
