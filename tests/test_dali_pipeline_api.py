@@ -2,8 +2,8 @@
 the same script: the constructor's positional order, `Pipeline.current()` while a pipeline is defined, the executor
 options reported back, the queue sizes of a split prefetch depth, `num_outputs`, the declared `output_dtype` /
 `output_ndim` / `output_layout` and the check of every run against them, `feed_input(data_node=...)`,
-`checkpoint(filename=...)`, `start_py_workers()`, and the type conversions `types.to_numpy_type` /
-`types.to_dali_type`. Exact."""
+`checkpoint(filename=...)`, `start_py_workers()`, `save_graph_to_dot_file()` (the same op-to-op edges), and the type
+conversions `types.to_numpy_type` / `types.to_dali_type`. Exact."""
 
 from __future__ import annotations
 
@@ -187,3 +187,38 @@ def test_declared_output_layouts_are_checked_on_every_run(name, layout, fails):
             built.run()
     else:
         assert built.run()[0].layout() == "HWC"
+
+
+def _dot_edges(text: str, names: set[str]) -> set[tuple[str, str]]:
+    """The op-to-op edges of DOT text between the nodes `names` (DALI adds nodes of its own)."""
+    edges = set()
+    for line in text.splitlines():
+        if "->" in line and "[label" not in line:
+            left, right = (part.strip().strip(";").split("[")[0].strip('"') for part in line.split("->"))
+            if left in names and right in names:
+                edges.add((left, right))
+    return edges
+
+
+@pytest.mark.parametrize("name", APIS)
+def test_save_graph_to_dot_file(name, tmp_path):
+    a = api(name)
+
+    @a.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        images = a.fn.external_source(source=lambda: [np.zeros((4, 4, 3), np.uint8)] * 2, layout="HWC", name="src")
+        angle = a.fn.random.uniform(range=[-10, 10], name="angle")
+        return a.fn.rotate(a.fn.flip(images, name="flipper"), angle=angle, name="rotator"), \
+            a.fn.cast(images, dtype=a.types.FLOAT, name="caster")
+
+    built = pipe()
+    built.build()
+    path = tmp_path / "graph.dot"
+    built.save_graph_to_dot_file(str(path))
+    text = path.read_text()
+    assert text.startswith("digraph") and text.rstrip().endswith("}")
+    names = {"src", "angle", "flipper", "rotator", "caster"}
+    assert _dot_edges(text, names) == {("src", "flipper"), ("flipper", "rotator"), ("angle", "rotator"),
+                                       ("src", "caster")}
+    built.save_graph_to_dot_file(str(path), show_tensors=True, use_colors=True)
+    assert "shape=box" in path.read_text() and "color=" in path.read_text()

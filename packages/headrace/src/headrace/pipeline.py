@@ -215,6 +215,16 @@ class Pipeline:
     def gpu_queue_size(self) -> int:
         return int(self._queue_sizes["gpu_size"]) if self._queue_sizes else self.prefetch_queue_depth
 
+    def save_graph_to_dot_file(self, filename: str | os.PathLike, *, show_tensors: bool = False,
+                               show_ids: bool | None = None, use_colors: bool = False) -> None:
+        """Write the graph as Graphviz DOT text (DALI's): an edge from each op to every op reading its outputs;
+        `show_tensors` adds a box per output, `use_colors` colours the ops by device (`show_ids`: accepted, no effect,
+        as in DALI)."""
+        from headrace.graph_dot import dot_text
+
+        self.build()
+        Path(filename).write_text(dot_text(self._executor.nodes, show_tensors, use_colors))
+
     def start_py_workers(self) -> None:
         """Start the worker processes of the parallel external sources now (DALI's: before anything makes a CUDA
         context, when they are forked); headrace starts them when it builds, before its GPU stage."""
