@@ -284,7 +284,11 @@ def _start_error(text: str) -> str:
 
 
 def _tail(text: str, lines: int = 40) -> str:
-    """The log's error lines (why a model failed to load, cut to 800 characters each), then its last lines."""
-    errors = [line[:800] for line in text.splitlines() if line[:1] == "E" and line[1:5].isdigit()][:6]
-    tail = "\n".join(text.splitlines()[-lines:])
-    return "\n".join(errors) + "\n...\n" + tail if errors else tail
+    """The log's error lines (why a model failed to load, cut to 800 characters each), then its last lines; with no
+    error line, its first lines too (an option tritonserver refused is named above the usage text it prints)."""
+    every = text.splitlines()
+    errors = [line[:800] for line in every if line[:1] == "E" and line[1:5].isdigit()][:6]
+    tail = "\n".join(every[-lines:])
+    if errors:
+        return "\n".join(errors) + "\n...\n" + tail
+    return "\n".join(every[:5]) + "\n...\n" + tail if len(every) > lines else tail
