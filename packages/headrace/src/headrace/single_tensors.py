@@ -37,82 +37,13 @@ def copy_to_device(array, ptr, cuda_stream, non_blocking: bool, producer_stream,
             stream.synchronize()
 
 
-class TensorCPU:
-    """One tensor on the host, as DALI's TensorCPU: `shape()`, `dtype`, `layout()`, numpy and DLPack views."""
-
-    device = "cpu"
+class _Tensor:
+    """What the host and device tensors share: the array, a layout, where the data came from."""
 
     def __init__(self, array, layout: str = "", source_info: str = ""):
-        self._array = np.asarray(array)
-        self._layout = layout or ""
-        self._source_info = source_info
-
-    def shape(self) -> list[int]:
-        return list(self._array.shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._array.dtype
-
-    @property
-    def ndim(self) -> int:
-        return self._array.ndim
-
-    def layout(self) -> str:
-        return self._layout
-
-    def set_layout(self, layout: str | None) -> None:
-        self._layout = layout or ""
-
-    def source_info(self) -> str:
-        """Where the data came from (a file name), as DALI's; '' when unknown."""
-        return self._source_info
-
-    def as_array(self) -> np.ndarray:
-        return self._array
-
-    def as_cpu(self) -> TensorCPU:
-        """The tensor itself: it is on the host already (DALI's passthrough)."""
-        return self
-
-    def data_ptr(self) -> int:
-        """The address of the tensor's first element (made C-contiguous first)."""
-        self._array = np.ascontiguousarray(self._array)
-        return self._array.ctypes.data
-
-    def copy_to_external(self, ptr) -> None:
-        """Copy the tensor's elements to host memory at `ptr` (an int or ctypes.c_void_p), as DALI's."""
-        copy_to_host(self._array, ptr)
-
-    def squeeze(self, dim: int | None = None) -> bool:
-        """Drop extents of 1 (all of them, or `dim`) in place; whether anything changed, as DALI's."""
-        before = self._array.shape
-        self._array = np.squeeze(self._array, axis=dim)
-        return self._array.shape != before
-
-    def __array__(self, dtype=None, copy=None):
-        return self._array.astype(dtype) if dtype is not None else self._array
-
-    def __dlpack__(self, stream=None, **kwargs):
-        return self._array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._array.__dlpack_device__()
-
-    def __repr__(self) -> str:
-        return f"TensorCPU(shape={self.shape()}, dtype={self.dtype}, layout={self._layout!r})"
-
-
-class TensorGPU:
-    """One tensor in GPU memory (a CuPy array), as DALI's TensorGPU: `shape()`, `layout()`, `as_cpu()`, DLPack."""
-
-    device = "gpu"
-
-    def __init__(self, array, layout: str = "", source_info: str = "", stream=None, device_id: int = 0):
         self._array = array
         self._layout = layout or ""
         self._source_info = source_info
-        self.stream, self.device_id = stream, device_id
 
     def shape(self) -> list[int]:
         return list(self._array.shape)
@@ -132,6 +63,7 @@ class TensorGPU:
         self._layout = layout or ""
 
     def source_info(self) -> str:
+        """Where the data came from (a file name), as DALI's; '' when unknown."""
         return self._source_info
 
     def squeeze(self, dim: int | None = None) -> bool:
@@ -139,6 +71,54 @@ class TensorGPU:
         before = tuple(self._array.shape)
         self._array = self._array.squeeze(axis=dim)
         return tuple(self._array.shape) != before
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(shape={self.shape()}, dtype={self.dtype}, layout={self._layout!r})"
+
+
+class TensorCPU(_Tensor):
+    """One tensor on the host, as DALI's TensorCPU: `shape()`, `dtype`, `layout()`, numpy and DLPack views."""
+
+    device = "cpu"
+
+    def __init__(self, array, layout: str = "", source_info: str = ""):
+        super().__init__(np.asarray(array), layout, source_info)
+
+    def as_array(self) -> np.ndarray:
+        return self._array
+
+    def as_cpu(self) -> TensorCPU:
+        """The tensor itself: it is on the host already (DALI's passthrough)."""
+        return self
+
+    def data_ptr(self) -> int:
+        """The address of the tensor's first element (made C-contiguous first)."""
+        self._array = np.ascontiguousarray(self._array)
+        return self._array.ctypes.data
+
+    def copy_to_external(self, ptr) -> None:
+        """Copy the tensor's elements to host memory at `ptr` (an int or ctypes.c_void_p), as DALI's."""
+        copy_to_host(self._array, ptr)
+
+    def __array__(self, dtype=None, copy=None):
+        return self._array.astype(dtype) if dtype is not None else self._array
+
+
+class TensorGPU(_Tensor):
+    """One tensor in GPU memory (a CuPy array), as DALI's TensorGPU: `shape()`, `layout()`, `as_cpu()`, DLPack; the
+    stream that made it, which copies wait for."""
+
+    device = "gpu"
+
+    def __init__(self, array, layout: str = "", source_info: str = "", stream=None, device_id: int = 0):
+        super().__init__(array, layout, source_info)
+        self.stream, self.device_id = stream, device_id
 
     def data_ptr(self) -> int:
         """The device address of the tensor's first element (made C-contiguous first)."""
@@ -154,17 +134,8 @@ class TensorGPU:
         copy_to_device(self._array, ptr, cuda_stream, non_blocking, self.stream, self.device_id)
 
     def as_cpu(self) -> TensorCPU:
-        return TensorCPU(self._array.get(), self._layout)
-
-    def __dlpack__(self, stream=None, **kwargs):
-        return self._array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._array.__dlpack_device__()
+        return TensorCPU(self._array.get(), self._layout, self._source_info)
 
     @property
     def __cuda_array_interface__(self) -> dict:
         return self._array.__cuda_array_interface__
-
-    def __repr__(self) -> str:
-        return f"TensorGPU(shape={self.shape()}, dtype={self.dtype}, layout={self._layout!r})"
