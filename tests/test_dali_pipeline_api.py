@@ -2,8 +2,9 @@
 the same script: the constructor's positional order, `Pipeline.current()` while a pipeline is defined, the executor
 options reported back, the queue sizes of a split prefetch depth, `num_outputs`, the declared `output_dtype` /
 `output_ndim` / `output_layout` and the check of every run against them, `feed_input(data_node=...)`,
-`checkpoint(filename=...)`, `start_py_workers()`, `save_graph_to_dot_file()` (the same op-to-op edges), and the type
-conversions `types.to_numpy_type` / `types.to_dali_type`. Exact."""
+`checkpoint(filename=...)`, `start_py_workers()`, `save_graph_to_dot_file()` (the same op-to-op edges), the type
+conversions `types.to_numpy_type` / `types.to_dali_type`, and the numba plugin's paths (`plugin.numba.fn` as an
+attribute, the legacy `NumbaFunction` with DALI's positional arguments). Exact."""
 
 from __future__ import annotations
 
@@ -222,3 +223,29 @@ def test_save_graph_to_dot_file(name, tmp_path):
                                        ("src", "caster")}
     built.save_graph_to_dot_file(str(path), show_tensors=True, use_colors=True)
     assert "shape=box" in path.read_text() and "color=" in path.read_text()
+
+
+def _double(out0, in0):
+    out0[:] = in0 * 2
+
+
+@pytest.mark.parametrize("name", APIS)
+def test_numba_plugin_paths_as_dali(name):
+    plugin = importlib.import_module("headrace.plugin.numba" if name == "headrace" else "nvidia.dali.plugin.numba")
+    a = api(name)
+    data = [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((1, 4), np.float32)]
+    types = [a.types.FLOAT], [a.types.FLOAT], [2], [2]
+
+    @a.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        x = a.fn.external_source(source=lambda: data)
+        by_function = plugin.fn.experimental.numba_function(x, run_fn=_double, out_types=types[0], in_types=types[1],
+                                                            outs_ndim=types[2], ins_ndim=types[3])
+        by_class = plugin.NumbaFunction(_double, *types)(x)  # the legacy class, DALI's positional order
+        return by_function, by_class
+
+    built = pipe()
+    built.build()
+    for out in built.run():
+        for i, sample in enumerate(data):
+            np.testing.assert_array_equal(np.array(out.at(i)), sample * 2)
