@@ -105,7 +105,7 @@ def test_gaussian_blur_even_window_names_the_sample():
 # ---- colour ----
 
 @gpu
-@pytest.mark.parametrize("dtype", [np.uint8, np.float32], ids=["u8", "f32"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float16], ids=["u8", "f32", "f16"])
 def test_hsv_and_color_twist_are_exact(dtype):
     batch = _images(SHAPES, 3, dtype)
     for kwargs in (dict(hue=30.0, saturation=1.4, value=0.8), dict(hue=-170.0, saturation=0.2, value=1.3)):

@@ -141,3 +141,19 @@ def test_compiled_colour_map_is_the_numpy_reference_bit_for_bit(dtype):
             want = color_ops.apply_reference(image, value * 0.7 * color_ops.hsv_matrix(hue, saturation, 1.0),
                                              value * (1 - 0.7) * center)
             np.testing.assert_array_equal(got, color_ops.round_saturate(want, image.dtype))
+
+
+@needs_dali[0]
+@needs_dali[1]
+@pytest.mark.parametrize("op, kwargs", [("hsv", {"hue": 25.0, "saturation": 1.3, "value": 0.9}),
+                                        ("hue", {"hue": 40.0}), ("saturation", {"saturation": 0.4}),
+                                        ("color_twist", {"hue": 30.0, "saturation": 1.2, "brightness": 1.1,
+                                                         "contrast": 0.8})])
+def test_half_precision_images_as_dali(op, kwargs):
+    # float16 images: the same float32 map, written in each op's output type (hsv's default is UINT8), bit for bit
+    rng = np.random.default_rng(1)
+    images = [rng.uniform(0, 1, (5, 7, 3)).astype(np.float16) for _ in range(2)]
+    for ours, theirs in zip(run_headrace(op, images, layout="HWC", **kwargs),
+                            run_dali(op, images, layout="HWC", **kwargs), strict=True):
+        assert ours.dtype == theirs.dtype
+        np.testing.assert_array_equal(ours, theirs)

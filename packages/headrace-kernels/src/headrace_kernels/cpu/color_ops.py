@@ -67,6 +67,8 @@ def _apply(image: np.ndarray, matrix: np.ndarray, offset: float, args) -> np.nda
     dtype = numpy_dtype(args["dtype"]) if args.get("dtype") is not None else image.dtype
     weights = matrix.astype(np.float32)
     out = np.empty(image.shape, np.float32)
+    if image.dtype == np.float16:  # numba has no half type: widened first (exactly), the map is float32 anyway
+        image = image.astype(np.float32)
     _affine_rgb(np.ascontiguousarray(image).reshape(-1, 3), weights, np.float32(offset), out.reshape(-1, 3))
     return round_saturate(out, dtype)
 
