@@ -4,7 +4,8 @@ every public, non-deprecated DALI argument is declared by headrace's schema, unl
 the reason; a concrete default of headrace's equals DALI's (floats within 1e-6) unless `OTHER_DEFAULTS` says why
 not; an argument DALI takes per sample (a DataNode) is per-sample here too unless `NOT_PER_SAMPLE` says why not. Then
 the arguments added for compatibility are run against DALI's CPU build on the same inputs: exact (random draws: their
-shapes and types, and the values drawn from a given set)."""
+shapes and types, and the values drawn from a given set); `external_source(repeat_last=True)` against DALI's
+documentation, which its CPU build cannot run."""
 
 from __future__ import annotations
 
@@ -29,8 +30,6 @@ NOT_SUPPORTED = {
                                              "fast_resize_crop_mirror")},
     ("flip", "depthwise"): _VOLUMES,
     ("rotate", "axis"): _VOLUMES,
-    ("external_source", "repeat_last"): "DALI's CPU build cannot run it (its feed asks for a CUDA stream order), so "
-                                        "there is no reference to hold an implementation to",
     **{("readers.coco", arg): "DALI's binary cache of parsed annotations; headrace parses the annotation file at "
                               "build" for arg in ("preprocessed_annotations", "save_preprocessed_annotations",
                                                   "save_preprocessed_annotations_dir")},
@@ -234,3 +233,48 @@ def test_hints_are_accepted_everywhere_and_change_nothing():
 
     with pytest.raises(SchemaError, match="hybrid_huffman_threshold"):
         negative_threshold()
+
+
+def _fed(repeat_last: bool = True):
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        return fn.external_source(name="x", repeat_last=repeat_last) * 2
+
+    built = pipe()
+    built.build()
+    return built
+
+
+def _run(pipe, **feeds) -> list[int]:
+    return [int(v) for v in pipe.run(**feeds)[0].as_array().reshape(-1)]
+
+
+def test_repeat_last_reuses_the_last_batch_until_a_new_one_is_fed():
+    # DALI documents it ("the last batch is re-fed when running the operator and no new data was provided since the
+    # previous run"); its CPU build cannot run it (its feed asks for a CUDA stream order), so this holds headrace to
+    # the documentation
+    pipe = _fed()
+    a, b, c = (np.array([[v], [v + 1]], np.int32) for v in (1, 5, 9))
+    assert _run(pipe, x=a) == [2, 4]
+    assert _run(pipe) == [2, 4]  # nothing new fed: the last batch again
+    pipe.feed_input("x", b)
+    pipe.feed_input("x", c)
+    assert _run(pipe) == [10, 12]  # batches fed ahead are taken in turn
+    assert _run(pipe) == [18, 20]
+    assert _run(pipe) == [18, 20]
+
+
+def test_repeat_last_needs_a_first_batch_and_no_source():
+    with pytest.raises(SchemaError, match="was fed no data"):
+        _run(_fed())
+    with pytest.raises(SchemaError, match="was fed no data"):  # without repeat_last every run needs its batch
+        pipe = _fed(repeat_last=False)
+        _run(pipe, x=np.array([[1], [2]], np.int32))
+        _run(pipe)
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def with_source():
+        return fn.external_source(source=lambda: [np.zeros(1, np.int32)] * 2, repeat_last=True)
+
+    with pytest.raises(SchemaError, match="repeat_last=True is for a source fed by run"):
+        with_source().build()

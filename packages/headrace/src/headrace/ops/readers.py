@@ -85,6 +85,9 @@ register(OpSchema(
         Arg("dtype", "dtype", None, "Expected element type; a mismatching sample is an error."),
         Arg("ndim", "int", None, "Expected number of dimensions of each sample."),
         Arg("layout", "str", None, "Layout of each sample, e.g. 'HWC'."),
+        Arg("repeat_last", "bool", False, "For a fed source (no `source`): a run that finds no batch fed since the "
+            "last one uses the last batch again, as DALI's (for inputs that change rarely, e.g. in a server). "
+            "Incompatible with `source`."),
         Arg("no_copy", "bool", False, _DALI_HINT),
         Arg("blocking", "bool", False, _DALI_HINT),
         Arg("num_outputs", "int", None, "The number of outputs: the source then gives a tuple of that many "

@@ -36,6 +36,11 @@ class ExternalSource:
         self.ndim, self.layout = args.get("ndim"), args.get("layout")
         self.parallel, self.depth = bool(args.get("parallel")), max(1, int(args.get("prefetch_queue_depth") or 1))
         self.fed: list = []
+        self.repeat_last = bool(args.get("repeat_last"))
+        self._last_fed = None  # with repeat_last: the batch a run without a new feed uses again
+        if self.repeat_last and self.source is not None:
+            raise SchemaError(f"external_source '{node}': repeat_last=True is for a source fed by run() or "
+                              "feed_input(), not for one with a `source`")
         self.batches_taken = 0
         self._iterator = None
         self._skip = 0
@@ -177,10 +182,12 @@ class ExternalSource:
 
     def next_batch(self, iteration: int) -> tuple[list[list[np.ndarray]], list[str]]:
         if self.source is None:
-            if not self.fed:
+            if not self.fed and self._last_fed is None:
                 raise SchemaError(f"external_source '{self.node}' has no source and was fed no data: pass it to "
                                   f"run({self.node}=...) or call feed_input('{self.node}', ...)")
-            data = self.fed.pop(0)
+            data = self.fed.pop(0) if self.fed else self._last_fed
+            if self.repeat_last:
+                self._last_fed = data
         else:
             data = self._from_source(iteration)
         columns = self._columns(data)
