@@ -100,16 +100,14 @@ class TensorListCPU(_TensorList):
     def data_ptr(self) -> int:
         """The address of the first element of the batch, whose samples lie back to back (DALI's); samples of
         different shapes are first gathered into one buffer, which they then view."""
-        if self._dense is None and not self.is_dense_tensor():
-            flat = self._contiguous()
+        flat = self._contiguous()
+        if self._dense is not None:  # the dense batch itself, or its contiguous copy in its place
+            self._dense = flat
+        else:
             ends = np.cumsum([s.size for s in self._samples])
             self._samples = [flat[end - s.size:end].reshape(s.shape) for end, s in zip(ends, self._samples,
                                                                                      strict=True)]
-            return flat.ctypes.data
-        array = self.as_array()
-        if not array.flags.c_contiguous:
-            self._dense = array = np.ascontiguousarray(array)
-        return array.ctypes.data
+        return flat.ctypes.data
 
     def as_reshaped_tensor(self, shape: Sequence[int]):
         """The batch's elements, back to back, as one tensor of `shape` (DALI's)."""

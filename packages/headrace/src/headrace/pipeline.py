@@ -21,6 +21,7 @@ from headrace.batch import TensorListCPU
 from headrace.engine.executor import Executor
 from headrace.engine.options import ExecutorOptions
 from headrace.engine.workers import WorkerOptions
+from headrace.enums import to_numpy_dtype
 from headrace.errors import SchemaError
 from headrace.graph import DataNode, Graph, as_node, building
 
@@ -30,10 +31,6 @@ _PIPELINE_ARGS = ("batch_size", "num_threads", "device_id", "seed", "exec_pipeli
                   "enable_checkpointing", "enable_conditionals", "checkpoint", "executor_options")
 _DALI_ONLY = ("exec_dynamic", "experimental_exec_dynamic", "py_num_workers", "py_start_method", "py_callback_pickler",
               "enable_memory_stats", "output_dtype", "output_ndim", "output_layout", "stream_policy", "concurrency")
-_DALI_OPTION_DEFAULTS = {"exec_async": True, "exec_pipelined": True, "exec_dynamic": True, "set_affinity": False,
-                         "max_streams": -1, "default_cuda_stream_priority": 0, "enable_memory_stats": False}
-"""What DALI's Pipeline reports for its executor options when they are not given: headrace accepts them (and
-reports them back) but runs its own executor whatever they say."""
 _CURRENT = threading.local()  # the pipelines being defined in this thread, innermost last (Pipeline.current)
 
 
@@ -65,10 +62,12 @@ class Pipeline:
         if self.py_num_workers < 1 or self.py_start_method not in ("fork", "spawn", "forkserver"):
             raise SchemaError(f"Pipeline: py_num_workers must be >= 1 and py_start_method 'fork', 'spawn' or "
                               f"'forkserver', got {self.py_num_workers} and {self.py_start_method!r}")
-        self._dali_options = {k: v for k, v in dali_options.items() if k in _DALI_OPTION_DEFAULTS}
-        self._dali_options.update(exec_pipelined=exec_pipelined, exec_async=exec_async, set_affinity=set_affinity,
-                                  max_streams=-1 if max_streams is None else max_streams,
-                                  default_cuda_stream_priority=default_cuda_stream_priority or 0)
+        # DALI's executor options, reported back as given (DALI's defaults otherwise); headrace runs its own executor
+        self.exec_pipelined, self.exec_async, self.set_affinity = exec_pipelined, exec_async, set_affinity
+        self.max_streams = -1 if max_streams is None else max_streams
+        self.default_cuda_stream_priority = default_cuda_stream_priority or 0
+        self.exec_dynamic = dali_options.get("exec_dynamic", True)
+        self.enable_memory_stats = dali_options.get("enable_memory_stats", False)
         self._expected_dtypes = dali_options.get("output_dtype")
         self._expected_ndims = dali_options.get("output_ndim")
         self._expected_layouts = dali_options.get("output_layout")
@@ -178,8 +177,6 @@ class Pipeline:
         output_ndim and output_layout), as DALI checks them after every run."""
         if self._expected_dtypes is None and self._expected_ndims is None and self._expected_layouts is None:
             return
-        from headrace.enums import to_numpy_dtype
-
         layouts = self._expected("output_layout", self._expected_layouts)
         for i, (batch, dtype, ndim, layout) in enumerate(zip(outputs, self.output_dtype(), self.output_ndim(),
                                                               layouts, strict=True)):
@@ -195,12 +192,6 @@ class Pipeline:
             if ndim is not None and got != ndim:
                 raise SchemaError(f"pipeline output {i} has {got} dimensions, the pipeline declares {ndim} "
                                   "(output_ndim)")
-
-    def __getattr__(self, name: str) -> Any:
-        # DALI's executor options, reported as given (or DALI's defaults); headrace's own executor runs either way
-        if name in _DALI_OPTION_DEFAULTS:
-            return self.__dict__.get("_dali_options", {}).get(name, _DALI_OPTION_DEFAULTS[name])
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     @property
     def exec_separated(self) -> bool:
