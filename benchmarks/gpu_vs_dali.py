@@ -32,7 +32,8 @@ def train(api, data: str, hw_load: float):
     fn, types = api.fn, api.types
     jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, name="Reader")
     images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw_load,
-                                           random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 1.333])
+                                           random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 1.333],
+                                           **api.decoder_args)
     images = fn.resize(images, resize_x=224, resize_y=224)
     images = fn.crop_mirror_normalize(images, dtype=types.FLOAT16, output_layout="CHW", mean=IMAGENET_MEAN,
                                       std=IMAGENET_STD, mirror=fn.random.coin_flip(probability=0.5))
@@ -42,7 +43,8 @@ def train(api, data: str, hw_load: float):
 def validation(api, data: str, hw_load: float):
     fn, types = api.fn, api.types
     jpegs, labels = fn.readers.file(file_root=data, random_shuffle=False, name="Reader")
-    images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw_load)
+    images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw_load,
+                               **api.decoder_args)
     images = fn.resize(images, resize_shorter=256)
     images = fn.crop_mirror_normalize(images, crop=(224, 224), dtype=types.FLOAT16, output_layout="CHW",
                                       mean=IMAGENET_MEAN, std=IMAGENET_STD)
@@ -55,7 +57,8 @@ CASES = {"train 0.65": (train, 0.65), "train 1.0": (train, 1.0), "validation": (
 class Library:
     """One library's `fn`, `types` and `pipeline_def`, imported by name."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, decoder_args: dict | None = None):
+        self.decoder_args = decoder_args or {}  # extra arguments of this library's decoder nodes
         if name == "dali":
             import nvidia.dali as root
             from nvidia.dali import fn, pipeline_def, types
@@ -208,6 +211,8 @@ def main() -> None:
                         help="each pipeline alone in a new process: first batch and GPU memory, not the rates")
     parser.add_argument("--libs", nargs="+", default=["dali", "headrace"], choices=["dali", "headrace"])
     parser.add_argument("--repeats", type=int, default=2, help="--fresh: new processes per library and case")
+    parser.add_argument("--headrace-huffman-threshold", type=int,
+                        help="hybrid_huffman_threshold of headrace's decoders only (DALI keeps its default)")
     parser.add_argument("--child", nargs=2, metavar=("LIB", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -222,7 +227,9 @@ def main() -> None:
         if args.fresh:
             fresh_processes(args, data)
             return
-        libs = [Library("dali"), Library("headrace")]
+        ours = {} if args.headrace_huffman_threshold is None else \
+            {"hybrid_huffman_threshold": args.headrace_huffman_threshold}
+        libs = [Library("dali"), Library("headrace", ours)]
         count = sum(1 for p in Path(data).rglob("*") if p.is_file())
         batches = -(-count // args.batch_size)
         rows = []

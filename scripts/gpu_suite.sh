@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# On a GPU machine: the `gpu`-marked tests, their files dealt round-robin to N pytest processes run at once
+# (the device image has no pytest-xdist). Logs go to $OUT (or /tmp); the exit status is the worst of the N.
+# Usage: scripts/gpu_suite.sh [N=3] [extra pytest arguments...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+n="${1:-3}"; shift || true
+out="${OUT:-/tmp}"
+export PYTHONPATH="$PWD/packages/headrace/src:$PWD/packages/headrace-kernels/src:$PWD/packages/headrace-torch/src:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+mapfile -t files < <(grep -l "mark.gpu\|pytestmark.*gpu" tests/test_*.py | sort)
+pids=()
+for ((k = 0; k < n; k++)); do
+  part=()
+  for ((i = k; i < ${#files[@]}; i += n)); do part+=("${files[i]}"); done
+  python3 -m pytest -q -p no:cacheprovider -m gpu -rfEs "$@" "${part[@]}" >"$out/gpu_suite_$k.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for k in "${!pids[@]}"; do
+  wait "${pids[k]}"; rc=$?
+  [ "$rc" -gt "$status" ] && status=$rc
+  echo "== process $k (exit $rc)"; tail -n 25 "$out/gpu_suite_$k.log"
+done
+exit "$status"
