@@ -58,6 +58,24 @@ def crop_size(args: dict[str, Any], height: int, width: int) -> tuple[int, int]:
     return (int(h) if h else height), (int(w) if w else width)
 
 
+def _resize_request(args: dict[str, Any]) -> tuple[str, list[np.float32]]:
+    """(mode, wanted (h, w) in float32) of resize's arguments: resize_shorter is 'not_smaller' with the same
+    extent on both axes, resize_longer 'not_larger'; else `mode` with `size` or resize_y / resize_x."""
+    f32 = np.float32
+    shorter, longer = args.get("resize_shorter") or 0, args.get("resize_longer") or 0
+    if shorter or longer:
+        return ("not_smaller" if shorter else "not_larger"), [f32(shorter or longer)] * 2
+    size = args.get("size")
+    wanted = [f32(v) for v in (size if size else (args.get("resize_y") or 0, args.get("resize_x") or 0))]
+    return args.get("mode") or "default", wanted
+
+
+def _resize_limits(args: dict[str, Any]) -> list[np.float32] | None:
+    """max_size as float32 (h, w) limits (one value bounds both), or None where not given."""
+    max_size = args.get("max_size")
+    return [np.float32(max_size[0]), np.float32(max_size[-1])] if max_size else None
+
+
 def _requested_size(height: int, width: int, args: dict[str, Any]) -> tuple[np.float32, np.float32]:
     """The (h, w) that `resize` asks for an input of (height, width), before rounding, by DALI's rules and in its
     float32 arithmetic (so that sizes on a .5 boundary round the same way): resize_shorter is 'not_smaller' with
@@ -65,20 +83,12 @@ def _requested_size(height: int, width: int, args: dict[str, Any]) -> tuple[np.f
     one's scale, in 'stretch' mode it stays; max_size clamps each extent (default/stretch) or bounds the common
     scale."""
     f32 = np.float32
-    shorter, longer = args.get("resize_shorter") or 0, args.get("resize_longer") or 0
-    if shorter or longer:
-        mode = "not_smaller" if shorter else "not_larger"
-        wanted = [f32(shorter or longer)] * 2
-    else:
-        mode = args.get("mode") or "default"
-        size = args.get("size")
-        wanted = [f32(v) for v in (size if size else (args.get("resize_y") or 0, args.get("resize_x") or 0))]
+    mode, wanted = _resize_request(args)
     in_size = [f32(height), f32(width)]
     given = [w != 0 and i != 0 for w, i in zip(wanted, in_size, strict=True)]
     scale = [float(f32(w / i)) if i else 1.0 for w, i in zip(wanted, in_size, strict=True)]
     out = list(wanted)
-    max_size = args.get("max_size")
-    limits = [f32(max_size[0]), f32(max_size[-1])] if max_size else None
+    limits = _resize_limits(args)
     if not any(given):
         out = list(in_size)
     elif mode in ("default", "stretch"):
@@ -146,3 +156,75 @@ def resize_plan(height: int, width: int, args: dict[str, Any]) -> tuple[int, int
                 centre = extent / 2
                 region[axis], region[axis + 2] = centre - centre * adjustment, centre + centre * adjustment
     return out_h, out_w, tuple(region)
+
+
+def _common_scale(scale: np.ndarray, given: np.ndarray, mode: str, limits: list[np.float32] | None,
+                  in_size: np.ndarray) -> np.ndarray:
+    """The per-row scale of the not_smaller / not_larger modes, as `_requested_size` picks it: the larger (smaller)
+    |scale| of the given axes, the first axis kept on ties, then bounded by max_size / extent. Comparisons run in
+    the scalar loop's order, so NaN and ties fall the same way."""
+    magnitude = np.abs(scale)
+    final = np.where(given[:, 0], magnitude[:, 0], magnitude[:, 1])
+    better = magnitude[:, 1] > final if mode == "not_smaller" else magnitude[:, 1] < final
+    final = np.where(given[:, 0] & given[:, 1] & better, magnitude[:, 1], final)
+    for axis, limit in enumerate(limits or ()):
+        if limit > 0:
+            bound = float(limit) / in_size[:, axis].astype(np.float64)
+            final = np.where(bound < final, bound, final)
+    return final
+
+
+def _requested_sizes(in_size: np.ndarray, args: dict[str, Any]) -> np.ndarray:
+    """`_requested_size` of every row of `in_size` ((n, 2) float32 heights and widths), in the same mix of float32
+    and float64 steps, so each row is the scalar's to the bit. Rows with a zero extent are not meaningful here."""
+    mode, wanted = _resize_request(args)
+    if len(wanted) != 2:
+        raise ValueError(f"resize needs 2 requested extents (y, x), got {len(wanted)}")
+    want = np.array(wanted, np.float32)
+    limits = _resize_limits(args)
+    given = (want != 0) & (in_size != 0)
+    scale = np.where(in_size != 0, (want / np.where(in_size != 0, in_size, 1)).astype(np.float64), 1.0)
+    out = np.broadcast_to(want, in_size.shape)
+    if mode in ("default", "stretch"):
+        missing = given.any(axis=1, keepdims=True) & ~given
+        if mode == "default":
+            common = np.abs(np.where(given[:, :1], scale[:, :1], scale[:, 1:]))  # the first given axis's scale
+            filled = (in_size.astype(np.float64) * common).astype(np.float32)
+        else:
+            filled = in_size
+        out = np.where(missing, filled, out)
+        if limits:
+            bound = np.array(limits, np.float32)
+            out = np.where((0 < bound) & (bound < np.abs(out)), bound, out)
+    else:
+        final = _common_scale(scale, given, mode, limits, in_size)[:, None]
+        scaled = (in_size.astype(np.float64) * final).astype(np.float32)
+        out = np.where(given & (np.abs(scale) == final), out, scaled)
+    return np.where(given.any(axis=1, keepdims=True), out, in_size)
+
+
+def resize_plans(heights: np.ndarray, widths: np.ndarray, args: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """`resize_plan` of every (height, width) at once: (n, 2) int64 output sizes and (n, 4) float64 source regions
+    (y0, x0, y1, x1), equal bit for bit to the scalar's. Rows the arrays cannot hold the same way (a zero extent,
+    a non-finite or huge requested size) go through `resize_plan` itself, and raise what it raises."""
+    extents = np.stack([np.asarray(heights).ravel(), np.asarray(widths).ravel()], axis=1)
+    with np.errstate(all="ignore"):
+        want = np.abs(_requested_sizes(extents.astype(np.float32), args).astype(np.float64))
+        scalar = (extents <= 0).any(axis=1) | ~(want < 2.0 ** 53).all(axis=1)
+        want[scalar] = 1.0
+        sizes = np.maximum(1.0, np.floor(want + 0.5))
+        whole = extents.astype(np.float64)
+        regions = np.concatenate([np.zeros_like(whole), whole], axis=1)
+        if args.get("subpixel_scale", True):
+            adjust = (want != 0) & (sizes != want)
+            ratio = sizes / want
+            centre = whole / 2
+            span = centre * np.where(ratio < 10.0, ratio, 10.0)  # min(10.0, ratio) as Python takes it
+            regions = np.concatenate([np.where(adjust, centre - span, 0.0), np.where(adjust, centre + span, whole)],
+                                     axis=1)
+    sizes = sizes.astype(np.int64)
+    for i in np.nonzero(scalar)[0].tolist():
+        height, width = extents[i].tolist()
+        out_h, out_w, regions[i] = resize_plan(height, width, args)
+        sizes[i] = out_h, out_w
+    return sizes, regions

@@ -217,6 +217,17 @@ def _flips(args) -> tuple[bool, bool]:
     return float(wanted[0]) < 0, float(wanted[-1]) < 0
 
 
+def plain_resize(args) -> bool:
+    """Whether `resize_region` of any input is just its `resize_plan`: no region of interest and no negative
+    (flipping) extent. False where the arguments cannot be read, so that the per-sample path reports them."""
+    if args.get("roi_start") is not None or args.get("roi_end") is not None:
+        return False
+    try:
+        return not any(_flips(args))
+    except (TypeError, ValueError, IndexError):
+        return False
+
+
 def resize_region(height: int, width: int, args) -> tuple[int, int, tuple[float, float, float, float]]:
     """(out_h, out_w, source region (y0, x0, y1, x1)) of `resize` (and of its family) for an input of (height,
     width): `resize_plan` of the region of interest (roi_start / roi_end, in pixels or relative with

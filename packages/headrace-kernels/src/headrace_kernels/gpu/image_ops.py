@@ -19,6 +19,7 @@ from headrace_kernels.cpu.geometry_ops import (
     interp_filters,
     normalize_coefficients,
     normalize_fill,
+    plain_resize,
     resample_taps,
     resize_region,
 )
@@ -29,7 +30,7 @@ from headrace_kernels.gpu.ragged import PackedSamples, direct_samples
 from headrace_kernels.gpu.runtime import cupy, function
 from headrace_kernels.gpu.tap_tables import AXIS, DeviceTables, axis_records, triangle_axes
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
-from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, round_half_up
+from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, resize_plans, round_half_up
 
 MODE_COPY, MODE_TAPS = 0, 1
 MAXC = 4
@@ -398,20 +399,7 @@ def set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, windo
         regions = np.stack([np.zeros(n), np.zeros(n), heights, widths], axis=1).astype(np.float64)
         extent_h, extent_w, shift_y, shift_x = heights, widths, np.zeros(n, np.int64), np.zeros(n, np.int64)
     elif windows is None:
-        plans: dict = {}
-        out = np.empty((n, 2), np.int64)
-        regions = np.empty((n, 4), np.float64)
-        for i, (h, w) in enumerate(zip(heights.tolist(), widths.tolist(), strict=True)):
-            plan = plans.get((h, w)) if same else None
-            if plan is None:
-                try:
-                    plan = resize_region(h, w, args_list[0] if same else args_list[i])
-                except ValueError as exc:
-                    raise SampleFailureError(i, str(exc)) from exc
-                if same:
-                    plans[(h, w)] = plan
-            out[i] = plan[:2]
-            regions[i] = plan[2]
+        out, regions = _resize_regions(args_list, heights, widths, same)
         extent_h, extent_w, shift_y, shift_x = heights, widths, np.zeros(n, np.int64), np.zeros(n, np.int64)
     else:
         out = np.asarray(out_sizes, np.int64).reshape(n, 2)
@@ -448,6 +436,32 @@ def set_resizes(batch: Batch, args_list: list[dict], work_dtype: np.dtype, windo
     rec["ty"][which], rec["tx"][which] = ty, tx
     rec["col_lo"][which], rec["col_n"][which] = col_lo, np.maximum.reduceat(col_idx, col_start) - col_lo + 1
     batch.tables = (which, (row_idx, row_w, col_idx, col_w), (row_start, col_start))
+
+
+def _resize_regions(args_list: list[dict], heights: np.ndarray, widths: np.ndarray,
+                    same: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(n, 2) output sizes and (n, 4) source regions of `resize_region` for every sample: for the whole batch at
+    once when all share plain arguments (`plain_resize`), else one sample at a time, naming the one that fails."""
+    if same and plain_resize(args_list[0]):
+        try:
+            return resize_plans(heights, widths, args_list[0])
+        except ValueError:
+            pass  # the per-sample path below raises it again for the sample it belongs to
+    plans: dict = {}
+    out = np.empty((len(args_list), 2), np.int64)
+    regions = np.empty((len(args_list), 4), np.float64)
+    for i, (h, w) in enumerate(zip(heights.tolist(), widths.tolist(), strict=True)):
+        plan = plans.get((h, w)) if same else None
+        if plan is None:
+            try:
+                plan = resize_region(h, w, args_list[0] if same else args_list[i])
+            except ValueError as exc:
+                raise SampleFailureError(i, str(exc)) from exc
+            if same:
+                plans[(h, w)] = plan
+        out[i] = plan[:2]
+        regions[i] = plan[2]
+    return out, regions
 
 
 def _sample_taps(which: np.ndarray, extent_h: np.ndarray, extent_w: np.ndarray, out: np.ndarray,
