@@ -213,6 +213,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="--fresh: new processes per library and case")
     parser.add_argument("--headrace-huffman-threshold", type=int,
                         help="hybrid_huffman_threshold of headrace's decoders only (DALI keeps its default)")
+    parser.add_argument("--headrace-chain", action="store_true",
+                        help="headrace decodes a batch below hw_decoder_load 1 with nvImageCodec's one-decoder chain, "
+                             "not split by load over decoders of their own (an A/B of that split)")
     parser.add_argument("--child", nargs=2, metavar=("LIB", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -230,6 +233,10 @@ def main() -> None:
         ours = {} if args.headrace_huffman_threshold is None else \
             {"hybrid_huffman_threshold": args.headrace_huffman_threshold}
         libs = [Library("dali"), Library("headrace", ours)]
+        if args.headrace_chain:
+            from headrace_kernels.gpu.decode import MixedDecoder
+
+            MixedDecoder.splits_by_load = lambda self: False
         count = sum(1 for p in Path(data).rglob("*") if p.is_file())
         batches = -(-count // args.batch_size)
         rows = []
