@@ -68,6 +68,42 @@ class Library:
         self.name, self.root, self.fn, self.types, self.pipeline_def = name, root, fn, types, pipeline_def
 
 
+class CollectorPauses:
+    """Python's garbage collections while one library's rounds run, per library: count and seconds by generation
+    (a full collection scans every object of the process, DALI's and torch's included, holding the GIL)."""
+
+    def __init__(self):
+        self.totals: dict[str, dict[int, list[float]]] = {}
+        self._current: dict[int, list[float]] = {}
+        self._began = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            entry = self._current.setdefault(info["generation"], [0, 0.0])
+            entry[0] += 1
+            entry[1] += time.perf_counter() - self._began
+
+    def start(self) -> None:
+        self._current = {}
+
+    def stop(self, name: str) -> None:
+        total = self.totals.setdefault(name, {})
+        for generation, (count, seconds) in self._current.items():
+            entry = total.setdefault(generation, [0, 0.0])
+            entry[0] += count
+            entry[1] += seconds
+        self._current = {}
+
+    def summary(self) -> str:
+        text = "; ".join(f"{name}: " + ", ".join(f"gen {g} x{c} {s * 1e3:.0f} ms" for g, (c, s) in sorted(t.items()))
+                         for name, t in self.totals.items())
+        self.totals = {}
+        return text or "none"
+
+
 def device_used_mib() -> float:
     import cupy
 
@@ -213,9 +249,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="--fresh: new processes per library and case")
     parser.add_argument("--headrace-huffman-threshold", type=int,
                         help="hybrid_huffman_threshold of headrace's decoders only (DALI keeps its default)")
-    parser.add_argument("--headrace-chain", action="store_true",
-                        help="headrace decodes a batch below hw_decoder_load 1 with nvImageCodec's one-decoder chain, "
-                             "not split by load over decoders of their own (an A/B of that split)")
+    parser.add_argument("--gc", choices=("default", "freeze", "off"), default="default",
+                        help="Python's garbage collector during the rounds: as it is, gc.freeze() after the builds "
+                             "(what exists then is never scanned again), or disabled")
     parser.add_argument("--child", nargs=2, metavar=("LIB", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -233,10 +269,7 @@ def main() -> None:
         ours = {} if args.headrace_huffman_threshold is None else \
             {"hybrid_huffman_threshold": args.headrace_huffman_threshold}
         libs = [Library("dali"), Library("headrace", ours)]
-        if args.headrace_chain:
-            from headrace_kernels.gpu.decode import MixedDecoder
-
-            MixedDecoder.splits_by_load = lambda self: False
+        pauses = CollectorPauses()
         count = sum(1 for p in Path(data).rglob("*") if p.is_file())
         batches = -(-count // args.batch_size)
         rows = []
@@ -249,11 +282,20 @@ def main() -> None:
                 epoch_rate(pipe, batches, 1)  # warm-up epoch
                 pipes[lib.name], memory[lib.name] = pipe, built + device_used_mib() - before
             rates: dict[str, list[float]] = {lib.name: [] for lib in libs}
+            if args.gc == "freeze":
+                gc.freeze()
+            elif args.gc == "off":
+                gc.disable()
             for round_ in range(args.rounds):
                 for lib in libs if round_ % 2 == 0 else libs[::-1]:
+                    pauses.start()
                     rates[lib.name].append(epoch_rate(pipes[lib.name], batches, args.epochs))
+                    pauses.stop(lib.name)
                 print(f"{case} round {round_}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items()),
                       flush=True)
+            gc.enable()
+            gc.unfreeze()
+            print(f"{case}: Python collector (gc {args.gc}) during the rounds: {pauses.summary()}", flush=True)
             dali, ours = statistics.median(rates["dali"]), statistics.median(rates["headrace"])
             rows.append((case, dali, ours, firsts, memory))
             give_back(pipes)

@@ -8,9 +8,7 @@ one allocation for the whole batch's outputs, and the GIL released once per batc
 Otherwise (or with the executor option nvimgcodec_capi=False) through the Python binding, with the same backends
 and options. With the C API a batch of 64 images or more decodes in decode lanes (gpu/decode_lanes.py): handed over
 from the look-ahead, it decodes while the batch before is resized, split over two decoders where all of it goes to
-the hardware decoder. At a load below 1 a batch of 128 or more is split by the load itself: its hardware share over
-two hardware decoders and its CUDA share on a CUDA decoder, all at once, where nvImageCodec's one decoder chain
-would decode the two shares in one call."""
+the hardware decoder."""
 
 from __future__ import annotations
 
@@ -25,7 +23,7 @@ from headrace_kernels import exif
 from headrace_kernels import nvimgcodec_capi as capi
 from headrace_kernels.cpu import decode as cpu_decode
 from headrace_kernels.cpu.decode import tiny_jpeg
-from headrace_kernels.gpu.decode_lanes import HARDWARE_LANES, SPLIT_FROM, DecodeLane, LaneDecode, split, split_by_load
+from headrace_kernels.gpu.decode_lanes import SPLIT_FROM, DecodeLane, LaneDecode, split
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.philox import batch_crop_windows
@@ -167,8 +165,8 @@ class MixedDecoder:
         self.max_pixels = int(args["max_pixels"])  # checked from the headers in `prepare`, before any allocation
         self._decoder = None
         self._lock = threading.Lock()
-        self._lanes: list[DecodeLane] = []  # lane j decodes on decoder j: `self.decoder`, then `_more_decoders[j]`
-        self._more_decoders: dict[int, object] = {}  # each made on its own lane, holding that lane's lock
+        self._lanes: list[DecodeLane] = []  # lane j decodes on decoder j: `self.decoder`, then `_more_decoders`
+        self._more_decoders: list = []
         self._lanes_warming = False  # their decoders are being made on the lanes' threads (warm_up_in_lanes)
         self.backend_names: list[str] = []
         self._attempt = 0  # which of _backend_attempts() the decoder was made with
@@ -179,50 +177,21 @@ class MixedDecoder:
         self.c_api = c_api and self.output_type != YCBCR and capi.available()
         self.options = decoder_options(args)
 
-    def _backend_attempts(self, role: str = "chain") -> list[tuple[list[tuple[int, float]], str]]:
+    def _backend_attempts(self) -> list[tuple[list[tuple[int, float]], str]]:
         """Backend lists (kind, load hint) to try in turn, most capable first: a GPU without a hardware decoder
         or CUDA decoding refuses the first ones. With hw_decoder_load 0 the decoder gets the CUDA backend alone
-        (what it refuses comes back to `run`, which decodes it on the CPU). A split batch's lanes (`lane_role`)
-        ask for the hardware decoder alone ("hardware") or for none ("cuda"), each with the fallbacks after it."""
+        (what it refuses comes back to `run`, which decodes it on the CPU)."""
         hw, cuda, hybrid = capi.BACKEND_HW_GPU_ONLY, capi.BACKEND_GPU_ONLY, capi.BACKEND_HYBRID
-        cpu = (capi.BACKEND_CPU_ONLY, 1.0)
-        if role == "cuda":  # nvImageCodec's CUDA JPEG decoder is its hybrid backend
-            return [([(cuda, 1.0), (hybrid, 1.0), cpu], "cuda+hybrid+cpu"), ([(hybrid, 1.0), cpu], "hybrid+cpu")]
         if self.hw_load <= 0:
             return [([(cuda, 1.0)], "cuda"), ([(hybrid, 1.0)], "hybrid")]
-        load = 1.0 if role == "hardware" else min(self.hw_load, 1.0)
+        load, cpu = min(self.hw_load, 1.0), (capi.BACKEND_CPU_ONLY, 1.0)
         return [([(hw, load), (cuda, 1.0), (hybrid, 1.0), cpu], "hardware+cuda+hybrid+cpu"),
                 ([(hw, load), (hybrid, 1.0), cpu], "hardware+hybrid+cpu"), ([(cuda, 1.0), cpu], "cuda+cpu")]
 
-    def splits_by_load(self) -> bool:
-        """Whether a large batch is split by hw_decoder_load over hardware and CUDA decoders of their own (a load
-        strictly between 0 and 1, batches of 2 x SPLIT_FROM or more, the C API)."""
-        return self.c_api and 0 < self.hw_load < 1 and self.capacity >= 2 * SPLIT_FROM
-
     def lane_count(self) -> int:
-        """How many lanes a large batch's parts may go to: two where every image goes to the hardware decoder
-        (whose host half is the decode's bottleneck); at a load below 1, lane 0 (the chain, for small batches),
-        HARDWARE_LANES hardware decoders and a CUDA decoder; else one."""
-        if self.splits_by_load():
-            return 2 + HARDWARE_LANES
+        """How many decoders decode a large batch's parts at once: two where every image goes to the hardware
+        decoder (whose host half is the decode's bottleneck), else one (the CPU and CUDA shares are)."""
         return 2 if self.c_api and self.hw_load >= 1.0 and self.capacity >= 2 * SPLIT_FROM else 1
-
-    def lane_role(self, j: int) -> str:
-        """What decoder j decodes: "chain" (every image, the load split inside nvImageCodec), or, in a batch split
-        by load, "hardware" or "cuda"."""
-        if j == 0 or not self.splits_by_load():
-            return "chain"
-        return "hardware" if j <= HARDWARE_LANES else "cuda"
-
-    def parts(self, count: int) -> list[tuple[int, np.ndarray]]:
-        """A batch of `count` images as (lane, indices) parts: `split` over the ready lanes (one part below
-        SPLIT_FROM), or split by load. That split waits for lanes still making their decoders: which decoder an
-        image goes to changes its pixels, and must not depend on timing."""
-        if self.splits_by_load():
-            if count < SPLIT_FROM:
-                return [(0, np.arange(count))]
-            return list(enumerate(split_by_load(count, self.hw_load), start=1))
-        return list(enumerate(split(count, self.ready_lanes())))
 
     def warm_up(self, stream) -> None:
         """Make the decoder and decode its warm-up batch now, not in the first batch (a server's first request)."""
@@ -241,8 +210,9 @@ class MixedDecoder:
         def make(j: int):
             def work(lane: DecodeLane) -> np.ndarray:
                 self._lane_decoder(j, lane)
-                if j + 1 < self.lane_count():  # then the next: made beside the first, they delayed its set-up
-                    self._lane(j + 1).submit(make(j + 1))
+                if j == 0:  # then the others: made beside the first, they delayed its set-up (the first batch)
+                    for k in range(1, self.lane_count()):
+                        self._lane(k).submit(make(k))
                 return np.zeros(0, np.uint32)
             return work
 
@@ -252,8 +222,8 @@ class MixedDecoder:
     def ready_lanes(self) -> int:
         """The lanes a large batch is split over now: `lane_count()`, less the lanes whose decoder is still being
         made at build (`warm_up_in_lanes`): a new pipeline's first batches go whole to lane 0 rather than wait
-        for a second decoder's set-up. At load 1 the split changes no pixel (every image goes to the hardware
-        decoder); below it, `parts` does not ask."""
+        for a second decoder's set-up. Lanes split only where every image goes to the hardware decoder, so the
+        split changes no pixel."""
         if self._lanes_warming and len(self._more_decoders) < self.lane_count() - 1:
             return 1 + len(self._more_decoders)
         return self.lane_count()
@@ -286,10 +256,10 @@ class MixedDecoder:
             decoder.decode([nv.CodeStream(tiny.tobytes()) for _ in range(capacity)], cuda_stream=stream.ptr)
         stream.synchronize()
 
-    def _make_decoder(self, first: int = 0, role: str = "chain"):
+    def _make_decoder(self, first: int = 0):
         nv = None if self.c_api else cpu_decode.nvimgcodec_module()
         errors = []
-        attempts = self._backend_attempts(role)
+        attempts = self._backend_attempts()
         for index in range(first, len(attempts)):
             backends, label = attempts[index]
             try:
@@ -301,8 +271,7 @@ class MixedDecoder:
                                          backends=[nv.Backend(nv.BackendKind(kind), load_hint=load)
                                                    for kind, load in backends], options=self.options)
                 self.backend_names.append(label + (" (C API)" if self.c_api else ""))
-                if role == "chain":
-                    self._attempt = index
+                self._attempt = index
                 return decoder
             except Exception as exc:  # noqa: BLE001 - nvimgcodec raises RuntimeError with a code
                 errors.append(f"{label}: {exc}")
@@ -336,18 +305,14 @@ class MixedDecoder:
 
     def _lane_decoder(self, j: int, lane: DecodeLane):
         """Decoder j (call on lane j, holding its lock): the first is `decoder`; the others are made, and warmed
-        up for their part of a full batch, on first use."""
+        up for a part of a full batch, on first use."""
         if j == 0:
             return self._first_decoder(lane.stream)
-        decoder = self._more_decoders.get(j)
-        if decoder is None:
-            role = self.lane_role(j)
-            decoder = self._make_decoder(self._attempt if role == "chain" else 0, role)
-            size = len(split_by_load(self.capacity, self.hw_load)[j - 1]) if self.splits_by_load() else \
-                -(-self.capacity // self.lane_count())
-            self._warm_up(decoder, size, lane.stream)
-            self._more_decoders[j] = decoder
-        return decoder
+        while len(self._more_decoders) < j:
+            decoder = self._make_decoder(self._attempt)
+            self._warm_up(decoder, -(-self.capacity // self.lane_count()), lane.stream)
+            self._more_decoders.append(decoder)
+        return self._more_decoders[j - 1]
 
     def release(self) -> None:
         """Drop the decoders (their device buffers go with them), once the decodes handed to the lanes are done;
@@ -359,8 +324,8 @@ class MixedDecoder:
             for lane in lanes:
                 held.enter_context(lane.lock)
             with self._lock:
-                decoders = [self._decoder, *self._more_decoders.values()]
-                self._decoder, self._more_decoders = None, {}
+                decoders = [self._decoder, *self._more_decoders]
+                self._decoder, self._more_decoders = None, []
                 self._lanes_warming = False  # the next decoders are made when a part first needs them
                 self._warmed = False
             for decoder in decoders:
@@ -511,7 +476,7 @@ class MixedDecoder:
             self.decoded_ahead += 1
         else:
             prepared.attempt = self._attempt
-            parts = self.parts(len(prepared.shapes))
+            parts = split(len(prepared.shapes), self.ready_lanes())
             if len(parts) > 1:
                 ahead = self._hand_to_lanes(prepared, parts, stream, gray)
         if ahead is None:
@@ -542,12 +507,10 @@ class MixedDecoder:
         except capi.CApiError:
             return None
 
-    def _hand_to_lanes(self, prepared: Prepared, parts: list[tuple[int, np.ndarray]], stream,
-                       gray: bool) -> LaneDecode:
-        """The batch's decode, each (lane j, indices) part (from `parts`) on lane j's thread, decoder and stream.
-        The lanes' streams wait for what `stream` (the pipeline's, current when the batch's memory was allocated
-        from its pool) has queued so far: work still reading a block that came back to the pool before the decode
-        writes it."""
+    def _hand_to_lanes(self, prepared: Prepared, parts: list[np.ndarray], stream, gray: bool) -> LaneDecode:
+        """The batch's decode, part j (from `split`) on lane j's thread, decoder and stream. The lanes' streams wait
+        for what `stream` (the pipeline's, current when the batch's memory was allocated from its pool) has queued
+        so far: work still reading a block that came back to the pool before the decode writes it."""
         queued = stream.record()
 
         def part(j: int, which: np.ndarray):
@@ -557,7 +520,7 @@ class MixedDecoder:
                 return started.finish() if started is not None else np.zeros(len(which), np.uint32)
             return work
 
-        return LaneDecode([(which, self._lane(j).submit(part(j, which))) for j, which in parts],
+        return LaneDecode([(which, self._lane(j).submit(part(j, which))) for j, which in enumerate(parts)],
                           len(prepared.shapes))
 
     def start_ahead(self, prepared: Prepared, stream) -> None:
@@ -568,7 +531,7 @@ class MixedDecoder:
             return  # a small batch decodes faster in the step's own thread than after a hand-off to another
         self.allocate(prepared, stream)  # done by `prepare` already, where the step prepared it (the lanes warm
         prepared.attempt = self._attempt  # their decoders up themselves before their first part)
-        prepared.ahead = self._hand_to_lanes(prepared, self.parts(len(prepared.shapes)), stream,
+        prepared.ahead = self._hand_to_lanes(prepared, split(len(prepared.shapes), self.ready_lanes()), stream,
                                              self.output_type == GRAY)
 
     def run(self, prepared: Prepared, stream, meanwhile=None) -> list:

@@ -68,18 +68,6 @@ def split(count: int, lanes: int) -> list[np.ndarray]:
     return np.array_split(np.arange(count), parts)
 
 
-HARDWARE_LANES = 2
-"""At a hardware-decoder load below 1, the lanes that decode a large batch's hardware share at once (beside one for
-its CUDA share): the hardware decoder's host half is its bottleneck, as at load 1."""
-
-
-def split_by_load(count: int, load: float, hardware_lanes: int = HARDWARE_LANES) -> list[np.ndarray]:
-    """The indices of a batch at a hardware-decoder load below 1: its first round(load x count) images as
-    `hardware_lanes` consecutive parts (for hardware decoders), then the rest as one part (for a CUDA decoder)."""
-    share = min(count, int(np.floor(load * count + 0.5)))
-    return [*np.array_split(np.arange(share), hardware_lanes), np.arange(share, count)]
-
-
 class LaneDecode:
     """A batch decode handed to lanes: each part's indices and the future of its per-image statuses."""
 
