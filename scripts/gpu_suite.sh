@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 n="${1:-3}"; shift || true
 out="${OUT:-/tmp}"
 export PYTHONPATH="$PWD/packages/headrace/src:$PWD/packages/headrace-kernels/src:$PWD/packages/headrace-torch/src:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+python3 -c "import nvidia.nvimgcodec" 2>/dev/null || echo "WARNING: nvImageCodec does not import: the mixed decoders' tests will fail (it travels with DALI's parts, ../shared/tools/dali-gpu)"
 mapfile -t marked < <(grep -l "mark.gpu\|pytestmark.*gpu" tests/test_*.py | sort)
 mapfile -t alone < <(grep -l "memGetInfo" "${marked[@]}")
 files=()
