@@ -7,6 +7,8 @@ import struct
 
 import numpy as np
 
+from headrace_kernels.host_arrays import addresses_and_sizes
+
 _ORIENTATION_TAG = 0x0112
 
 
@@ -56,14 +58,14 @@ def swaps_axes(value: int) -> bool:
     return value >= 5
 
 
-def batch_orientations(arrays: list) -> np.ndarray:
+def batch_orientations(arrays: list, located: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """`orientation` of every encoded uint8 array of a batch, in one numba call without the GIL
-    (headrace_kernels.exif_batch: the same rules byte for byte, tested on truncated and corrupted headers)."""
+    (headrace_kernels.exif_batch: the same rules byte for byte, tested on truncated and corrupted headers).
+    `located`: the arrays' `host_arrays.addresses_and_sizes`, where the caller has them already."""
     from headrace_kernels.exif_batch import orientations
 
     n = len(arrays)
-    addresses = np.fromiter((a.ctypes.data for a in arrays), np.uint64, n)
-    sizes = np.fromiter((a.size for a in arrays), np.int64, n)
+    addresses, sizes = located if located is not None else addresses_and_sizes(arrays)
     out = np.empty(n, np.int64)
     orientations(addresses, sizes, out)
     return out

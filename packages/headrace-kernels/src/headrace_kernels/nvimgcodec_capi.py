@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from headrace_kernels.host_arrays import addresses_and_sizes
+
 SUPPORTED = range(900, 1000)  # nvImageCodec 0.9.x: MAKE_SEMANTIC_VERSION(major, minor, patch)
 
 # nvimgcodecStructureType_t
@@ -257,15 +259,17 @@ class CodeStreams:
     """A batch of parsed code streams (with their image infos), and the sub code streams cut for regions. The
     encoded bytes must stay alive and unchanged until `close()`: nvImageCodec reads them in place."""
 
-    def __init__(self, instance: Instance, encoded: list):
+    def __init__(self, instance: Instance, encoded: list, located: tuple[np.ndarray, np.ndarray] | None = None):
+        """`encoded`: C-contiguous uint8 arrays; `located`: their `host_arrays.addresses_and_sizes`, where the
+        caller has them already."""
         self.instance, self.lib = instance, instance.lib
         n = len(encoded)
         self.encoded = encoded
         self.handles = np.zeros(n, np.uint64)
         self.parents = np.zeros(n, np.uint64)  # the whole streams of regions cut from them
         self.infos = new("nvimgcodecImageInfo_t", n)
-        sizes = np.fromiter((d.size for d in encoded), np.uint64, n)
-        data_at = np.fromiter((d.ctypes.data for d in encoded), np.uint64, n)
+        data_at, sizes = located if located is not None else addresses_and_sizes(encoded)
+        sizes = sizes.astype(np.uint64)
         statuses = np.zeros(n, np.int32)
         self.lib.loops.parse(instance.handle, self.handles, _addresses(self.handles), data_at, sizes,
                              _addresses(self.infos), statuses)

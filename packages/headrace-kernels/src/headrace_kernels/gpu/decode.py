@@ -26,6 +26,7 @@ from headrace_kernels.cpu.decode import tiny_jpeg
 from headrace_kernels.gpu.decode_lanes import SPLIT_FROM, DecodeLane, LaneDecode, split
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
+from headrace_kernels.host_arrays import addresses_and_sizes
 from headrace_kernels.philox import batch_crop_windows
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
 
@@ -368,9 +369,10 @@ class MixedDecoder:
                    for s, (y, x, h, w) in zip(streams, boxes.tolist(), strict=True)]
         return Prepared(streams, [tuple(b) for b in boxes.tolist()], encoded)
 
-    def _turned(self, encoded: list) -> np.ndarray:
-        """Whether each image's EXIF orientation swaps its axes (as the CPU kernel reads it)."""
-        return exif.batch_orientations(encoded) >= 5  # exif.swaps_axes, for the whole batch in one numba call
+    def _turned(self, encoded: list, located: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """Whether each image's EXIF orientation swaps its axes (as the CPU kernel reads it); `located`: the
+        arrays' addresses and sizes, where known."""
+        return exif.batch_orientations(encoded, located) >= 5  # exif.swaps_axes, the batch in one numba call
 
     def _windows(self, heights: np.ndarray, widths: np.ndarray, seed: int, first_sample: int,
                  region) -> np.ndarray:
@@ -395,12 +397,13 @@ class MixedDecoder:
     def _prepare_c(self, encoded: list, seed: int, first_sample: int, region=None) -> Prepared:
         arrays = []
         for i, data in enumerate(encoded):
-            array = np.asarray(data)
-            if array.dtype != np.uint8 or array.ndim != 1:
+            array = data if type(data) is np.ndarray else np.asarray(data)
+            if array.dtype != _UINT8 or array.ndim != 1:
                 raise SampleFailureError(i, f"expected encoded bytes (1-D uint8), got {array.dtype} with shape "
                                             f"{array.shape}")
-            arrays.append(np.ascontiguousarray(array))
-        streams = capi.CodeStreams(capi.Instance.shared(), arrays)
+            arrays.append(array if array.flags.c_contiguous else np.ascontiguousarray(array))
+        located = addresses_and_sizes(arrays)  # read by the header parse and the EXIF scan
+        streams = capi.CodeStreams(capi.Instance.shared(), arrays, located)
         _refuse_oversized(streams, self.max_pixels)
         _raise_first_failure(streams)
         channels = np.full(len(arrays), 1 if self.output_type == GRAY else 3, np.int64)
@@ -414,7 +417,7 @@ class MixedDecoder:
             return Prepared(streams, [None] * len(arrays), arrays, shapes)
         args = self.args
         if args["adjust_orientation"]:  # windows in the displayed frame, as the CPU kernel and the decoder take them
-            turned = self._turned(arrays)
+            turned = self._turned(arrays, located)
             heights, widths = _displayed(turned, heights, widths)
         try:
             boxes = self._windows(heights, widths, seed, first_sample, region)
