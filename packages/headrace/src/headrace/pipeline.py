@@ -188,7 +188,7 @@ class Pipeline:
             if dtype is not None and batch.dtype != to_numpy_dtype(dtype):
                 raise SchemaError(f"pipeline output {i} has element type {batch.dtype}, the pipeline declares "
                                   f"{to_numpy_dtype(dtype)} (output_dtype)")
-            got = len(batch.at(0).shape)
+            got = batch.ndim()
             if ndim is not None and got != ndim:
                 raise SchemaError(f"pipeline output {i} has {got} dimensions, the pipeline declares {ndim} "
                                   "(output_ndim)")

@@ -107,13 +107,19 @@ def reshape(inputs, args, ctx):
     return data.reshape(infer_shape(list(args["shape"]), data.size, data.shape))
 
 
+def transpose_perm(ndim: int, perm: list[int] | None, shape: tuple) -> list[int]:
+    """`perm` checked against a sample's axes (CPU and GPU); None (transpose's default) reverses them."""
+    if perm is None:
+        return list(range(ndim))[::-1]
+    if sorted(perm) != list(range(ndim)):
+        raise ValueError(f"perm {list(perm)} is not a permutation of the {ndim} axes of shape {shape}")
+    return list(perm)
+
+
 @cpu_kernel("transpose")
 def transpose(inputs, args, ctx):
     data = np.asarray(inputs[0])
-    perm = list(range(data.ndim))[::-1] if args["perm"] is None else list(args["perm"])  # default: reversed
-    if sorted(perm) != list(range(data.ndim)):
-        raise ValueError(f"perm {perm} is not a permutation of the {data.ndim} axes of shape {data.shape}")
-    return np.ascontiguousarray(data.transpose(perm))
+    return np.ascontiguousarray(data.transpose(transpose_perm(data.ndim, args["perm"], data.shape)))
 
 
 def one_hot_axis(ndim: int, args: dict, layout: str) -> int:

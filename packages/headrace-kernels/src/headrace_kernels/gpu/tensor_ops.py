@@ -12,7 +12,7 @@ import numpy as np
 from headrace_kernels.cpu.axes import resolve_axes
 from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.cpu.reduction_ops import sum_type
-from headrace_kernels.cpu.tensor_ops import infer_shape, join_axis, one_hot_axis, pad_extents
+from headrace_kernels.cpu.tensor_ops import infer_shape, join_axis, one_hot_axis, pad_extents, transpose_perm
 from headrace_kernels.dtypes import CTYPES, numpy_dtype
 from headrace_kernels.gpu.runtime import cupy, kernel_source
 from headrace_kernels.registry import SampleFailureError, get_cpu_kernel, gpu_kernel
@@ -268,15 +268,6 @@ def reshape_shape(shape: tuple, args: dict) -> tuple[int, ...]:
     if args["shape"] is None:  # only a layout (DALI relabels the data): the shape kept
         return tuple(shape)
     return infer_shape(list(args["shape"]), size, shape)
-
-
-def transpose_perm(ndim: int, perm: list[int] | None, shape: tuple) -> list[int]:
-    """`perm` checked against the sample's axes; None (transpose's default) reverses them."""
-    if perm is None:
-        return list(range(ndim))[::-1]
-    if sorted(perm) != list(range(ndim)):
-        raise ValueError(f"perm {list(perm)} is not a permutation of the {ndim} axes of shape {shape}")
-    return list(perm)
 
 
 def transpose(array, perm: list[int], dense: bool):
