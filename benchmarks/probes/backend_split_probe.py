@@ -5,7 +5,7 @@ For each batch it decodes the same windows three times: with the chain (as the m
 hardware-only decoder and with a CUDA-only decoder, and tells from the pixels which images the chain gave to the
 hardware decoder. Then it times the chain against the two shares on their own decoders and threads, at once, and
 the CUDA share with nvImageCodec's GPU Huffman decoding (`--cuda-options`) against its default (host Huffman below
-10^6 pixels), with the bits of both. Written in the eighteenth session, which had no device time: not run yet.
+10^6 pixels), with the bits of both (benchmarks/HISTORY.md, 2026-11-28, has its first run).
 
     python benchmarks/probes/backend_split_probe.py [--images 1024] [--batch-size 256] [--load 0.65]
 """
