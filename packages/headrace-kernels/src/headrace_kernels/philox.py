@@ -24,6 +24,8 @@ _DOUBLE_UNIT = 1.0 / 9007199254740992.0
 # a stream's state: key0, key1, counter, output buffer (4 words), buffer position, has a 32-bit half, that half
 _KEY0, _KEY1, _CTR, _BUF, _POS, _HAS32, _HALF = 0, 1, 2, 3, 7, 8, 9
 _STATE = 10
+STATE_WORDS = _STATE
+"""The length of a stream's state array (uint64): `seed_stream` keys one, `next_word32` draws from it."""
 
 
 @numba.njit(inline="always")
@@ -52,7 +54,8 @@ def _refill(state):
 
 
 @numba.njit(nogil=True)
-def _seed(state, seed, index):
+def seed_stream(state, seed, index):
+    """Key the stream `state` (uint64 [STATE_WORDS]) as `sample_rng(seed, index)`, before its first draw."""
     state[_KEY0], state[_KEY1], state[_CTR] = seed, index, _ZERO
     state[_POS], state[_HAS32], state[_HALF] = np.uint64(4), _ZERO, _ZERO
 
@@ -67,7 +70,8 @@ def _next64(state):
 
 
 @numba.njit(nogil=True)
-def _next32(state):
+def next_word32(state):
+    """The stream's next 32-bit word (numpy's next_uint32, its half-word buffer included), as uint64."""
     if state[_HAS32]:
         state[_HAS32] = _ZERO
         return state[_HALF]
@@ -88,14 +92,14 @@ def _below(state, high):
     if rng == _ZERO:
         return 0
     if rng == _LOW32:
-        return int(_next32(state))
+        return int(next_word32(state))
     excl = rng + _ONE
-    m = _next32(state) * excl
+    m = next_word32(state) * excl
     leftover = m & _LOW32
     if leftover < excl:
         threshold = (_LOW32 - rng) % excl
         while leftover < threshold:
-            m = _next32(state) * excl
+            m = next_word32(state) * excl
             leftover = m & _LOW32
     return int(m >> _S32)
 
@@ -104,7 +108,7 @@ def _below(state, high):
 def _doubles(seed, first, count, per_sample, out):
     state = np.zeros(_STATE, np.uint64)
     for i in range(count):
-        _seed(state, np.uint64(seed), np.uint64(first + i))
+        seed_stream(state, np.uint64(seed), np.uint64(first + i))
         for j in range(per_sample):
             out[i, j] = _double(state)
 
@@ -121,7 +125,7 @@ def _windows(heights, widths, seed, first, area_lo, area_hi, log_lo, log_hi, asp
     state = np.zeros(_STATE, np.uint64)
     area_range, log_range = area_hi - area_lo, log_hi - log_lo
     for i in range(heights.shape[0]):
-        _seed(state, np.uint64(seed), np.uint64(first + i))
+        seed_stream(state, np.uint64(seed), np.uint64(first + i))
         height, width = heights[i], widths[i]
         total = float(height * width)
         found = False

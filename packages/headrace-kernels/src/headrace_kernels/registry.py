@@ -82,6 +82,7 @@ class SampleFailureError(Exception):
 
 SampleKernel = Callable[[list[Any], dict[str, Any], SampleContext], Any]
 BatchDrawKernel = Callable[[dict[str, Any], int, int, int], list[Any]]
+BatchKernel = Callable[[list[list[Any]], dict[str, Any], int, int, int], list[Any] | None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +138,7 @@ class _FunctionKernel:
 
 _CPU: dict[str, SampleKernel] = {}
 _CPU_BATCH: dict[str, BatchDrawKernel] = {}
+_CPU_BATCH_TWIN: dict[str, BatchKernel] = {}
 _GPU: dict[str, GpuKernelEntry] = {}
 _FUSED: dict[tuple[str, ...], GpuKernelEntry] = {}
 _READERS: dict[str, type] = {}
@@ -169,6 +171,19 @@ def cpu_batch_draw_kernel(op_name: str) -> Callable[[BatchDrawKernel], BatchDraw
 
     def decorate(fn: BatchDrawKernel) -> BatchDrawKernel:
         _register(_CPU_BATCH, (op_name,), fn, "batch draw kernel")
+        return fn
+
+    return decorate
+
+
+def cpu_batch_kernel(op_name: str) -> Callable[[BatchKernel], BatchKernel]:
+    """Register a whole-batch twin of a per-sample CPU kernel that takes inputs: (inputs, each a list of the batch's
+    samples, args, seed, first_sample, size) -> one result per sample, equal to what the per-sample kernel gives
+    sample first_sample + i, or None to leave the batch to the per-sample kernel (which then reports any bad
+    sample with its own error). The executor uses it for a whole batch of a node with literal arguments only."""
+
+    def decorate(fn: BatchKernel) -> BatchKernel:
+        _register(_CPU_BATCH_TWIN, (op_name,), fn, "batch kernel")
         return fn
 
     return decorate
@@ -230,6 +245,11 @@ def get_cpu_kernel(op_name: str) -> SampleKernel | None:
 def get_cpu_batch_draw_kernel(op_name: str) -> BatchDrawKernel | None:
     _load("cpu")
     return _CPU_BATCH.get(op_name)
+
+
+def get_cpu_batch_kernel(op_name: str) -> BatchKernel | None:
+    _load("cpu")
+    return _CPU_BATCH_TWIN.get(op_name)
 
 
 def get_gpu_kernel(op_name: str) -> GpuKernelEntry | None:

@@ -11,9 +11,12 @@ import dataclasses
 
 import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
+from headrace_kernels import philox
 from headrace_kernels.cpu.bbox_ops import F32, box_rows, label_rows, read_corners, split_layout, write_corners
-from headrace_kernels.registry import cpu_kernel
+from headrace_kernels.registry import cpu_batch_kernel, cpu_kernel
 
 OP = "random_bbox_crop"
 SEARCH_LIMIT = 100_000
@@ -330,13 +333,20 @@ def _keeps(box_lo, box_hi, i, lo, hi, prune, use_prune):  # pragma: no cover - c
 
 
 # numpy's draws from the bit generator's 32-bit words, draw for draw; the words come from the one Generator method
-# used (integers over the full 32-bit range is one word, next_uint32). Numba has random, integers and permutation
-# too, but each use of them costs seconds of compiling.
+# used (integers over the full 32-bit range is one word, next_uint32), or for a whole batch from philox's stream
+# state of the sample (the same words). Numba has random, integers and permutation too, but each use of them costs
+# seconds of compiling.
 
-@numba.njit(nogil=True, cache=True)
-def _word(rng):  # pragma: no cover - compiled
-    """The bit generator's next 32-bit word (numpy's next_uint32), as uint64."""
-    return np.uint64(rng.integers(0, 4294967296))
+def _word(rng):  # pragma: no cover - compiled only (the overload below)
+    """The next 32-bit word of a Generator or of a philox stream state (numpy's next_uint32), as uint64."""
+    raise NotImplementedError("compiled only")
+
+
+@overload(_word, jit_options={"nogil": True})
+def _word_compiled(rng):  # pragma: no cover - typing
+    if isinstance(rng, types.Array):
+        return lambda rng: philox.next_word32(rng)
+    return lambda rng: np.uint64(rng.integers(0, 4294967296))
 
 
 @numba.njit(inline="always")
@@ -667,6 +677,74 @@ def bbox_crop_sample(inputs: list, args: dict, rng: np.random.Generator) -> tupl
 @cpu_kernel(OP)
 def random_bbox_crop(inputs, args, ctx):
     return bbox_crop_sample(inputs, args, ctx.rng)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _crop_batch(rows, starts, layout, flags, reals, thresholds, aspect, pixels, seed, first, anchors, extents,
+                kept, counts, indices):  # pragma: no cover - compiled
+    """_crop_sample of every sample (its boxes rows[starts[s]:starts[s + 1]]) drawing from its own stream; kept
+    rows and indices at the sample's start, `counts` of them. Returns the first sample with a box outside [0, 1],
+    or -1."""
+    state = np.zeros(philox.STATE_WORDS, np.uint64)
+    for s in range(starts.size - 1):
+        philox.seed_stream(state, np.uint64(seed), np.uint64(first + s))
+        start = starts[s]
+        outside, anchor, extent, out, found = _crop_sample(rows[start:starts[s + 1]], layout, flags, reals,
+                                                           thresholds, aspect, pixels, state)
+        if outside >= 0:
+            return s
+        anchors[s] = anchor
+        extents[s] = extent
+        counts[s] = out.shape[0]
+        kept[start:start + out.shape[0]] = out
+        indices[start:start + out.shape[0]] = found
+    return -1
+
+
+@cpu_batch_kernel(OP)
+def random_bbox_crop_batch(inputs: list[list], args: dict, seed: int, first_sample: int, size: int) -> list | None:
+    """random_bbox_crop of a whole batch in one compiled call (each sample from its own stream, as the per-sample
+    kernel draws it); None, for the per-sample kernel and its errors, where a sample or an argument is not as the
+    compiled search takes it."""
+    rows = []
+    for sample in inputs[0]:
+        boxes = np.asarray(sample)
+        if boxes.dtype != F32 or boxes.ndim != 2:
+            return None
+        rows.append(boxes)
+    ncoords = rows[0].shape[1] if rows else 0
+    if not rows or any(boxes.shape[1] != ncoords for boxes in rows):
+        return None
+    try:
+        prepared = cached_plan(args, ncoords)
+        labels = [label_rows(sample, boxes.shape[0], OP) for sample, boxes in zip(inputs[1], rows, strict=True)] \
+            if len(inputs) > 1 else None
+    except ValueError:
+        return None
+    if prepared.wide:
+        return None
+    starts = np.zeros(size + 1, np.int64)
+    np.cumsum([boxes.shape[0] for boxes in rows], out=starts[1:])
+    concatenated = np.ascontiguousarray(np.concatenate(rows), F32)
+    ndim = ncoords // 2
+    anchors, extents = np.empty((size, ndim), F32), np.empty((size, ndim), F32)
+    kept, counts = np.empty_like(concatenated), np.empty(size, np.int64)
+    indices = np.empty(concatenated.shape[0], np.int32)
+    if _crop_batch(concatenated, starts, prepared.layout, prepared.flags, prepared.reals, prepared.thresholds,
+                   prepared.aspect, prepared.pixels, seed, first_sample, anchors, extents, kept, counts,
+                   indices) >= 0:
+        return None
+    results = []
+    with_indices = bool(args["output_bbox_indices"])
+    for i, (start, count) in enumerate(zip(starts[:-1].tolist(), counts.tolist(), strict=True)):
+        found = indices[start:start + count]
+        outputs = [anchors[i], extents[i], kept[start:start + count]]
+        if labels is not None:
+            outputs.append(labels[i][found])
+        if with_indices:
+            outputs.append(found)
+        results.append(tuple(outputs))
+    return results
 
 
 # ssd_random_crop (DALI's deprecated SSD crop: fixed thresholds, image cropped in the op)

@@ -12,7 +12,7 @@ import numpy as np
 from headrace.batch import BufferPool
 from headrace.graph import DataNode, OpNode
 from headrace.schema import Arg
-from headrace_kernels.registry import get_cpu_batch_draw_kernel
+from headrace_kernels.registry import get_cpu_batch_draw_kernel, get_cpu_batch_kernel
 from headrace_kernels.rng import sample_rng
 
 Ref = tuple[str, int]  # (node name, output index): where a value lives in a batch's values
@@ -80,6 +80,11 @@ class SampleOp:
         if not self.inputs and not self.arg_inputs and self.guard is None and self.num_outputs == 1 \
                 and not node.schema.whole_batch:
             self.batch_draw = get_cpu_batch_draw_kernel(node.schema.name)
+        # an op with literal arguments and a whole-batch twin runs a whole batch in one call (same values)
+        self.batch_kernel = None
+        if self.inputs and not self.arg_inputs and self.guard is None and not self.skips and not frame_args \
+                and not node.schema.whole_batch:
+            self.batch_kernel = get_cpu_batch_kernel(node.schema.name)
 
 
 class BatchInfo:

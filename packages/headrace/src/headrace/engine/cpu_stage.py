@@ -30,6 +30,7 @@ def sample_op(node: OpNode, pipeline_seed: int) -> SampleOp:
         kernel = FrameKernel(kernel, sequences, frame_layouts(node), len(node.outputs))
         op = SampleOp(node, kernel, node_seed(pipeline_seed, node), per_frame_arg_names(node))
         op.static_args = frame_arguments(op.static_args)
+        op.batch_kernel = None  # the twin takes samples, not frames
         return op
     return SampleOp(node, kernel, node_seed(pipeline_seed, node))
 

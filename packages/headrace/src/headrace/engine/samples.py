@@ -10,6 +10,7 @@ from headrace.engine.context import SampleContext, SampleOp, arg_value
 from headrace.engine.frames import frame_values
 from headrace.engine.whole_batch import run_whole_batch
 from headrace.errors import SampleError
+from headrace_kernels.registry import SampleFailureError
 
 
 def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_sample: int, size: int,
@@ -26,6 +27,13 @@ def run_samples(ops: list[SampleOp], values, collectors, iteration: int, first_s
                 if op.batch_draw is not None:
                     _run_batch_draw(op, values, collectors, iteration, first_sample, size)
         ops = [op for op in ops if op.batch_draw is None]
+        if not ops:
+            return {}
+    if indices is None and any(op.batch_kernel is not None for op in ops):
+        # whole-batch twins of ops whose inputs come from earlier steps run first, in one call each
+        produced = {(op.node.name, k) for op in ops for k in range(op.num_outputs)}
+        ops = [op for op in ops if op.batch_kernel is None or any(ref in produced for ref in op.inputs)
+               or not _run_batch_kernel(op, values, collectors, iteration, first_sample, size, sources)]
         if not ops:
             return {}
     failures: dict[int, SampleError] = {}
@@ -81,6 +89,28 @@ def _sample_error(op: SampleOp, exc: Exception, i: int, iteration: int, sources:
     source = sources[i] if i < len(sources) else f"sample {i}"
     return SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on sample {i} of batch {iteration} "
                        f"[{source}]: {exc}", node=op.node.name, op=op.node.schema.name, sample=i, source=source)
+
+
+def _run_batch_kernel(op: SampleOp, values, collectors, iteration: int, first_sample: int, size: int,
+                      sources: list[str]) -> bool:
+    """The batch through the op's whole-batch twin; False (nothing written) where the twin leaves the batch to
+    the per-sample kernel."""
+    try:
+        results = op.batch_kernel([values[ref] for ref in op.inputs], op.static_args, op.seed, first_sample, size)
+    except SampleFailureError as exc:
+        raise _sample_error(op, exc, exc.index, iteration, sources) from exc
+    except Exception as exc:
+        raise SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on batch {iteration}: {exc}",
+                          node=op.node.name, op=op.node.schema.name) from exc
+    if results is None:
+        return False
+    outputs = [(values[(op.node.name, k)], collectors.get((op.node.name, k))) for k in range(op.num_outputs)]
+    for i, result in enumerate(results):
+        for (out, collector), value in zip(outputs, result if op.num_outputs > 1 else (result,), strict=True):
+            out[i] = value
+            if collector is not None:
+                collector.put(i, value)
+    return True
 
 
 def _run_batch_draw(op: SampleOp, values, collectors, iteration: int, first_sample: int, size: int) -> None:

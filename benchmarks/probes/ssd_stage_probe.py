@@ -1,0 +1,144 @@
+"""Which part of the SSD300 GPU pipeline holds headrace back against DALI's GPU build: the example's graph cut after
+each stage (the CPU ops alone, + image_slice, + the image chain, the whole graph; also the whole-image decode and
+other hw_decoder_load values), each cut built by both libraries in one process on the same files, alternating
+rounds, medians and ratios; then headrace's GPU-stage host time per step for each cut. A probe for issue 20.
+
+    python benchmarks/probes/ssd_stage_probe.py [--images 256] [--rounds 5] [--batches 24] [--cuts cpu slice full]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import ssd_pipeline as example  # noqa: E402
+from ssd_cpu import device_synchronizer  # noqa: E402
+
+
+def reader_and_crop(fn):
+    jpegs, bboxes, labels = fn.readers.coco(file_root=DATA["root"], annotations_file=DATA["annotations"], ltrb=True,
+                                            ratio=True, skip_empty=True, shuffle_after_epoch=True, name="Reader")
+    anchor, shape, bboxes, labels = fn.random_bbox_crop(
+        bboxes, labels, aspect_ratio=[0.5, 2.0], thresholds=[0, 0.1, 0.3, 0.5, 0.7, 0.9], scaling=[0.3, 1.0],
+        bbox_layout="xyXY", allow_no_crop=True, num_attempts=1)
+    return jpegs, anchor, shape, bboxes, labels
+
+
+def image_chain(fn, types, images):
+    """The example's image ops after the decode (flip, resize 300, hsv, brightness_contrast, crop_mirror_normalize)."""
+    images = fn.flip(images, horizontal=fn.random.coin_flip(probability=0.5))
+    images = fn.resize(images, resize_x=300, resize_y=300)
+    images = fn.hsv(images, hue=fn.random.uniform(range=[-0.5, 0.5]), saturation=fn.random.uniform(range=[0.5, 1.5]),
+                    dtype=types.FLOAT)
+    images = fn.brightness_contrast(images, brightness=fn.random.uniform(range=[0.875, 1.125]),
+                                    contrast=fn.random.uniform(range=[0.5, 1.5]), contrast_center=128,
+                                    dtype=types.UINT8)
+    return fn.crop_mirror_normalize(images, crop=(300, 300), mean=example.MEAN, std=example.STD, mirror=0,
+                                    dtype=types.FLOAT, output_layout="CHW")
+
+
+def cut_cpu(fn, types):
+    _, anchor, shape, bboxes, _ = reader_and_crop(fn)
+    return anchor, shape, bboxes
+
+
+def cut_slice(fn, types, load=0.65):
+    jpegs, anchor, shape, _, _ = reader_and_crop(fn)
+    return fn.decoders.image_slice(jpegs, anchor, shape, device="mixed", output_type=types.RGB, hw_decoder_load=load)
+
+
+def cut_image(fn, types):
+    jpegs, _, _, _, _ = reader_and_crop(fn)
+    return fn.decoders.image(jpegs, device="mixed", output_type=types.RGB)
+
+
+def cut_chain(fn, types):
+    return image_chain(fn, types, cut_slice(fn, types))
+
+
+def cut_full(fn, types):
+    return example.ssd300_training(fn, types, DATA["root"], DATA["annotations"], device="gpu")
+
+
+CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_slice(fn, types, 1.0),
+        "slice 0": lambda fn, types: cut_slice(fn, types, 0.0), "image": cut_image, "chain": cut_chain,
+        "full": cut_full}
+DATA: dict[str, str] = {}
+
+
+def build(name: str, cut: str, batch_size: int, threads: int):
+    lib = example.library(name)
+
+    @lib.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    def pipe():
+        out = CUTS[cut](lib.fn, lib.types)
+        return out if isinstance(out, tuple) else (out,)
+
+    built = pipe()
+    built.build()
+    return built
+
+
+def rate(pipe, batches: int, batch_size: int, sync) -> float:
+    start = time.perf_counter()
+    for _ in range(batches):
+        pipe.run()
+        sync()
+    return batches * batch_size / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batches", type=int, default=24, help="timed batches per round")
+    parser.add_argument("--cuts", nargs="+", default=["cpu", "slice", "chain", "full"], choices=list(CUTS))
+    parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali"])
+    args = parser.parse_args()
+    sync = device_synchronizer()
+    with tempfile.TemporaryDirectory() as scratch:
+        DATA["root"], DATA["annotations"] = example.write_coco_set(scratch, args.images, size=(480, 640))
+        pipes = {(lib, cut): build(lib, cut, args.batch_size, args.threads) for cut in args.cuts for lib in args.libs}
+        for pipe in pipes.values():
+            rate(pipe, 8, args.batch_size, sync)  # warm-up
+        rates: dict[tuple[str, str], list[float]] = {key: [] for key in pipes}
+        for round_ in range(args.rounds):
+            for cut in args.cuts:
+                for lib in args.libs if round_ % 2 == 0 else args.libs[::-1]:
+                    rates[(lib, cut)].append(rate(pipes[(lib, cut)], args.batches, args.batch_size, sync))
+            print(f"round {round_}: " + "  ".join(f"{lib} {cut} {r[-1]:.0f}" for (lib, cut), r in rates.items()),
+                  flush=True)
+        print(f"\nimages/s, median of {args.rounds} alternating rounds, batch {args.batch_size}, "
+              f"{args.threads} threads")
+        for cut in args.cuts:
+            medians = {lib: statistics.median(rates[(lib, cut)]) for lib in args.libs}
+            ratio = f"  headrace / DALI {medians['headrace'] / medians['dali']:.2f}x" if len(medians) == 2 else ""
+            print(f"  {cut:10s} " + "  ".join(f"{lib} {m:8.0f}" for lib, m in medians.items()) + ratio)
+        if "headrace" in args.libs:
+            for cut in args.cuts:
+                pipe = pipes[("headrace", cut)]
+                stage = pipe._executor.gpu
+                if stage is None:  # the CPU ops alone: no GPU stage
+                    continue
+                stage.timings.clear()
+                got = rate(pipe, args.batches, args.batch_size, sync)
+                print(f"\nheadrace {cut}: {got:.0f} img/s; host ms per batch:")
+                for name, total in sorted(stage.timings.items(), key=lambda kv: -kv[1]):
+                    print(f"  {name:50} {total / args.batches * 1e3:8.2f}")
+        for pipe in pipes.values():
+            if hasattr(pipe, "close"):
+                pipe.close()
+
+
+if __name__ == "__main__":
+    main()
