@@ -23,7 +23,7 @@ from headrace_kernels import exif
 from headrace_kernels import nvimgcodec_capi as capi
 from headrace_kernels.cpu import decode as cpu_decode
 from headrace_kernels.cpu.decode import tiny_jpeg
-from headrace_kernels.gpu.decode_lanes import SPLIT_FROM, DecodeLane, LaneDecode, split
+from headrace_kernels.gpu.decode_lanes import AHEAD_FROM, SPLIT_FROM, DecodeLane, LaneDecode, split
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.host_arrays import addresses_and_sizes
@@ -176,6 +176,7 @@ class MixedDecoder:
         self.decode_seconds = 0.0  # waiting for nvImageCodec's decode calls
         self.decoded_ahead = 0  # batches whose decode was handed to the lanes ahead (`start_ahead`)
         self.c_api = c_api and self.output_type != YCBCR and capi.available()
+        self.ahead_from = AHEAD_FROM  # the smallest batch decoded ahead on a lane (`start_ahead`)
         self.options = decoder_options(args)
 
     def _backend_attempts(self) -> list[tuple[list[tuple[int, float]], str]]:
@@ -203,9 +204,9 @@ class MixedDecoder:
     def warm_up_in_lanes(self) -> None:
         """Make the decoders and decode their warm-up batches on the lanes' threads, which will decode this node's
         batches: started at build, this runs while the pipeline reads and prepares its first batch; lane 0's first,
-        the others' after it. Only where batches go to the lanes (a pipeline batch of SPLIT_FROM or more, the C
+        the others' after it. Only where batches go to the lanes (a pipeline batch of `ahead_from` or more, the C
         API)."""
-        if not self.c_api or self.capacity < SPLIT_FROM or self.hw_load <= 0:
+        if not self.c_api or self.capacity < self.ahead_from or self.hw_load <= 0:
             return
 
         def make(j: int):
@@ -530,7 +531,7 @@ class MixedDecoder:
         """Hand a prepared batch's decode to the lanes now (call in the look-ahead, context active), so that it
         runs while the batch before is still in its later steps on `stream`: DALI's mixed stage runs ahead of its
         GPU stage the same way. The lanes decode batches in turn; `run` waits for this one."""
-        if prepared.shapes is None or prepared.ahead is not None or len(prepared.shapes) < SPLIT_FROM:
+        if prepared.shapes is None or prepared.ahead is not None or len(prepared.shapes) < self.ahead_from:
             return  # a small batch decodes faster in the step's own thread than after a hand-off to another
         self.allocate(prepared, stream)  # done by `prepare` already, where the step prepared it (the lanes warm
         prepared.attempt = self._attempt  # their decoders up themselves before their first part)

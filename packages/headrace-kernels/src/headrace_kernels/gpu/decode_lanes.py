@@ -17,8 +17,10 @@ import numpy as np
 from headrace_kernels.gpu.cupy_module import cupy
 
 SPLIT_FROM = 64
-"""The smallest batch handed to lanes (and split across them): a smaller one decodes in the calling thread, where
-the hand-offs' waits for the GIL would cost more than its decode overlaps (SSD300's batches of 32, a request)."""
+"""The smallest batch split across two lanes (at hw_decoder_load 1)."""
+AHEAD_FROM = 64
+"""The smallest batch handed to a lane ahead: a smaller one decodes in the calling thread, where the hand-offs'
+waits for the GIL would cost more than its decode overlaps (SSD300's batches of 32, a request)."""
 
 
 class DecodeLane:
