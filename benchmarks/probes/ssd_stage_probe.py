@@ -12,6 +12,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -70,17 +71,20 @@ def cut_full(fn, types):
 
 CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_slice(fn, types, 1.0),
         "slice 0": lambda fn, types: cut_slice(fn, types, 0.0), "image": cut_image, "chain": cut_chain,
-        "full": cut_full, "full ahead": cut_full}
+        "full": cut_full, "full ahead": cut_full, "full 2 threads": cut_full}
 AHEAD = {"full ahead"}
 """Cuts whose headrace build decodes every batch ahead on a decode lane (the decoders' ahead_from 1; DALI's mixed
 stage always runs ahead): headrace only."""
+THREADS = {"full 2 threads": 2}
+"""Cuts built with their own num_threads (nvImageCodec's CPU threads too): headrace only."""
+HEADRACE_ONLY = AHEAD | set(THREADS)
 DATA: dict[str, str] = {}
 
 
 def build(name: str, cut: str, batch_size: int, threads: int):
     lib = example.library(name)
 
-    @lib.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    @lib.pipeline_def(batch_size=batch_size, num_threads=THREADS.get(cut, threads), device_id=0, seed=7)
     def pipe():
         out = CUTS[cut](lib.fn, lib.types)
         return out if isinstance(out, tuple) else (out,)
@@ -92,6 +96,72 @@ def build(name: str, cut: str, batch_size: int, threads: int):
             if hasattr(kernel, "decoder"):
                 kernel.decoder.ahead_from = 1
     return built
+
+
+class ThreadTimes:
+    """Wall time and the calling thread's CPU time of the GPU stage's parts (readers, the decoders' host half, the
+    launches and plans ahead, each step), while in the `with` block: the stage's methods wrapped for the while."""
+
+    PARTS = {"_readers": "readers and CPU ops", "_prepare": "decoders' host half", "launch_ahead": "launches ahead",
+             "plan_ahead": "plans ahead"}
+
+    def __init__(self):
+        self.totals: dict[str, list[float]] = {}
+        self._saved: list[tuple[object, str, object]] = []
+
+    def _add(self, name: str, wall: float, cpu: float) -> None:
+        total = self.totals.setdefault(name, [0.0, 0.0])
+        total[0] += wall
+        total[1] += cpu
+
+    def _timed(self, owner, attribute: str, name_of) -> None:
+        original = getattr(owner, attribute)
+        self._saved.append((owner, attribute, original))
+
+        def wrapper(*args, **kwargs):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._add(name_of(args), time.perf_counter() - wall, time.thread_time() - cpu)
+
+        setattr(owner, attribute, wrapper)
+
+    def __enter__(self) -> ThreadTimes:
+        from headrace.engine import gpu_stage
+
+        for attribute, name in self.PARTS.items():
+            self._timed(gpu_stage.GpuStage, attribute, lambda args, name=name: name)
+        self._timed(gpu_stage, "run_step", lambda args: f"step {args[0].node.schema.name}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for owner, attribute, original in reversed(self._saved):
+            setattr(owner, attribute, original)
+
+
+def print_yappi(pipe, batches: int, batch_size: int, sync, top: int = 25) -> None:
+    """`batches` batches under yappi's CPU clock (every thread; it slows call-heavy Python 3-5x, so read shares, not
+    times): each thread's CPU time, then the functions with the most own time in each of the three busiest."""
+    import yappi
+
+    yappi.set_clock_type("cpu")
+    yappi.start(builtins=True)
+    rate(pipe, batches, batch_size, sync)
+    yappi.stop()
+    print(f"  yappi, CPU ms per batch by thread ({batches} batches):")
+    names = {t.native_id: t.name for t in threading.enumerate()} | {t.ident: t.name for t in threading.enumerate()}
+    for thread in sorted(yappi.get_thread_stats(), key=lambda t: -t.ttot):
+        print(f"    {names.get(thread.tid, names.get(thread.id, thread.name)):40} {thread.ttot / batches * 1e3:8.2f}")
+    threads = sorted(yappi.get_thread_stats(), key=lambda t: -t.ttot)
+    for thread in threads[:3]:
+        name = names.get(thread.tid, names.get(thread.id, thread.name))
+        print(f"  {name}: own CPU ms per batch, calls per batch, function ({thread.ttot / batches * 1e3:.2f} ms):")
+        stats = yappi.get_func_stats(filter={"ctx_id": thread.id})
+        for stat in sorted(stats, key=lambda f: -f.tsub)[:top]:
+            where = f"{Path(stat.module).name}:{stat.lineno}" if stat.module else ""
+            print(f"    {stat.tsub / batches * 1e3:7.3f} {stat.ncall / batches:7.1f}  {stat.name} ({where})")
+    yappi.clear_stats()
 
 
 def rate(pipe, batches: int, batch_size: int, sync) -> float:
@@ -110,13 +180,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", type=int, default=24, help="timed batches per round")
     parser.add_argument("--cuts", nargs="+", default=["cpu", "slice", "chain", "full"], choices=list(CUTS))
+    parser.add_argument("--yappi", type=int, default=0, metavar="BATCHES",
+                        help="also profile that many batches of each headrace cut with yappi (CPU time, every thread)")
     parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali"])
     args = parser.parse_args()
     sync = device_synchronizer()
     with tempfile.TemporaryDirectory() as scratch:
         DATA["root"], DATA["annotations"] = example.write_coco_set(scratch, args.images, size=(480, 640))
         pipes = {(lib, cut): build(lib, cut, args.batch_size, args.threads) for cut in args.cuts for lib in args.libs
-                 if lib == "headrace" or cut not in AHEAD}
+                 if lib == "headrace" or cut not in HEADRACE_ONLY}
         for pipe in pipes.values():
             rate(pipe, 8, args.batch_size, sync)  # warm-up
         rates: dict[tuple[str, str], list[float]] = {key: [] for key in pipes}
@@ -140,10 +212,17 @@ def main() -> None:
                 if stage is None:  # the CPU ops alone: no GPU stage
                     continue
                 stage.timings.clear()
-                got = rate(pipe, args.batches, args.batch_size, sync)
+                with ThreadTimes() as times:
+                    got = rate(pipe, args.batches, args.batch_size, sync)
                 print(f"\nheadrace {cut}: {got:.0f} img/s; host ms per batch:")
                 for name, total in sorted(stage.timings.items(), key=lambda kv: -kv[1]):
                     print(f"  {name:50} {total / args.batches * 1e3:8.2f}")
+                print("  wall / CPU time of its own thread (the rest: waiting for the GIL, the device, a lock), "
+                      "ms per batch:")
+                for name, (wall, cpu) in sorted(times.totals.items(), key=lambda kv: -kv[1][0]):
+                    print(f"  {name:50} {wall / args.batches * 1e3:8.2f} {cpu / args.batches * 1e3:8.2f}")
+                if args.yappi:
+                    print_yappi(pipe, args.yappi, args.batch_size, sync)
         for pipe in pipes.values():
             if hasattr(pipe, "close"):
                 pipe.close()
