@@ -81,10 +81,15 @@ HEADRACE_ONLY = AHEAD | set(THREADS)
 DATA: dict[str, str] = {}
 
 
-def build(name: str, cut: str, batch_size: int, threads: int):
+def build(name: str, cut: str, batch_size: int, threads: int, executor: dict[str, str] | None = None):
     lib = example.library(name)
+    options = {}
+    if name == "headrace" and executor:
+        from headrace import ExecutorOptions
 
-    @lib.pipeline_def(batch_size=batch_size, num_threads=THREADS.get(cut, threads), device_id=0, seed=7)
+        options["executor_options"] = ExecutorOptions.from_strings(executor)
+
+    @lib.pipeline_def(batch_size=batch_size, num_threads=THREADS.get(cut, threads), device_id=0, seed=7, **options)
     def pipe():
         out = CUTS[cut](lib.fn, lib.types)
         return out if isinstance(out, tuple) else (out,)
@@ -182,12 +187,16 @@ def main() -> None:
     parser.add_argument("--cuts", nargs="+", default=["cpu", "slice", "chain", "full"], choices=list(CUTS))
     parser.add_argument("--yappi", type=int, default=0, metavar="BATCHES",
                         help="also profile that many batches of each headrace cut with yappi (CPU time, every thread)")
+    parser.add_argument("--executor", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="executor options of the headrace builds (switch_interval=0.0005, lookahead=after)")
     parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali"])
     args = parser.parse_args()
     sync = device_synchronizer()
     with tempfile.TemporaryDirectory() as scratch:
         DATA["root"], DATA["annotations"] = example.write_coco_set(scratch, args.images, size=(480, 640))
-        pipes = {(lib, cut): build(lib, cut, args.batch_size, args.threads) for cut in args.cuts for lib in args.libs
+        executor = dict(item.split("=", 1) for item in args.executor)
+        pipes = {(lib, cut): build(lib, cut, args.batch_size, args.threads, executor) for cut in args.cuts
+                 for lib in args.libs
                  if lib == "headrace" or cut not in HEADRACE_ONLY}
         for pipe in pipes.values():
             rate(pipe, 8, args.batch_size, sync)  # warm-up
