@@ -23,6 +23,9 @@ def test_defaults_and_dict_form():
     ({"plan_cache": "no"}, "'plan_cache': expected a bool"),
     ({"switch_interval": -1.0}, "'switch_interval'"),
     ({"gpu_pool_limit": 1.5}, "'gpu_pool_limit'"),
+    ({"coalesce_batches": 0}, "'coalesce_batches': expected an int >= 1"),
+    ({"coalesce_batches": True}, "'coalesce_batches'"),
+    ({"coalesce_batches": 2.0}, "'coalesce_batches'"),
     ("fast", "expected a dict"),
 ])
 def test_bad_options_name_the_option(value, message):
@@ -32,9 +35,9 @@ def test_bad_options_name_the_option(value, message):
 
 def test_triton_parameters_become_options():
     params = {"executor.lookahead": "off", "executor.plan_cache": "false", "executor.switch_interval": "0.0001",
-              "executor.gpu_pool_limit": "1048576", "num_threads": "2"}
+              "executor.gpu_pool_limit": "1048576", "executor.coalesce_batches": "4", "num_threads": "2"}
     assert executor_options(params) == ExecutorOptions(lookahead="off", plan_cache=False, switch_interval=0.0001,
-                                                       gpu_pool_limit=1 << 20)
+                                                       gpu_pool_limit=1 << 20, coalesce_batches=4)
     assert executor_options({}) == ExecutorOptions()
     with pytest.raises(SchemaError, match="'parallel_reads': expected true or false"):
         executor_options({"executor.parallel_reads": "maybe"})

@@ -71,23 +71,28 @@ def cut_full(fn, types):
 
 CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_slice(fn, types, 1.0),
         "slice 0": lambda fn, types: cut_slice(fn, types, 0.0), "image": cut_image, "chain": cut_chain,
-        "full": cut_full, "full ahead": cut_full, "full 2 threads": cut_full}
+        "full": cut_full, "full ahead": cut_full, "full 2 threads": cut_full, "full coalesced 4": cut_full}
 AHEAD = {"full ahead"}
 """Cuts whose headrace build decodes every batch ahead on a decode lane (the decoders' ahead_from 1; DALI's mixed
 stage always runs ahead): headrace only."""
 THREADS = {"full 2 threads": 2}
 """Cuts built with their own num_threads (nvImageCodec's CPU threads too): headrace only."""
-HEADRACE_ONLY = AHEAD | set(THREADS)
+COALESCED = {"full coalesced 4": 4}
+"""Cuts whose headrace build runs that many batches as one in the GPU stage (executor option coalesce_batches)."""
+HEADRACE_ONLY = AHEAD | set(THREADS) | set(COALESCED)
 DATA: dict[str, str] = {}
 
 
 def build(name: str, cut: str, batch_size: int, threads: int, executor: dict[str, str] | None = None):
     lib = example.library(name)
     options = {}
-    if name == "headrace" and executor:
+    if name == "headrace" and (executor or cut in COALESCED):
         from headrace import ExecutorOptions
 
-        options["executor_options"] = ExecutorOptions.from_strings(executor)
+        given = dict(executor or {})
+        if cut in COALESCED:
+            given["coalesce_batches"] = str(COALESCED[cut])
+        options["executor_options"] = ExecutorOptions.from_strings(given)
 
     @lib.pipeline_def(batch_size=batch_size, num_threads=THREADS.get(cut, threads), device_id=0, seed=7, **options)
     def pipe():

@@ -170,6 +170,18 @@ class TensorListGPU(_TensorList):
             return list(self._samples)
         return [self.at(i) for i in range(len(self))]
 
+    def part(self, start: int, stop: int) -> TensorListGPU:
+        """Samples start..stop-1 as a batch of their own: views of this one's memory (no copy)."""
+        if self._dense is not None:
+            samples = self._dense[start:stop]
+        elif isinstance(self._samples, PackedSamples):
+            packed = self._samples
+            samples = PackedSamples(packed.flat, packed.starts[start:stop], packed.shapes[start:stop])
+        else:
+            samples = self._samples[start:stop]
+        return TensorListGPU(samples, self._layout, self._source_info[start:stop] if self._source_info else None,
+                             self.stream, self.device_id)
+
     def with_metadata(self, layout: str, source_info: Sequence[str]) -> TensorListGPU:
         """Set the layout and sample sources (a pipeline output), returning the batch."""
         self._layout, self._source_info = layout, list(source_info)

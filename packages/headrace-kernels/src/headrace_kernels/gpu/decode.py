@@ -486,13 +486,7 @@ class MixedDecoder:
         if ahead is None:
             with self._lane(0).lock:
                 which = np.arange(len(prepared.shapes))
-                started = self._start(self._first_decoder(stream), prepared, which, stream, gray)
-                try:
-                    if meanwhile is not None:
-                        meanwhile()
-                finally:  # the decode writes into the batch's memory: always waited for
-                    statuses = started.finish() if started is not None else \
-                        np.zeros(len(prepared.shapes), np.uint32)
+                statuses = self._decode_calls(self._first_decoder(stream), prepared, which, stream, gray, meanwhile)
         else:
             try:
                 if meanwhile is not None:
@@ -501,6 +495,25 @@ class MixedDecoder:
                 statuses = ahead.statuses()  # done on the device too: `stream` reads the images after this
         self.decode_seconds += time.perf_counter() - start
         return statuses
+
+    def _decode_calls(self, decoder, prepared: Prepared, which: np.ndarray, stream, gray: bool,
+                      meanwhile=None) -> np.ndarray:
+        """The per-image statuses of decoding the batch's images `which` on `stream`, `meanwhile()` run while the
+        (first) call decodes. More images than the decoder's capacity (the GPU stage's coalesced batches) go in
+        calls of `capacity` each, as each batch would alone: nvImageCodec splits a call between its backends by
+        the call's images, so the same images take the same backend (the same pixels) either way."""
+        size = self.capacity if 0 < self.capacity < len(which) else len(which)
+        parts = [which[begin:begin + size] for begin in range(0, len(which), size)] if size else [which]
+        statuses = []
+        for part in parts:
+            started = self._start(decoder, prepared, part, stream, gray)
+            try:
+                if meanwhile is not None:
+                    meanwhile()
+            finally:  # the decode writes into the batch's memory: always waited for
+                meanwhile = None
+                statuses.append(started.finish() if started is not None else np.zeros(len(part), np.uint32))
+        return statuses[0] if len(statuses) == 1 else np.concatenate(statuses)
 
     def _start(self, decoder, prepared: Prepared, which: np.ndarray, stream, gray: bool):
         """The C API's started decode of the batch's images `which` on `stream`, or None where the call failed
@@ -520,8 +533,7 @@ class MixedDecoder:
         def part(j: int, which: np.ndarray):
             def work(lane: DecodeLane) -> np.ndarray:
                 lane.stream.wait_event(queued)
-                started = self._start(self._lane_decoder(j, lane), prepared, which, lane.stream, gray)
-                return started.finish() if started is not None else np.zeros(len(which), np.uint32)
+                return self._decode_calls(self._lane_decoder(j, lane), prepared, which, lane.stream, gray)
             return work
 
         return LaneDecode([(which, self._lane(j).submit(part(j, which))) for j, which in enumerate(parts)],

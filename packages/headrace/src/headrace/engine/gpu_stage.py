@@ -221,6 +221,10 @@ class GpuStage:
         preparing = [step for kind, step in self.steps if kind == "gpu" and step.prepares]
         self.lookahead_at = preparing[-1] if preparing and options.lookahead == "after" and not self.skip_until \
             else None
+        self.output_refs = {ref_of(o) for o in outputs}
+        self.group = options.coalesce_batches if self._coalescible(in_stage) else 1
+        """Consecutive batches run as one (executor option coalesce_batches), where the pipeline allows it."""
+        self._done: dict[int, Any] = {}  # the later batches of a coalesced run: outputs, or the error they failed on
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
         self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-readers")
         self._reads: dict[int, Future] = {}  # the readers' phase of batches ahead (see _read_ahead)
@@ -232,6 +236,15 @@ class GpuStage:
             for kernel in self.kernels():
                 if hasattr(kernel, "warm_up_in_lanes"):
                     kernel.warm_up_in_lanes()
+
+    def _coalescible(self, in_stage: list[OpNode]) -> bool:
+        """Whether batches can run coalesced: full batches from readers only, read ahead, and no step that sees the
+        batch as a whole or keeps per-batch state (conditionals, skips, sequences, whole-batch ops, CPU ops after a
+        `.cpu()`)."""
+        return self.lookahead and self.lookahead_at is None and not self.skip_until and not self.cpu.skipping \
+            and all(hasattr(op, "meta") for op in self.cpu.batch_ops.values()) \
+            and all(kind == "gpu" for kind, _ in self.steps) \
+            and not any(n.guard is not None or n.schema.whole_batch or is_sequence_node(n) for n in in_stage)
 
     def kernels(self) -> list[Any]:
         """The kernel objects of the GPU steps, in order (decoders, fused kernels, ...)."""
@@ -253,6 +266,8 @@ class GpuStage:
         return future
 
     def _cpu_stage(self, iteration: int):
+        if self.group > 1:
+            return self._group_cpu_stage(iteration)
         start = time.perf_counter()
         if not self.lookahead and iteration not in self._reads:
             # fed inputs: nothing is read ahead, and a hand-off to the readers' thread would only add latency
@@ -282,6 +297,53 @@ class GpuStage:
         self.timings["  of which host half of decoders"] += prepared - read
         self.timings["  of which launches and plans ahead"] += end - prepared
         return values, sources, collectors, info
+
+    def _group_cpu_stage(self, first: int):
+        """The CPU stages of batches first..first+group-1 (each read as alone; one that fails keeps its error),
+        merged into one batch with its host half prepared and its launches planned: (merged values, or None where
+        they cannot run as one, the members, the merged BatchInfo)."""
+        start = time.perf_counter()
+        members: list = []
+        for iteration in range(first, first + self.group):
+            future = self._read_ahead(iteration)
+            try:
+                members.append(future.result())
+            except Exception as exc:  # noqa: BLE001 - this batch fails alone, the others run without it
+                members.append(exc)
+            finally:
+                self._reads.pop(iteration, None)
+        read = time.perf_counter()
+        values, info = self._merge(members, first)
+        if values is not None:
+            try:
+                self._prepare(values, info)
+            except SampleError:  # run member by member: only the batch with the bad sample fails
+                values = None
+        prepared = time.perf_counter()
+        if values is not None:
+            with self.ctx.active():
+                self.launch_ahead(values, info)
+                self.plan_ahead(values, info)
+        end = time.perf_counter()
+        self.timings["cpu stage + host half of decoders"] += end - start
+        self.timings["  of which waiting for the readers"] += read - start
+        self.timings["  of which host half of decoders"] += prepared - read
+        self.timings["  of which launches and plans ahead"] += end - prepared
+        return values, members, info
+
+    def _merge(self, members: list, first: int) -> tuple[dict | None, BatchInfo | None]:
+        """The members' values as one batch (each value's samples in member order), or (None, None) where one
+        failed or is not a full batch (samples are numbered by their place in the run: first * batch_size + i)."""
+        if any(isinstance(m, BaseException) or m[3] != self.batch_size for m in members):
+            return None, None
+        values: dict = {}
+        for key in members[0][0]:
+            column: list = []
+            for member in members:
+                column.extend(member[0][key])
+            values[key] = column
+        sources = [source for member in members for source in member[1]]
+        return values, BatchInfo(first, first * self.batch_size, len(sources), sources)
 
     def _prepare(self, values: dict, info: BatchInfo) -> None:
         """The host half of the preparing kernels (the decoders' headers and crop windows), ahead of the GPU steps."""
@@ -347,7 +409,7 @@ class GpuStage:
             finally:
                 future = None
         for ahead, future in list(self._reads.items()):
-            if ahead != iteration:  # batches read ahead for another sequence of iterations
+            if not iteration <= ahead < iteration + self.group:  # read ahead for another sequence of iterations
                 try:
                     future.result()
                 except BaseException:  # noqa: BLE001 - nobody asked for them
@@ -357,6 +419,8 @@ class GpuStage:
 
     def run(self, iteration: int):
         """Batch `iteration`: its CPU stage (computed ahead when possible), then the GPU steps on the stream."""
+        if self.group > 1:
+            return self._run_coalesced(iteration)
         with self._lock, self.ctx.active():  # active for a CPU stage run here too (fed inputs: its allocations)
             wait = time.perf_counter()
             values, sources, collectors, info = self._next_cpu_stage(iteration)
@@ -379,6 +443,81 @@ class GpuStage:
             self._previous = (self.ctx.stream.record(), values)
             return values, sources, collectors
 
+    def _run_coalesced(self, iteration: int):
+        """Batch `iteration` of a coalesced run: computed with the batches after it when it starts a run (or a new
+        sequence of iterations), else taken from the run that computed it."""
+        done = self._done.pop(iteration, None)
+        if done is None:
+            self._done.clear()  # batches of another sequence of iterations
+            with self._lock, self.ctx.active():
+                self._compute_coalesced(iteration)
+            done = self._done.pop(iteration)
+        if isinstance(done, BaseException):
+            try:
+                raise done
+            finally:  # no cycle through this frame: the failed batch goes once the caller drops the error
+                done = None
+        return done
+
+    def _compute_coalesced(self, first: int) -> None:
+        """Batches first..first+group-1 into `_done`: as one batch where they merged and ran, else each alone."""
+        wait = time.perf_counter()
+        values, members, info = self._next_cpu_stage(first)
+        self.timings["gpu stage waiting for cpu stage"] += time.perf_counter() - wait
+        self._look_ahead(first)
+        if values is not None:
+            self._sync_previous()
+            try:
+                for source in self.gpu_sources:
+                    for index in range(len(source.outputs)):
+                        values[(source.name, index)] = upload(values[(source.name, index)])
+                self._run_steps(self.steps, values, {}, info)
+            except SampleError:
+                values = None  # again member by member: only the batch with the bad sample fails
+            else:
+                self._previous = (self.ctx.stream.record(), values)
+                for m, member in enumerate(members):
+                    self._done[first + m] = self._member_outputs(member, values, m * self.batch_size)
+                return
+        for m, member in enumerate(members):
+            self._done[first + m] = member if isinstance(member, BaseException) else \
+                self._run_member(first + m, member)
+
+    def _member_outputs(self, member: tuple, values: dict, start: int) -> tuple:
+        """One member's (values, sources, collectors): its own CPU values and collected outputs, and its part of
+        the merged GPU outputs (views)."""
+        own, sources, collectors, size = member
+        out = dict(own)
+        for ref in self.output_refs:
+            value = values.get(ref)
+            if isinstance(value, TensorListGPU):
+                out[ref] = value.part(start, start + size)
+            elif ref not in own:  # a `.cpu()` copy's host samples
+                out[ref] = value[start:start + size]
+        return out, sources, collectors
+
+    def _run_member(self, iteration: int, member: tuple):
+        """One member of a coalesced run alone (its run could not merge): its outputs, or the error it failed on."""
+        values, sources, collectors, size = member
+        info = BatchInfo(iteration, iteration * self.batch_size, size, sources)
+        try:
+            self._prepare(values, info)
+            self._sync_previous()
+            for source in self.gpu_sources:
+                for index in range(len(source.outputs)):
+                    values[(source.name, index)] = upload(values[(source.name, index)])
+            self._run_steps(self.steps, values, collectors, info)
+        except Exception as exc:  # noqa: BLE001 - handed to whoever asks for this batch
+            return exc
+        self._previous = (self.ctx.stream.record(), values)
+        return values, sources, collectors
+
+    def _sync_previous(self) -> None:
+        """What the last batch's kernels read may be freed once the stream has passed them."""
+        if self._previous is not None:
+            self._previous[0].synchronize()
+            self._previous = None
+
     def _run_steps(self, steps: list, values: dict, collectors: dict, info: BatchInfo) -> None:
         for kind, step in steps:
             if kind == "samples":
@@ -398,6 +537,11 @@ class GpuStage:
                 self._look_ahead(info.iteration)
 
     def _look_ahead(self, iteration: int) -> None:
+        if self.group > 1:  # the next run's batches and the one after's, read ahead; the next run's CPU stage
+            for ahead in range(iteration + self.group, iteration + 3 * self.group):
+                self._read_ahead(ahead)
+            self._pending = (iteration + self.group, self._thread.submit(self._cpu_stage, iteration + self.group))
+            return
         self._read_ahead(iteration + 1)
         if not self.skip_until:  # skipping: the readers give batch i+1's replacements before batch i+2
             self._read_ahead(iteration + 2)
@@ -465,6 +609,7 @@ class GpuStage:
         self._thread.shutdown(wait=False, cancel_futures=True)
         self._reader_thread.shutdown(wait=True, cancel_futures=True)  # a read in progress finishes first
         self._reads.clear()
+        self._done.clear()
         # Tear down in order, not at the garbage collector's whim: nvImageCodec's images and decoders were made on
         # this stream and use it when they go, so they go first, while it still exists.
         with self._lock:

@@ -34,6 +34,11 @@ class ExecutorOptions:
     same arguments), so a batch of sizes seen before only copies its records."""
     nvimgcodec_capi: bool = True
     """Decode through nvImageCodec's C API (returns before the decode is done); False uses its Python binding."""
+    coalesce_batches: int = 1
+    """The GPU stage runs this many consecutive batches as one (each decoded in its own call, so the same bits):
+    its per-batch host work is paid once for them all, which small batches gain from (SSD300's 32). Only for
+    pipelines whose sources are readers, with no conditionals, skips, sequences, whole-batch GPU ops or CPU ops
+    after a `.cpu()`; elsewhere it is 1."""
 
     def __post_init__(self) -> None:
         if self.lookahead not in LOOKAHEAD_MODES:
@@ -45,6 +50,10 @@ class ExecutorOptions:
         if isinstance(self.switch_interval, bool) or not isinstance(self.switch_interval, int | float) \
                 or self.switch_interval < 0:
             raise SchemaError(f"executor option 'switch_interval': expected seconds >= 0, got {self.switch_interval!r}")
+        if isinstance(self.coalesce_batches, bool) or not isinstance(self.coalesce_batches, int) \
+                or self.coalesce_batches < 1:
+            raise SchemaError(f"executor option 'coalesce_batches': expected an int >= 1, got "
+                              f"{self.coalesce_batches!r}")
         if isinstance(self.gpu_pool_limit, bool) or not isinstance(self.gpu_pool_limit, int) or self.gpu_pool_limit < 0:
             raise SchemaError(f"executor option 'gpu_pool_limit': expected bytes >= 0, got {self.gpu_pool_limit!r}")
 
