@@ -4,7 +4,9 @@ registered in headrace_kernels.registry (a chain of ops with a fused kernel runs
 
 While the GPU stage of batch i runs in the caller's thread, the CPU stage of batch i+1 (readers, CPU ops, and the
 host half of the preparing kernels: the decoders' header parsing and crop windows) runs on a second thread, and
-kernels that can plan on a decoder's prepared records plan there too."""
+kernels that can plan on a decoder's prepared records plan there too. With the executor option coalesce_batches,
+consecutive batches of a reader pipeline are read one by one, then run through the GPU steps as one batch and
+split again after them."""
 
 from __future__ import annotations
 
@@ -427,12 +429,8 @@ class GpuStage:
             self.timings["gpu stage waiting for cpu stage"] += time.perf_counter() - wait
             if self.lookahead and self.lookahead_at is None and not self.skip_until:
                 self._look_ahead(iteration)
-            if self._previous is not None:  # what the last batch's kernels read may be freed now
-                self._previous[0].synchronize()
-                self._previous = None
-            for source in self.gpu_sources:
-                for index in range(len(source.outputs)):
-                    values[(source.name, index)] = upload(values[(source.name, index)])
+            self._sync_previous()
+            self._upload_sources(values)
             head = self.steps[:self.skip_until]
             if head:  # the steps a failed sample is replaced in; then the next batch may be read
                 retry_skips(lambda: self._run_steps(head, values, collectors, info), self.skipping, self.cpu, values,
@@ -468,12 +466,10 @@ class GpuStage:
         if values is not None:
             self._sync_previous()
             try:
-                for source in self.gpu_sources:
-                    for index in range(len(source.outputs)):
-                        values[(source.name, index)] = upload(values[(source.name, index)])
+                self._upload_sources(values)
                 self._run_steps(self.steps, values, {}, info)
-            except SampleError:
-                values = None  # again member by member: only the batch with the bad sample fails
+            except Exception:  # noqa: BLE001 - again member by member: only the batch with the bad sample fails
+                values = None
             else:
                 self._previous = (self.ctx.stream.record(), values)
                 for m, member in enumerate(members):
@@ -503,9 +499,7 @@ class GpuStage:
         try:
             self._prepare(values, info)
             self._sync_previous()
-            for source in self.gpu_sources:
-                for index in range(len(source.outputs)):
-                    values[(source.name, index)] = upload(values[(source.name, index)])
+            self._upload_sources(values)
             self._run_steps(self.steps, values, collectors, info)
         except Exception as exc:  # noqa: BLE001 - handed to whoever asks for this batch
             return exc
@@ -517,6 +511,12 @@ class GpuStage:
         if self._previous is not None:
             self._previous[0].synchronize()
             self._previous = None
+
+    def _upload_sources(self, values: dict) -> None:
+        """The GPU readers' host samples of the batch, uploaded."""
+        for source in self.gpu_sources:
+            for index in range(len(source.outputs)):
+                values[(source.name, index)] = upload(values[(source.name, index)])
 
     def _run_steps(self, steps: list, values: dict, collectors: dict, info: BatchInfo) -> None:
         for kind, step in steps:
