@@ -16,6 +16,7 @@ the same batch (computed once by DALI's CPU build).
     python benchmarks/ssd_cpu.py --ops                    # ms per batch of each op alone, 1 thread
     python benchmarks/ssd_cpu.py --device gpu             # GPU 0: decode (mixed) and augment on the GPU, DALI's
                                                           # GPU build (../shared/tools/dali-gpu/README.md)
+    python benchmarks/ssd_cpu.py --device gpu --coalesce 4  # headrace with executor option coalesce_batches=4
 
 On the GPU every batch counts once the device's work is done (a device-wide synchronize).
 """
@@ -65,11 +66,13 @@ def device_synchronizer() -> Callable[[], None]:
 class PipelineRunner(Runner):
     """headrace's or DALI's build of the example's SSD300 graph."""
 
-    def __init__(self, name: str, data: tuple[str, str], batch_size: int, threads: int, seed: int, device: str):
+    def __init__(self, name: str, data: tuple[str, str], batch_size: int, threads: int, seed: int, device: str,
+                 coalesce: int = 1):
         self.name = name
         self.sync = device_synchronizer() if device == "gpu" else None
+        extra = {"executor_options": {"coalesce_batches": coalesce}} if name == "headrace" and coalesce > 1 else None
         self.pipe = example.build_pipeline(example.library(name), *data, device=device, batch_size=batch_size,
-                                           num_threads=threads, seed=seed)
+                                           num_threads=threads, seed=seed, pipeline_options=extra)
         self.pipe.build()
         self.batches = -(-self.pipe.epoch_size("Reader") // batch_size)
 
@@ -119,7 +122,8 @@ def run_rounds(args: argparse.Namespace, data: tuple[str, str]) -> tuple[dict[st
     for name in list(order):
         start = time.perf_counter()
         try:
-            runners[name] = PipelineRunner(name, data, args.batch_size, args.threads, args.seed, args.device)
+            runners[name] = PipelineRunner(name, data, args.batch_size, args.threads, args.seed, args.device,
+                                           args.coalesce)
         except Exception:  # noqa: BLE001 - one library's failure should not cost the other's figure
             print(f"{name}: the build FAILED, left out:")
             traceback.print_exc()
@@ -269,6 +273,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=6, help="rounds; the order alternates (A B, B A, ...)")
     parser.add_argument("--only", nargs="+", choices=LIBRARIES, default=list(LIBRARIES))
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--coalesce", type=int, default=1, metavar="K",
+                        help="headrace's executor option coalesce_batches (GPU: K batches run as one; default 1)")
     parser.add_argument("--quick", action="store_true", help="128 images, 4 rounds (overrides --images, --rounds)")
     parser.add_argument("--ops", action="store_true", help="only time each op alone (1 thread), headrace and DALI")
     parser.add_argument("--op-iters", type=int, default=5, help="batches per timed run of --ops")

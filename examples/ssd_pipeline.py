@@ -109,11 +109,12 @@ def ssd300_training(fn, types, file_root: str, annotations_file: str, device: st
 
 def build_pipeline(lib: SimpleNamespace, file_root: str, annotations_file: str, device: str = "cpu",
                    batch_size: int = 4, num_threads: int = 2, seed: int = 15,
-                   checkpoint: bool | dict | str | None = None, **options):
+                   checkpoint: bool | dict | str | None = None, pipeline_options: dict | None = None, **options):
     """The library's pipeline of `ssd300_training` (CPU only: device_id None; GPU 0 with device "gpu"), checkpointing
-    when `checkpoint` is given: True for a fresh start, or a checkpoint to resume from."""
+    when `checkpoint` is given: True for a fresh start, or a checkpoint to resume from. `pipeline_options`: more
+    of the library's pipeline arguments (headrace's executor_options, say)."""
     @lib.pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=0 if device == "gpu" else None,
-                      seed=seed, enable_checkpointing=checkpoint is not None)
+                      seed=seed, enable_checkpointing=checkpoint is not None, **(pipeline_options or {}))
     def ssd300():
         return ssd300_training(lib.fn, lib.types, file_root, annotations_file, device, **options)
 
