@@ -502,10 +502,8 @@ class MixedDecoder:
         (first) call decodes. More images than the decoder's capacity (the GPU stage's coalesced batches) go in
         calls of `capacity` each, as each batch would alone: nvImageCodec splits a call between its backends by
         the call's images, so the same images take the same backend (the same pixels) either way."""
-        size = self.capacity if 0 < self.capacity < len(which) else len(which)
-        parts = [which[begin:begin + size] for begin in range(0, len(which), size)] if size else [which]
         statuses = []
-        for part in parts:
+        for part in (which[chunk] for chunk in self._call_parts(which)):
             started = self._start(decoder, prepared, part, stream, gray)
             try:
                 if meanwhile is not None:
@@ -514,6 +512,14 @@ class MixedDecoder:
                 meanwhile = None
                 statuses.append(started.finish() if started is not None else np.zeros(len(part), np.uint32))
         return statuses[0] if len(statuses) == 1 else np.concatenate(statuses)
+
+    def _call_parts(self, items) -> list[slice]:
+        """The slices of `items` decoded in one call each: all of them, or for more than the decoder's capacity
+        (a coalesced batch) consecutive runs of `capacity`, one per batch."""
+        count = len(items)
+        if not 0 < self.capacity < count:
+            return [slice(0, count)]
+        return [slice(begin, begin + self.capacity) for begin in range(0, count, self.capacity)]
 
     def _start(self, decoder, prepared: Prepared, which: np.ndarray, stream, gray: bool):
         """The C API's started decode of the batch's images `which` on `stream`, or None where the call failed
@@ -566,10 +572,12 @@ class MixedDecoder:
         params = nv.DecodeParams(color_spec=nv.ColorSpec.GRAY if gray else nv.ColorSpec.SRGB,
                                  apply_exif_orientation=self.args["adjust_orientation"])
         start = time.perf_counter()
-        try:
-            images = self.decoder.decode(prepared.streams, params=params, cuda_stream=stream.ptr)
-        except Exception:  # noqa: BLE001 - a failing batch call: decode one by one below
-            images = [None] * len(prepared.streams)
+        streams, images = prepared.streams, []
+        for chunk in self._call_parts(streams):  # as _decode_calls: at most `capacity` images a call
+            try:
+                images.extend(self.decoder.decode(streams[chunk], params=params, cuda_stream=stream.ptr))
+            except Exception:  # noqa: BLE001 - a failing batch call: decode one by one below
+                images.extend([None] * len(streams[chunk]))
         self.decode_seconds += time.perf_counter() - start
         out = []
         for i, image in enumerate(images):

@@ -293,12 +293,14 @@ class GpuStage:
                 if not self.skip_until:  # skipping: a replaced sample is prepared again
                     self.launch_ahead(values, info)  # first: the decode runs while the launches are planned
                 self.plan_ahead(values, info)
-        end = time.perf_counter()
+        self._time_cpu_stage(start, read, prepared, time.perf_counter())
+        return values, sources, collectors, info
+
+    def _time_cpu_stage(self, start: float, read: float, prepared: float, end: float) -> None:
         self.timings["cpu stage + host half of decoders"] += end - start
         self.timings["  of which waiting for the readers"] += read - start
         self.timings["  of which host half of decoders"] += prepared - read
         self.timings["  of which launches and plans ahead"] += end - prepared
-        return values, sources, collectors, info
 
     def _group_cpu_stage(self, first: int):
         """The CPU stages of batches first..first+group-1 (each read as alone; one that fails keeps its error),
@@ -326,11 +328,7 @@ class GpuStage:
             with self.ctx.active():
                 self.launch_ahead(values, info)
                 self.plan_ahead(values, info)
-        end = time.perf_counter()
-        self.timings["cpu stage + host half of decoders"] += end - start
-        self.timings["  of which waiting for the readers"] += read - start
-        self.timings["  of which host half of decoders"] += prepared - read
-        self.timings["  of which launches and plans ahead"] += end - prepared
+        self._time_cpu_stage(start, read, prepared, time.perf_counter())
         return values, members, info
 
     def _merge(self, members: list, first: int) -> tuple[dict | None, BatchInfo | None]:
