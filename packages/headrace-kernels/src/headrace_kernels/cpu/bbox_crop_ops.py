@@ -706,16 +706,11 @@ def random_bbox_crop_batch(inputs: list[list], args: dict, seed: int, first_samp
     """random_bbox_crop of a whole batch in one compiled call (each sample from its own stream, as the per-sample
     kernel draws it); None, for the per-sample kernel and its errors, where a sample or an argument is not as the
     compiled search takes it."""
-    rows = []
-    for sample in inputs[0]:
-        boxes = np.asarray(sample)
-        if boxes.dtype != F32 or boxes.ndim != 2:
-            return None
-        rows.append(boxes)
-    ncoords = rows[0].shape[1] if rows else 0
-    if not rows or any(boxes.shape[1] != ncoords for boxes in rows):
-        return None
     try:
+        rows = [box_rows(sample, OP) for sample in inputs[0]]
+        ncoords = rows[0].shape[1] if rows else 0
+        if not rows or any(boxes.shape[1] != ncoords for boxes in rows):
+            return None
         prepared = cached_plan(args, ncoords)
         labels = [label_rows(sample, boxes.shape[0], OP) for sample, boxes in zip(inputs[1], rows, strict=True)] \
             if len(inputs) > 1 else None

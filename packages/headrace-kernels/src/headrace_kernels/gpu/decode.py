@@ -573,11 +573,11 @@ class MixedDecoder:
                                  apply_exif_orientation=self.args["adjust_orientation"])
         start = time.perf_counter()
         streams, images = prepared.streams, []
-        for chunk in self._call_parts(streams):  # as _decode_calls: at most `capacity` images a call
+        for part in (streams[chunk] for chunk in self._call_parts(streams)):  # at most `capacity` images a call
             try:
-                images.extend(self.decoder.decode(streams[chunk], params=params, cuda_stream=stream.ptr))
+                images.extend(self.decoder.decode(part, params=params, cuda_stream=stream.ptr))
             except Exception:  # noqa: BLE001 - a failing batch call: decode one by one below
-                images.extend([None] * len(streams[chunk]))
+                images.extend([None] * len(part))
         self.decode_seconds += time.perf_counter() - start
         out = []
         for i, image in enumerate(images):

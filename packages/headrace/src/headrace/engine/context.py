@@ -82,7 +82,7 @@ class SampleOp:
             self.batch_draw = get_cpu_batch_draw_kernel(node.schema.name)
         # an op with literal arguments and a whole-batch twin runs a whole batch in one call (same values)
         self.batch_kernel = None
-        if self.inputs and not self.arg_inputs and self.guard is None and not self.skips and not frame_args \
+        if self.inputs and not self.arg_inputs and self.guard is None and not self.skips \
                 and not node.schema.whole_batch:
             self.batch_kernel = get_cpu_batch_kernel(node.schema.name)
 

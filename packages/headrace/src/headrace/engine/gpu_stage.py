@@ -267,6 +267,14 @@ class GpuStage:
             future = self._reads[iteration] = self._reader_thread.submit(self._readers, iteration)
         return future
 
+    def _take_read(self, iteration: int) -> tuple:
+        """The readers' phase of batch `iteration` (read ahead, or now), taken off the batches read ahead."""
+        future = self._read_ahead(iteration)
+        try:
+            return future.result()
+        finally:
+            self._reads.pop(iteration, None)
+
     def _cpu_stage(self, iteration: int):
         if self.group > 1:
             return self._group_cpu_stage(iteration)
@@ -275,11 +283,7 @@ class GpuStage:
             # fed inputs: nothing is read ahead, and a hand-off to the readers' thread would only add latency
             values, sources, collectors, size = self._readers(iteration)
         else:
-            future = self._read_ahead(iteration)
-            try:
-                values, sources, collectors, size = future.result()
-            finally:
-                self._reads.pop(iteration, None)
+            values, sources, collectors, size = self._take_read(iteration)
         read = time.perf_counter()
         info = BatchInfo(iteration, iteration * self.batch_size, size, sources)
         if self.skip_until:
@@ -309,13 +313,10 @@ class GpuStage:
         start = time.perf_counter()
         members: list = []
         for iteration in range(first, first + self.group):
-            future = self._read_ahead(iteration)
             try:
-                members.append(future.result())
+                members.append(self._take_read(iteration))
             except Exception as exc:  # noqa: BLE001 - this batch fails alone, the others run without it
                 members.append(exc)
-            finally:
-                self._reads.pop(iteration, None)
         read = time.perf_counter()
         values, info = self._merge(members, first)
         if values is not None:

@@ -100,28 +100,34 @@ def _run_batch_kernel(op: SampleOp, values, collectors, iteration: int, first_sa
     except SampleFailureError as exc:
         raise _sample_error(op, exc, exc.index, iteration, sources) from exc
     except Exception as exc:
-        raise SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on batch {iteration}: {exc}",
-                          node=op.node.name, op=op.node.schema.name) from exc
+        raise _batch_error(op, exc, iteration) from exc
     if results is None:
         return False
-    outputs = [(values[(op.node.name, k)], collectors.get((op.node.name, k))) for k in range(op.num_outputs)]
-    for i, result in enumerate(results):
-        for (out, collector), value in zip(outputs, result if op.num_outputs > 1 else (result,), strict=True):
-            out[i] = value
-            if collector is not None:
-                collector.put(i, value)
+    _store(op, results, values, collectors)
     return True
+
+
+def _batch_error(op: SampleOp, exc: Exception, iteration: int) -> SampleError:
+    return SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on batch {iteration}: {exc}",
+                       node=op.node.name, op=op.node.schema.name)
+
+
+def _store(op: SampleOp, results: list, values, collectors) -> None:
+    """A whole-batch call's results (one per sample: a value, or a tuple of one per output) into the batch's values
+    and the collectors of the outputs the pipeline returns."""
+    if op.num_outputs == 1:
+        results = [(result,) for result in results]
+    for k in range(op.num_outputs):
+        out, collector = values[(op.node.name, k)], collectors.get((op.node.name, k))
+        for i, result in enumerate(results):
+            out[i] = result[k]
+            if collector is not None:
+                collector.put(i, result[k])
 
 
 def _run_batch_draw(op: SampleOp, values, collectors, iteration: int, first_sample: int, size: int) -> None:
     try:
         results = op.batch_draw(op.static_args, op.seed, first_sample, size)
     except Exception as exc:
-        raise SampleError(f"{op.node.schema.name} (node '{op.node.name}') failed on batch {iteration}: {exc}",
-                          node=op.node.name, op=op.node.schema.name) from exc
-    out = values[(op.node.name, 0)]
-    collector = collectors.get((op.node.name, 0))
-    for i, value in enumerate(results):
-        out[i] = value
-        if collector is not None:
-            collector.put(i, value)
+        raise _batch_error(op, exc, iteration) from exc
+    _store(op, results, values, collectors)
