@@ -23,6 +23,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import ssd_pipeline as example  # noqa: E402
 from ssd_cpu import device_synchronizer  # noqa: E402
 
+from headrace import ExecutorOptions  # noqa: E402
+
 
 def reader_and_crop(fn):
     jpegs, bboxes, labels = fn.readers.coco(file_root=DATA["root"], annotations_file=DATA["annotations"], ltrb=True,
@@ -85,14 +87,8 @@ DATA: dict[str, str] = {}
 
 def build(name: str, cut: str, batch_size: int, threads: int, executor: dict[str, str] | None = None):
     lib = example.library(name)
-    options = {}
-    if name == "headrace" and (executor or cut in COALESCED):
-        from headrace import ExecutorOptions
-
-        given = dict(executor or {})
-        if cut in COALESCED:
-            given["coalesce_batches"] = str(COALESCED[cut])
-        options["executor_options"] = ExecutorOptions.from_strings(given)
+    given = {**(executor or {}), **({"coalesce_batches": str(COALESCED[cut])} if cut in COALESCED else {})}
+    options = {"executor_options": ExecutorOptions.from_strings(given)} if name == "headrace" and given else {}
 
     @lib.pipeline_def(batch_size=batch_size, num_threads=THREADS.get(cut, threads), device_id=0, seed=7, **options)
     def pipe():
