@@ -35,6 +35,12 @@ def sample_op(node: OpNode, pipeline_seed: int) -> SampleOp:
     return SampleOp(node, kernel, node_seed(pipeline_seed, node))
 
 
+def user_code(node: OpNode) -> bool:
+    """Whether a node runs the user's code (python_function and its kin, plugin ops), which may keep state from
+    sample to sample: its batches are not computed two at a time."""
+    return node.schema.family == "custom" or bool(node.schema.plugin_module)
+
+
 class CpuStage:
     """Readers and per-sample CPU ops of the nodes not in the GPU stage; `run(iteration)` computes their values."""
 
@@ -87,6 +93,15 @@ class CpuStage:
             if hasattr(op, "close"):
                 op.close()
 
+    def ops_merge(self) -> bool:
+        """Whether the CPU ops of consecutive batches may run as one batch and give each sample the same values:
+        per-sample ops only (each draws from its sample's own stream), outside branches, no user code, and none of
+        their outputs returned by the pipeline (those are collected per batch)."""
+        ops = [op for kind, step in self.steps if kind == "samples" for op in step]
+        return not self.skipping and not any(
+            op.node.schema.whole_batch or op.guard is not None or user_code(op.node)
+            or any((op.node.name, k) in self.wanted for k in range(op.num_outputs)) for op in ops)
+
     def run(self, iteration: int) -> tuple[Values, list[str], dict, int]:
         """Readers and CPU ops of batch `iteration`: (values, sources, collectors, batch size)."""
         if not self.skipping:
@@ -131,6 +146,46 @@ class CpuStage:
         for _, step in self.steps[len(self.batch_ops):]:
             self.run_ops(step, values, collectors, iteration, size, sources)
         return values, sources, collectors, size
+
+    def run_group(self, first: int, count: int, merge_ops: bool) -> list:
+        """`run` of batches first..first+count-1, each read as alone (one that fails keeps its error): one
+        (values, sources, collectors, size) or exception per batch. With `merge_ops` (where `ops_merge()` allows
+        it), the CPU ops run once on the merged batches and give each batch its part of every output."""
+        reads: list = []
+        for iteration in range(first, first + count):
+            try:
+                reads.append(self.read(iteration))
+            except Exception as exc:  # noqa: BLE001 - this batch fails alone, the others run without it
+                reads.append(exc)
+        merged = self._finish_merged(reads, first) if merge_ops else None
+        return merged if merged is not None else [
+            read if isinstance(read, BaseException) else self._finish_alone(first + m, read)
+            for m, read in enumerate(reads)]
+
+    def _finish_merged(self, reads: list, first: int) -> list | None:
+        """The CPU ops of full batches `reads` run once on them merged (samples keep their numbers, so their
+        random streams), each batch given its part of every output; None where a batch failed or is not full, or
+        the merged ops failed: then each batch runs alone, and an error names its own batch and sample."""
+        if any(isinstance(read, BaseException) or read[2] != self.batch_size for read in reads):
+            return None
+        merged = {key: [sample for read in reads for sample in read[0][key]] for key in reads[0][0]}
+        sources = [source for read in reads for source in read[1]]
+        try:
+            values = self.finish(first, (merged, sources, len(sources)))[0]
+        except Exception:  # noqa: BLE001 - batch by batch instead
+            return None
+        members = []
+        for m, (own, own_sources, size) in enumerate(reads):
+            start = m * self.batch_size
+            parts = {key: column[start:start + size] for key, column in values.items() if key not in own}
+            members.append(({**own, **parts}, own_sources, {}, size))
+        return members
+
+    def _finish_alone(self, iteration: int, read: tuple):
+        try:
+            return self.finish(iteration, read)
+        except Exception as exc:  # noqa: BLE001 - this batch fails alone, the others run without it
+            return exc
 
     def _read_step(self, step: OpNode, iteration: int, values: Values) -> tuple[list, list[str]]:
         """One batch op's outputs of batch `iteration` into `values`; its state recorded when checkpointing."""

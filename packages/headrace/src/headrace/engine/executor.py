@@ -5,7 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from headrace.batch import BufferPool, TensorListCPU, TensorListGPU
-from headrace.engine.cpu_stage import CpuStage
+from headrace.engine.cpu_stage import CpuStage, user_code
 from headrace.engine.gpu_stage import GpuStage, check_device, gpu_fed_nodes, gpu_stage_nodes
 from headrace.engine.options import ExecutorOptions
 from headrace.engine.read_ahead import ReadAhead
@@ -152,8 +152,3 @@ def output_layout(out: DataNode) -> str:
         return spec_layout
     return (out.op.arg("output_layout") or "") if "output_layout" in out.op.schema.all_args else ""
 
-
-def user_code(node: OpNode) -> bool:
-    """Whether a node runs the user's code (python_function and its kin, plugin ops), which may keep state from
-    sample to sample: its batches are not computed two at a time."""
-    return node.schema.family == "custom" or bool(node.schema.plugin_module)

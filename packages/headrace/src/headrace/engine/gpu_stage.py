@@ -226,6 +226,8 @@ class GpuStage:
         self.output_refs = {ref_of(o) for o in outputs}
         self.group = options.coalesce_batches if self._coalescible(in_stage) else 1
         """Consecutive batches run as one (executor option coalesce_batches), where the pipeline allows it."""
+        self.merge_cpu_ops = self.group > 1 and cpu.ops_merge()
+        """Whether a coalesced run's CPU ops run once on its merged batch too (else batch by batch)."""
         self._done: dict[int, Any] = {}  # the later batches of a coalesced run: outputs, or the error they failed on
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
         self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-readers")
@@ -261,13 +263,22 @@ class GpuStage:
         return result
 
     def _read_ahead(self, iteration: int) -> Future:
-        """The readers' phase of batch `iteration`, on the readers' thread (one batch at a time, in order)."""
+        """The readers' phase of batch `iteration` (of the coalesced run starting there), on the readers' thread
+        (one at a time, in order)."""
         future = self._reads.get(iteration)
         if future is None:
-            future = self._reads[iteration] = self._reader_thread.submit(self._readers, iteration)
+            work = self._read_group if self.group > 1 else self._readers
+            future = self._reads[iteration] = self._reader_thread.submit(work, iteration)
         return future
 
-    def _take_read(self, iteration: int) -> tuple:
+    def _read_group(self, first: int) -> list:
+        """The CPU stage of the batches of the coalesced run starting at `first`, batch by batch."""
+        start = time.perf_counter()
+        members = self.cpu.run_group(first, self.group, self.merge_cpu_ops)
+        self.timings["cpu stage"] += time.perf_counter() - start
+        return members
+
+    def _take_read(self, iteration: int):
         """The readers' phase of batch `iteration` (read ahead, or now), taken off the batches read ahead."""
         future = self._read_ahead(iteration)
         try:
@@ -311,12 +322,7 @@ class GpuStage:
         merged into one batch with its host half prepared and its launches planned: (merged values, or None where
         they cannot run as one, the members, the merged BatchInfo)."""
         start = time.perf_counter()
-        members: list = []
-        for iteration in range(first, first + self.group):
-            try:
-                members.append(self._take_read(iteration))
-            except Exception as exc:  # noqa: BLE001 - this batch fails alone, the others run without it
-                members.append(exc)
+        members = self._take_read(first)
         read = time.perf_counter()
         values, info = self._merge(members, first)
         if values is not None:
@@ -537,8 +543,8 @@ class GpuStage:
 
     def _look_ahead(self, iteration: int) -> None:
         if self.group > 1:  # the next run's batches and the one after's, read ahead; the next run's CPU stage
-            for ahead in range(iteration + self.group, iteration + 3 * self.group):
-                self._read_ahead(ahead)
+            self._read_ahead(iteration + self.group)
+            self._read_ahead(iteration + 2 * self.group)
             self._pending = (iteration + self.group, self._thread.submit(self._cpu_stage, iteration + self.group))
             return
         self._read_ahead(iteration + 1)
