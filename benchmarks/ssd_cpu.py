@@ -16,7 +16,7 @@ the same batch (computed once by DALI's CPU build).
     python benchmarks/ssd_cpu.py --ops                    # ms per batch of each op alone, 1 thread
     python benchmarks/ssd_cpu.py --device gpu             # GPU 0: decode (mixed) and augment on the GPU, DALI's
                                                           # GPU build (../shared/tools/dali-gpu/README.md)
-    python benchmarks/ssd_cpu.py --device gpu --coalesce 4  # headrace with executor option coalesce_batches=4
+    python benchmarks/ssd_cpu.py --device gpu --coalesce 1  # headrace with executor option coalesce_batches=1
 
 On the GPU every batch counts once the device's work is done (a device-wide synchronize).
 """
@@ -67,10 +67,10 @@ class PipelineRunner(Runner):
     """headrace's or DALI's build of the example's SSD300 graph."""
 
     def __init__(self, name: str, data: tuple[str, str], batch_size: int, threads: int, seed: int, device: str,
-                 coalesce: int = 1):
+                 coalesce: int = 0):
         self.name = name
         self.sync = device_synchronizer() if device == "gpu" else None
-        extra = {"executor_options": {"coalesce_batches": coalesce}} if name == "headrace" and coalesce > 1 else None
+        extra = {"executor_options": {"coalesce_batches": coalesce}} if name == "headrace" and coalesce else None
         self.pipe = example.build_pipeline(example.library(name), *data, device=device, batch_size=batch_size,
                                            num_threads=threads, seed=seed, pipeline_options=extra)
         self.pipe.build()
@@ -273,8 +273,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=6, help="rounds; the order alternates (A B, B A, ...)")
     parser.add_argument("--only", nargs="+", choices=LIBRARIES, default=list(LIBRARIES))
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--coalesce", type=int, default=1, metavar="K",
-                        help="headrace's executor option coalesce_batches (GPU: K batches run as one; default 1)")
+    parser.add_argument("--coalesce", type=int, default=0, metavar="K",
+                        help="headrace's executor option coalesce_batches (GPU: K batches run as one; default 0, "
+                             "headrace's default: runs of 256 images)")
     parser.add_argument("--quick", action="store_true", help="128 images, 4 rounds (overrides --images, --rounds)")
     parser.add_argument("--ops", action="store_true", help="only time each op alone (1 thread), headrace and DALI")
     parser.add_argument("--op-iters", type=int, default=5, help="batches per timed run of --ops")

@@ -232,6 +232,10 @@ def test_batched_argument_values_equal_per_sample_ones():
              (Arg("angle", "float"), [np.array([v], np.int64) for v in (2, 3)]),
              (Arg("flag", "bool"), [np.array([v]) for v in (True, False)]),
              (Arg("mirror", "int"), [np.array([1], np.int32), np.array([2], np.int64)]),  # mixed: per sample
+             (Arg("mirror", "int"), [np.array([1], np.int64), np.array([2], np.int32)]),  # narrower: same values
+             (Arg("angle", "float"), [np.array(0.1, np.float32), np.array(0.1, np.float64)]),  # wider: per sample
+             (Arg("angle", "float"), [np.array(0.5, np.float64), 0.25, np.float32(0.1)]),  # not all arrays
+             (Arg("angle", "float"), [np.array([0.5]), np.array(0.25)]),  # shapes (1,) and (): per sample
              (Arg("anchor", "float", list_of=True), [np.array([1.0, 2.0], np.float32)] * 2)]
     for arg, samples in cases:
         expected = [arg_value(s, arg) for s in samples]

@@ -23,7 +23,7 @@ def test_defaults_and_dict_form():
     ({"plan_cache": "no"}, "'plan_cache': expected a bool"),
     ({"switch_interval": -1.0}, "'switch_interval'"),
     ({"gpu_pool_limit": 1.5}, "'gpu_pool_limit'"),
-    ({"coalesce_batches": 0}, "'coalesce_batches': expected an int >= 1"),
+    ({"coalesce_batches": -1}, "'coalesce_batches': expected an int >= 0"),
     ({"coalesce_batches": True}, "'coalesce_batches'"),
     ({"coalesce_batches": 2.0}, "'coalesce_batches'"),
     ("fast", "expected a dict"),
@@ -31,6 +31,12 @@ def test_defaults_and_dict_form():
 def test_bad_options_name_the_option(value, message):
     with pytest.raises(SchemaError, match=message):
         ExecutorOptions.of(value)
+
+
+@pytest.mark.parametrize(("given", "batch_size", "runs"), [
+    (0, 32, 8), (0, 64, 4), (0, 100, 2), (0, 256, 1), (0, 1024, 1), (0, 1, 8), (3, 32, 3), (1, 8, 1), (5, 512, 5)])
+def test_coalesced_runs_by_default_reach_256_images_in_at_most_8_batches(given, batch_size, runs):
+    assert ExecutorOptions(coalesce_batches=given).coalesced(batch_size) == runs
 
 
 def test_triton_parameters_become_options():

@@ -67,9 +67,16 @@ def test_ssd_pipeline_coalesced_gives_the_same_bits(coco):
     plain = _ssd(*coco, group=1)
     coalesced = _ssd(*coco, group=3)
     assert plain._executor.gpu.group == 1 and coalesced._executor.gpu.group == 3
+    assert coalesced._executor.gpu.merge_cpu_ops  # random_bbox_crop and the draws run once on a run's batches
     _assert_same(_outputs(plain, 8), _outputs(coalesced, 8))  # two whole runs of three and part of a third
     plain.close()
     coalesced.close()
+
+
+def test_small_batches_coalesce_by_default(coco):
+    pipe = _ssd(*coco, group=0)  # the default: batches of 4, eight to a run
+    assert pipe._executor.gpu.group == 8
+    pipe.close()
 
 
 def test_checkpoint_inside_a_coalesced_run_resumes_the_same_bits(coco):

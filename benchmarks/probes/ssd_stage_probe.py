@@ -73,15 +73,16 @@ def cut_full(fn, types):
 
 CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_slice(fn, types, 1.0),
         "slice 0": lambda fn, types: cut_slice(fn, types, 0.0), "image": cut_image, "chain": cut_chain,
-        "full": cut_full, "full ahead": cut_full, "full 2 threads": cut_full, "full coalesced 4": cut_full,
-        "full coalesced 8": cut_full}
+        "full": cut_full, "full ahead": cut_full, "full 2 threads": cut_full, "full 1 a run": cut_full,
+        "full coalesced 4": cut_full, "full coalesced 8": cut_full}
 AHEAD = {"full ahead"}
 """Cuts whose headrace build decodes every batch ahead on a decode lane (the decoders' ahead_from 1; DALI's mixed
 stage always runs ahead): headrace only."""
 THREADS = {"full 2 threads": 2}
 """Cuts built with their own num_threads (nvImageCodec's CPU threads too): headrace only."""
-COALESCED = {"full coalesced 4": 4, "full coalesced 8": 8}
-"""Cuts whose headrace build runs that many batches as one in the GPU stage (executor option coalesce_batches)."""
+COALESCED = {"full 1 a run": 1, "full coalesced 4": 4, "full coalesced 8": 8}
+"""Cuts whose headrace build runs that many batches as one in the GPU stage (executor option coalesce_batches;
+the other cuts take its default)."""
 HEADRACE_ONLY = AHEAD | set(THREADS) | set(COALESCED)
 DATA: dict[str, str] = {}
 

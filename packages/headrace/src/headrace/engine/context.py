@@ -124,15 +124,16 @@ def arg_values(samples, arg: Arg, size: int) -> list:
     once (the same Python values), anything else sample by sample."""
     kinds = _VECTOR_KINDS.get(arg.kind) if not arg.list_of and arg.choices is None else None
     if kinds is not None and size:
-        arrays = [samples[i] for i in range(size)]
+        arrays = samples[:size] if isinstance(samples, list) else [samples[i] for i in range(size)]
         first = arrays[0]
         if isinstance(first, np.ndarray) and first.size == 1 and first.dtype.kind in kinds:
             try:  # one C call for the batch; samples of other sizes or types fall through to the per-sample rule
-                stacked = np.array(arrays, dtype=first.dtype) if all(
-                    type(a) is np.ndarray and a.dtype == first.dtype for a in arrays) else None
+                stacked = np.array(arrays)
             except ValueError:
                 stacked = None
-            if stacked is not None and stacked.size == size:
+            # a sample of another type widens the stacked type (or makes it object) and falls through too; one of a
+            # narrower type of the same kind converts to the same Python value either way
+            if stacked is not None and stacked.dtype == first.dtype and stacked.size == size:
                 flat = stacked.reshape(-1)
                 return flat.astype(np.float64).tolist() if arg.kind == "float" else flat.tolist()
     return [arg_value(samples[i], arg) for i in range(size)]

@@ -224,7 +224,7 @@ class GpuStage:
         self.lookahead_at = preparing[-1] if preparing and options.lookahead == "after" and not self.skip_until \
             else None
         self.output_refs = {ref_of(o) for o in outputs}
-        self.group = options.coalesce_batches if self._coalescible(in_stage) else 1
+        self.group = options.coalesced(self.batch_size) if self._coalescible(in_stage) else 1
         """Consecutive batches run as one (executor option coalesce_batches), where the pipeline allows it."""
         self.merge_cpu_ops = self.group > 1 and cpu.ops_merge()
         """Whether a coalesced run's CPU ops run once on its merged batch too (else batch by batch)."""

@@ -12,6 +12,11 @@ from typing import Any
 from headrace.errors import SchemaError
 
 LOOKAHEAD_MODES = ("before", "after", "off")
+COALESCE_IMAGES = 256
+"""The images of a coalesced run by default: the batch size from which the GPU stage's per-batch host work no
+longer dominates (benchmarks/HISTORY.md, SSD300 by batch size)."""
+COALESCE_MAX = 8
+"""The most batches a coalesced run takes by default (their device memory is held together)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,11 +39,18 @@ class ExecutorOptions:
     same arguments), so a batch of sizes seen before only copies its records."""
     nvimgcodec_capi: bool = True
     """Decode through nvImageCodec's C API (returns before the decode is done); False uses its Python binding."""
-    coalesce_batches: int = 1
+    coalesce_batches: int = 0
     """The GPU stage runs this many consecutive batches as one (each decoded in its own call, so the same bits):
-    its per-batch host work is paid once for them all, which small batches gain from (SSD300's 32). Only for
-    pipelines whose sources are readers, with no conditionals, skips, sequences, whole-batch GPU ops or CPU ops
-    after a `.cpu()`; elsewhere it is 1."""
+    its per-batch host work is paid once for them all, which small batches gain from (SSD300's 32). 0 (the default)
+    takes as many as make a run of COALESCE_IMAGES images, at most COALESCE_MAX (1 for batches of 256 and more).
+    Only for pipelines whose sources are readers, with no conditionals, skips, sequences, whole-batch GPU ops or CPU
+    ops after a `.cpu()`; elsewhere it is 1."""
+
+    def coalesced(self, batch_size: int) -> int:
+        """The batches a coalesced run takes at this batch size (coalesce_batches, or its default)."""
+        if self.coalesce_batches:
+            return self.coalesce_batches
+        return max(1, min(COALESCE_MAX, COALESCE_IMAGES // max(1, batch_size)))
 
     def __post_init__(self) -> None:
         if self.lookahead not in LOOKAHEAD_MODES:
@@ -51,8 +63,8 @@ class ExecutorOptions:
                 or self.switch_interval < 0:
             raise SchemaError(f"executor option 'switch_interval': expected seconds >= 0, got {self.switch_interval!r}")
         if isinstance(self.coalesce_batches, bool) or not isinstance(self.coalesce_batches, int) \
-                or self.coalesce_batches < 1:
-            raise SchemaError(f"executor option 'coalesce_batches': expected an int >= 1, got "
+                or self.coalesce_batches < 0:
+            raise SchemaError(f"executor option 'coalesce_batches': expected an int >= 0 (0: by batch size), got "
                               f"{self.coalesce_batches!r}")
         if isinstance(self.gpu_pool_limit, bool) or not isinstance(self.gpu_pool_limit, int) or self.gpu_pool_limit < 0:
             raise SchemaError(f"executor option 'gpu_pool_limit': expected bytes >= 0, got {self.gpu_pool_limit!r}")
