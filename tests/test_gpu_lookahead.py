@@ -51,7 +51,8 @@ def test_next_batch_decodes_in_the_decode_lane_ahead(tmp_path):
 
     make_image_folder(tmp_path, num_images=160, num_classes=2, size=(48, 64), seed=4)
     reference = _batches(tmp_path, "gpu", 2, count=4, options={"lookahead": "off"}, batch_size=64)
-    pipe = resnet50_train(data_dir=str(tmp_path), device="gpu", batch_size=64, num_threads=2, device_id=0, seed=7)
+    pipe = resnet50_train(data_dir=str(tmp_path), device="gpu", batch_size=64, num_threads=2, device_id=0, seed=7,
+                          executor_options={"coalesce_batches": 1})  # batch by batch: each decoded ahead
     pipe.build()
     (decoder,) = _decoders(pipe)
     got = []

@@ -110,8 +110,8 @@ class ThreadTimes:
     """Wall time and the calling thread's CPU time of the GPU stage's parts (readers, the decoders' host half, the
     launches and plans ahead, each step), while in the `with` block: the stage's methods wrapped for the while."""
 
-    PARTS = {"_readers": "readers and CPU ops", "_prepare": "decoders' host half", "launch_ahead": "launches ahead",
-             "plan_ahead": "plans ahead"}
+    PARTS = {"_readers": "readers and CPU ops", "_read_group": "readers and CPU ops", "_prepare": "decoders' host half",
+             "launch_ahead": "launches ahead", "plan_ahead": "plans ahead"}
 
     def __init__(self):
         self.totals: dict[str, list[float]] = {}

@@ -480,13 +480,14 @@ class MixedDecoder:
             self.decoded_ahead += 1
         else:
             prepared.attempt = self._attempt
-            parts = split(len(prepared.shapes), self.ready_lanes())
+            parts = self._lane_parts(len(prepared.shapes), self.ready_lanes())
             if len(parts) > 1:
                 ahead = self._hand_to_lanes(prepared, parts, stream, gray)
         if ahead is None:
             with self._lane(0).lock:
                 which = np.arange(len(prepared.shapes))
-                statuses = self._decode_calls(self._first_decoder(stream), prepared, which, stream, gray, meanwhile)
+                calls = [which[chunk] for chunk in self._call_parts(which)]
+                statuses = self._decode_calls(self._first_decoder(stream), prepared, calls, stream, gray, meanwhile)
         else:
             try:
                 if meanwhile is not None:
@@ -496,14 +497,14 @@ class MixedDecoder:
         self.decode_seconds += time.perf_counter() - start
         return statuses
 
-    def _decode_calls(self, decoder, prepared: Prepared, which: np.ndarray, stream, gray: bool,
+    def _decode_calls(self, decoder, prepared: Prepared, calls: list[np.ndarray], stream, gray: bool,
                       meanwhile=None) -> np.ndarray:
-        """The per-image statuses of decoding the batch's images `which` on `stream`, `meanwhile()` run while the
-        (first) call decodes. More images than the decoder's capacity (the GPU stage's coalesced batches) go in
-        calls of `capacity` each, as each batch would alone: nvImageCodec splits a call between its backends by
-        the call's images, so the same images take the same backend (the same pixels) either way."""
+        """The per-image statuses of decoding the batch's images in `calls` (the indices of each call, in turn) on
+        `stream`, `meanwhile()` run while the first call decodes. nvImageCodec splits a call between its backends
+        by the call's images, so the calls of a coalesced batch are those each batch would make alone
+        (`_call_parts`, `_lane_parts`): the same images take the same backend, the same pixels."""
         statuses = []
-        for part in (which[chunk] for chunk in self._call_parts(which)):
+        for part in calls:
             started = self._start(decoder, prepared, part, stream, gray)
             try:
                 if meanwhile is not None:
@@ -521,6 +522,15 @@ class MixedDecoder:
             return [slice(0, count)]
         return [slice(begin, begin + self.capacity) for begin in range(0, count, self.capacity)]
 
+    def _lane_parts(self, count: int, lanes: int) -> list[list[np.ndarray]]:
+        """The calls of each lane that takes part in a batch of `count` images: every batch of `capacity` (a
+        coalesced batch holds several) split between the lanes as `split` splits that batch alone."""
+        per_lane: list[list[np.ndarray]] = [[] for _ in range(lanes)]
+        for chunk in self._call_parts(range(count)):
+            for j, part in enumerate(split(chunk.stop - chunk.start, lanes)):
+                per_lane[j].append(part + chunk.start)
+        return [calls for calls in per_lane if calls]
+
     def _start(self, decoder, prepared: Prepared, which: np.ndarray, stream, gray: bool):
         """The C API's started decode of the batch's images `which` on `stream`, or None where the call failed
         (those images then go to the CPU fallback)."""
@@ -530,20 +540,21 @@ class MixedDecoder:
         except capi.CApiError:
             return None
 
-    def _hand_to_lanes(self, prepared: Prepared, parts: list[np.ndarray], stream, gray: bool) -> LaneDecode:
-        """The batch's decode, part j (from `split`) on lane j's thread, decoder and stream. The lanes' streams wait
-        for what `stream` (the pipeline's, current when the batch's memory was allocated from its pool) has queued
-        so far: work still reading a block that came back to the pool before the decode writes it."""
+    def _hand_to_lanes(self, prepared: Prepared, parts: list[list[np.ndarray]], stream, gray: bool) -> LaneDecode:
+        """The batch's decode, lane j's calls (from `_lane_parts`) on lane j's thread, decoder and stream. The lanes'
+        streams wait for what `stream` (the pipeline's, current when the batch's memory was allocated from its
+        pool) has queued so far: work still reading a block that came back to the pool before the decode writes
+        it."""
         queued = stream.record()
 
-        def part(j: int, which: np.ndarray):
+        def part(j: int, calls: list[np.ndarray]):
             def work(lane: DecodeLane) -> np.ndarray:
                 lane.stream.wait_event(queued)
-                return self._decode_calls(self._lane_decoder(j, lane), prepared, which, lane.stream, gray)
+                return self._decode_calls(self._lane_decoder(j, lane), prepared, calls, lane.stream, gray)
             return work
 
-        return LaneDecode([(which, self._lane(j).submit(part(j, which))) for j, which in enumerate(parts)],
-                          len(prepared.shapes))
+        return LaneDecode([(np.concatenate(calls), self._lane(j).submit(part(j, calls)))
+                           for j, calls in enumerate(parts)], len(prepared.shapes))
 
     def start_ahead(self, prepared: Prepared, stream) -> None:
         """Hand a prepared batch's decode to the lanes now (call in the look-ahead, context active), so that it
@@ -553,8 +564,8 @@ class MixedDecoder:
             return  # a small batch decodes faster in the step's own thread than after a hand-off to another
         self.allocate(prepared, stream)  # done by `prepare` already, where the step prepared it (the lanes warm
         prepared.attempt = self._attempt  # their decoders up themselves before their first part)
-        prepared.ahead = self._hand_to_lanes(prepared, split(len(prepared.shapes), self.ready_lanes()), stream,
-                                             self.output_type == GRAY)
+        prepared.ahead = self._hand_to_lanes(prepared, self._lane_parts(len(prepared.shapes), self.ready_lanes()),
+                                             stream, self.output_type == GRAY)
 
     def run(self, prepared: Prepared, stream, meanwhile=None) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU.

@@ -171,7 +171,7 @@ class CpuStage:
         merged = {key: [sample for read in reads for sample in read[0][key]] for key in reads[0][0]}
         sources = [source for read in reads for source in read[1]]
         try:
-            values = self.finish(first, (merged, sources, len(sources)))[0]
+            values = self.finish(first, (merged, sources, sum(read[2] for read in reads)))[0]
         except Exception:  # noqa: BLE001 - batch by batch instead
             return None
         members = []

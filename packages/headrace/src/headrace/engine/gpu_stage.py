@@ -242,11 +242,11 @@ class GpuStage:
                     kernel.warm_up_in_lanes()
 
     def _coalescible(self, in_stage: list[OpNode]) -> bool:
-        """Whether batches can run coalesced: full batches from readers only, read ahead, and no step that sees the
-        batch as a whole or keeps per-batch state (conditionals, skips, sequences, whole-batch ops, CPU ops after a
-        `.cpu()`)."""
+        """Whether batches can run coalesced: full batches from readers (at least one) only, read ahead, and no step
+        that sees the batch as a whole or keeps per-batch state (conditionals, skips, sequences, whole-batch ops,
+        CPU ops after a `.cpu()`)."""
         return self.lookahead and self.lookahead_at is None and not self.skip_until and not self.cpu.skipping \
-            and all(hasattr(op, "meta") for op in self.cpu.batch_ops.values()) \
+            and bool(self.cpu.batch_ops) and all(hasattr(op, "meta") for op in self.cpu.batch_ops.values()) \
             and all(kind == "gpu" for kind, _ in self.steps) \
             and not any(n.guard is not None or n.schema.whole_batch or is_sequence_node(n) for n in in_stage)
 
@@ -350,7 +350,7 @@ class GpuStage:
                 column.extend(member[0][key])
             values[key] = column
         sources = [source for member in members for source in member[1]]
-        return values, BatchInfo(first, first * self.batch_size, len(sources), sources)
+        return values, BatchInfo(first, first * self.batch_size, sum(member[3] for member in members), sources)
 
     def _prepare(self, values: dict, info: BatchInfo) -> None:
         """The host half of the preparing kernels (the decoders' headers and crop windows), ahead of the GPU steps."""
