@@ -399,17 +399,19 @@ class FileReader:
     def next_batch(self, iteration: int) -> tuple[list[list[np.ndarray]], list[str]]:
         """([encoded bytes per sample, label per sample], source path per sample)."""
         indices = self.next_indices()
+        labels = list(self.labels[np.asarray(indices, np.int64)].reshape(-1, 1))  # rows of one new array
+        return [self.batch_data(indices), labels], self.sources(indices)
+
+    def batch_data(self, indices: list[int]) -> list:
+        """What `_read_batch` makes of these samples, read on the pool's workers where there is one."""
         workers = getattr(self.pool, "_max_workers", 1) if self.pool is not None else 1
         if workers > 1 and len(indices) > 1:
             # one task per worker, each reading a contiguous run of files: a future per file cost more host time
             # than the read of a cached ~100 KB file
             step = -(-len(indices) // workers)
             runs = self.pool.map(self._read_all, [indices[k:k + step] for k in range(0, len(indices), step)])
-            data = [array for run in runs for array in run]
-        else:
-            data = self._read_batch(indices)
-        labels = [self.labels[i:i + 1].copy() for i in indices]
-        return [data, labels], self.sources(indices)
+            return [array for run in runs for array in run]
+        return self._read_batch(indices)
 
     def source_info_of(self, index: int) -> str | None:
         """DALI's source_info of sample `index` where it differs from the name errors use (its path as listed,

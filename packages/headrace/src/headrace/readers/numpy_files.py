@@ -73,8 +73,8 @@ class IndexedReader(FileReader):
 
     def next_batch(self, iteration: int) -> tuple[list[list], list[str]]:
         """(one list of samples per output, source name per sample)."""
-        (items, _), sources = super().next_batch(iteration)
-        return self._columns(items), sources
+        indices = self.next_indices()
+        return self._columns(self.batch_data(indices)), self.sources(indices)
 
     def replacements(self, slots: list[int]) -> tuple[list[list], list[str]]:
         (items, _), sources = super().replacements(slots)
