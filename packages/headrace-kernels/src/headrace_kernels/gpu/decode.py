@@ -23,7 +23,7 @@ from headrace_kernels import exif
 from headrace_kernels import nvimgcodec_capi as capi
 from headrace_kernels.cpu import decode as cpu_decode
 from headrace_kernels.cpu.decode import tiny_jpeg
-from headrace_kernels.gpu.decode_lanes import AHEAD_FROM, SPLIT_FROM, DecodeLane, LaneDecode, split
+from headrace_kernels.gpu.decode_lanes import AHEAD_FROM, MEMBER_LANES, SPLIT_FROM, DecodeLane, LaneDecode, split
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.host_arrays import addresses_and_sizes
@@ -307,7 +307,8 @@ class MixedDecoder:
 
     def _lane_decoder(self, j: int, lane: DecodeLane):
         """Decoder j (call on lane j, holding its lock): the first is `decoder`; the others are made, and warmed
-        up for a part of a full batch, on first use."""
+        up for the part of a full batch that a lane decodes (all of it where batches are not split), on first
+        use."""
         if j == 0:
             return self._first_decoder(lane.stream)
         while len(self._more_decoders) < j:
@@ -480,7 +481,7 @@ class MixedDecoder:
             self.decoded_ahead += 1
         else:
             prepared.attempt = self._attempt
-            parts = self._lane_parts(len(prepared.shapes), self.ready_lanes())
+            parts = self._lane_parts(len(prepared.shapes))
             if len(parts) > 1:
                 ahead = self._hand_to_lanes(prepared, parts, stream, gray)
         if ahead is None:
@@ -522,13 +523,22 @@ class MixedDecoder:
             return [slice(0, count)]
         return [slice(begin, begin + self.capacity) for begin in range(0, count, self.capacity)]
 
-    def _lane_parts(self, count: int, lanes: int) -> list[list[np.ndarray]]:
-        """The calls of each lane that takes part in a batch of `count` images: every batch of `capacity` (a
-        coalesced batch holds several) split between the lanes as `split` splits that batch alone."""
-        per_lane: list[list[np.ndarray]] = [[] for _ in range(lanes)]
-        for chunk in self._call_parts(range(count)):
-            for j, part in enumerate(split(chunk.stop - chunk.start, lanes)):
-                per_lane[j].append(part + chunk.start)
+    def _lane_parts(self, count: int) -> list[list[np.ndarray]]:
+        """The calls of each lane that takes part in a batch of `count` images. Every batch of `capacity` (a
+        coalesced batch holds several) is split between the lanes as `split` splits that batch alone; batches that
+        are not split (below hw_decoder_load 1, or small) go whole to MEMBER_LANES lanes in turn, each lane's
+        decoder warmed up at `capacity` as the first is, so each call sends the same images to the same backends."""
+        chunks = self._call_parts(range(count))
+        if len(chunks) > 1 and self.lane_count() == 1 and self.c_api and self.hw_load > 0:
+            per_lane: list[list[np.ndarray]] = [[] for _ in range(MEMBER_LANES)]
+            for k, chunk in enumerate(chunks):
+                per_lane[k % MEMBER_LANES].append(np.arange(chunk.start, chunk.stop))
+        else:
+            lanes = self.ready_lanes()
+            per_lane = [[] for _ in range(lanes)]
+            for chunk in chunks:
+                for j, part in enumerate(split(chunk.stop - chunk.start, lanes)):
+                    per_lane[j].append(part + chunk.start)
         return [calls for calls in per_lane if calls]
 
     def _start(self, decoder, prepared: Prepared, which: np.ndarray, stream, gray: bool):
@@ -564,8 +574,8 @@ class MixedDecoder:
             return  # a small batch decodes faster in the step's own thread than after a hand-off to another
         self.allocate(prepared, stream)  # done by `prepare` already, where the step prepared it (the lanes warm
         prepared.attempt = self._attempt  # their decoders up themselves before their first part)
-        prepared.ahead = self._hand_to_lanes(prepared, self._lane_parts(len(prepared.shapes), self.ready_lanes()),
-                                             stream, self.output_type == GRAY)
+        prepared.ahead = self._hand_to_lanes(prepared, self._lane_parts(len(prepared.shapes)), stream,
+                                             self.output_type == GRAY)
 
     def run(self, prepared: Prepared, stream, meanwhile=None) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU.

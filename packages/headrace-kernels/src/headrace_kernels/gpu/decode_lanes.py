@@ -18,6 +18,8 @@ from headrace_kernels.gpu.cupy_module import cupy
 
 SPLIT_FROM = 64
 """The smallest batch split across two lanes (at hw_decoder_load 1)."""
+MEMBER_LANES = 2
+"""The lanes that decode the batches of a coalesced batch in turn, where each batch decodes whole (one call)."""
 AHEAD_FROM = 64
 """The smallest batch handed to a lane ahead: a smaller one decodes in the calling thread, where the hand-offs'
 waits for the GIL would cost more than its decode overlaps (SSD300's batches of 32, a request)."""
