@@ -11,6 +11,7 @@ from headrace import fn, pipeline_def
 from headrace.engine.context import node_seed
 from headrace.errors import SampleError
 from headrace.schema import get_schema
+from headrace_kernels.columns import BatchColumns
 from headrace_kernels.cpu import bbox_crop_ops
 from headrace_kernels.rng import sample_rng
 
@@ -59,7 +60,10 @@ def per_sample(inputs: list[list], args: dict) -> list[tuple]:
             for i in range(len(inputs[0]))]
 
 
-def assert_same_results(got: list[tuple], expected: list[tuple]) -> None:
+def assert_same_results(got, expected: list[tuple]) -> None:
+    """The twin's columns (BatchColumns) against the per-sample kernel's tuples, sample by sample."""
+    assert isinstance(got, BatchColumns)
+    got = list(zip(*got, strict=True))
     assert len(got) == len(expected)
     for sample, (ours, theirs) in enumerate(zip(got, expected, strict=True)):
         assert len(ours) == len(theirs), sample

@@ -64,8 +64,12 @@ def test_merged_cpu_ops_give_each_batch_its_own_values(coco):
     sizes: list[int] = []
     grouped.finish = lambda iteration, read: sizes.append(read[2]) or finished(iteration, read)
     alone = [reference.run(i) for i in range(9)]
-    members = grouped.run_group(0, 3, merge_ops=True) + grouped.run_group(3, 3, merge_ops=True) \
-        + grouped.run_group(6, 3, merge_ops=True)  # 36 samples: past the 29-image epoch (skip_empty drops one)
+    members = []
+    for first in (0, 3, 6):  # 36 samples: past the 29-image epoch (skip_empty drops one)
+        merged, group = grouped.run_group(first, 3, merge_ops=True)
+        members += group
+        for key, column in merged.items():  # the merged batch's values: the members' samples in order
+            assert [id(sample) for sample in column] == [id(m[0][key][i]) for m in group for i in range(BATCH)]
     for number, (a, b) in enumerate(zip(alone, members, strict=True)):
         assert not isinstance(b, BaseException), number
         _assert_same_values(a, b)
@@ -91,7 +95,8 @@ def test_a_failing_sample_fails_only_its_own_batch_with_its_own_message(coco, tm
             alone.append(exc)
     failed = [i for i, a in enumerate(alone) if isinstance(a, SampleError)]
     assert len(failed) == 1, "the corrupt image falls in one of the three batches"
-    members = grouped.run_group(0, 3, merge_ops=True)
+    merged, members = grouped.run_group(0, 3, merge_ops=True)
+    assert merged is None  # the merged ops failed: each batch ran alone
     for number, (a, b) in enumerate(zip(alone, members, strict=True)):
         if isinstance(a, SampleError):
             assert isinstance(b, SampleError) and str(b) == str(a) and f"of batch {number} " in str(b)

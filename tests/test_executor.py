@@ -226,6 +226,7 @@ def test_batched_argument_values_equal_per_sample_ones():
     falls back to it (and its errors) for anything else."""
     from headrace.engine.context import arg_value, arg_values
     from headrace.schema import Arg
+    from headrace_kernels.columns import Column
 
     cases = [(Arg("mirror", "int"), [np.array([v], np.int32) for v in (0, 1, 1, 0)]),
              (Arg("angle", "float"), [np.array(v, np.float32) for v in (0.5, -3.25, 7.0)]),
@@ -237,6 +238,9 @@ def test_batched_argument_values_equal_per_sample_ones():
              (Arg("angle", "float"), [np.array(0.5, np.float64), 0.25, np.float32(0.1)]),  # not all arrays
              (Arg("angle", "float"), [np.array([0.5]), np.array(0.25)]),  # shapes (1,) and (): per sample
              (Arg("anchor", "float", list_of=True), [np.array([1.0, 2.0], np.float32)] * 2)]
+    for values in (np.array([0, 1, 1], np.int32), np.array([[0.5], [-3.25]], np.float32), np.array([True, False])):
+        arg = Arg("x", {"i": "int", "f": "float", "b": "bool"}[values.dtype.kind])
+        cases.append((arg, Column.of_dense(values)))  # a batch kernel's column: read as its array
     for arg, samples in cases:
         expected = [arg_value(s, arg) for s in samples]
         got = arg_values(samples, arg, len(samples))

@@ -444,3 +444,24 @@ def test_gpu_host_kernels_match_cpu():
     angles = {"angle": floats([10.0, 0.0, 45.0, 90.0])}
     assert_same(*cpu_and_gpu("bbox_rotate", [boxes, labels], arg_inputs=angles, input_shape=[40, 60]))
     assert_same(*cpu_and_gpu("random_bbox_crop", [boxes, labels], output_bbox_indices=True, scaling=[0.3, 1.0]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("counts", [[3, 0, 2, 5], [2, 2, 2], [0, 0]])
+def test_gpu_upload_of_a_column_is_the_upload_of_its_samples(counts):
+    """A batch kernel's column (its samples views of one array) uploads from that array, as the same batch that
+    upload_arrays makes of the samples one by one: dense where every sample has one shape, else packed."""
+    import cupy as cp
+
+    from headrace.engine.gpu_batch import upload
+    from headrace_kernels.columns import Column
+
+    rows = np.arange(sum(counts) * 4, dtype=F32).reshape(-1, 4)
+    for column in (Column.of_rows(rows, np.asarray(counts)), Column.of_dense(rows[:, 0].copy())):
+        got, plain = upload(column), upload(list(column))
+        assert (got.dense is None, got.packed is None) == (plain.dense is None, plain.packed is None)
+        assert len(got.samples()) == len(plain.samples()) == len(column)
+        for a, b in zip(got.samples(), plain.samples(), strict=True):
+            a, b = cp.asnumpy(a), cp.asnumpy(b)
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)

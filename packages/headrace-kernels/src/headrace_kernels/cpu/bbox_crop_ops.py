@@ -15,6 +15,7 @@ from numba import types
 from numba.extending import overload
 
 from headrace_kernels import philox
+from headrace_kernels.columns import BatchColumns, Column
 from headrace_kernels.cpu.bbox_ops import F32, box_rows, label_rows, read_corners, split_layout, write_corners
 from headrace_kernels.registry import cpu_batch_kernel, cpu_kernel
 
@@ -682,30 +683,32 @@ def random_bbox_crop(inputs, args, ctx):
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _crop_batch(rows, starts, layout, flags, reals, thresholds, aspect, pixels, seed, first, anchors, extents,
                 kept, counts, indices):  # pragma: no cover - compiled
-    """_crop_sample of every sample (its boxes rows[starts[s]:starts[s + 1]]) drawing from its own stream; kept
-    rows and indices at the sample's start, `counts` of them. Returns the first sample with a box outside [0, 1],
-    or -1."""
+    """_crop_sample of every sample (its boxes rows[starts[s]:starts[s + 1]]) drawing from its own stream; the
+    samples' kept rows and indices back to back, `counts` of them each. Returns the first sample with a box outside
+    [0, 1], or -1."""
     state = np.zeros(philox.STATE_WORDS, np.uint64)
+    at = 0
     for s in range(starts.size - 1):
         philox.seed_stream(state, np.uint64(seed), np.uint64(first + s))
-        start = starts[s]
-        outside, anchor, extent, out, found = _crop_sample(rows[start:starts[s + 1]], layout, flags, reals,
+        outside, anchor, extent, out, found = _crop_sample(rows[starts[s]:starts[s + 1]], layout, flags, reals,
                                                            thresholds, aspect, pixels, state)
         if outside >= 0:
             return s
         anchors[s] = anchor
         extents[s] = extent
         counts[s] = out.shape[0]
-        kept[start:start + out.shape[0]] = out
-        indices[start:start + out.shape[0]] = found
+        kept[at:at + out.shape[0]] = out
+        indices[at:at + out.shape[0]] = found
+        at += out.shape[0]
     return -1
 
 
 @cpu_batch_kernel(OP)
-def random_bbox_crop_batch(inputs: list[list], args: dict, seed: int, first_sample: int, size: int) -> list | None:
+def random_bbox_crop_batch(inputs: list[list], args: dict, seed: int, first_sample: int,
+                           size: int) -> BatchColumns | None:
     """random_bbox_crop of a whole batch in one compiled call (each sample from its own stream, as the per-sample
-    kernel draws it); None, for the per-sample kernel and its errors, where a sample or an argument is not as the
-    compiled search takes it."""
+    kernel draws it), its outputs as columns over one array each; None, for the per-sample kernel and its errors,
+    where a sample or an argument is not as the compiled search takes it."""
     try:
         rows = [box_rows(sample, OP) for sample in inputs[0]]
         ncoords = rows[0].shape[1] if rows else 0
@@ -729,17 +732,19 @@ def random_bbox_crop_batch(inputs: list[list], args: dict, seed: int, first_samp
                    prepared.aspect, prepared.pixels, seed, first_sample, anchors, extents, kept, counts,
                    indices) >= 0:
         return None
-    results = []
-    with_indices = bool(args["output_bbox_indices"])
-    for i, (start, count) in enumerate(zip(starts[:-1].tolist(), counts.tolist(), strict=True)):
-        found = indices[start:start + count]
-        outputs = [anchors[i], extents[i], kept[start:start + count]]
-        if labels is not None:
-            outputs.append(labels[i][found])
-        if with_indices:
-            outputs.append(found)
-        results.append(tuple(outputs))
-    return results
+    total = int(counts.sum())
+    found = indices[:total]
+    outputs = [Column.of_dense(anchors), Column.of_dense(extents), Column.of_rows(kept[:total], counts)]
+    if labels is not None:
+        if all(label.shape[1:] == labels[0].shape[1:] for label in labels):  # one array of all the rows
+            outputs.append(Column.of_rows(np.concatenate(labels)[found + np.repeat(starts[:-1], counts)], counts))
+        else:  # [N] and [N, k] labels in one batch
+            ends = np.cumsum(counts).tolist()
+            outputs.append([label[found[end - count:end]] for label, end, count
+                            in zip(labels, ends, counts.tolist(), strict=True)])
+    if args["output_bbox_indices"]:
+        outputs.append(Column.of_rows(found, counts))
+    return BatchColumns(outputs)
 
 
 # ssd_random_crop (DALI's deprecated SSD crop: fixed thresholds, image cropped in the op)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from headrace_kernels.columns import Column
 from headrace_kernels.cpu.convert import saturate_cast
 from headrace_kernels.dtypes import numpy_dtype
 from headrace_kernels.registry import cpu_batch_draw_kernel, cpu_kernel
@@ -78,7 +79,7 @@ def coin_flip_batch(args, seed: int, first_sample: int, size: int) -> list[np.nd
     shape = _shape(args)
     draws = batch_doubles(seed, first_sample, size, int(np.prod(shape, dtype=np.int64)))
     flips = (draws < _scalar(args["probability"])).astype(numpy_dtype(args["dtype"])).reshape((size, *shape))
-    return [flips[i, ...] for i in range(size)]
+    return Column.of_dense(flips)
 
 
 @cpu_batch_draw_kernel("random.uniform")
@@ -93,7 +94,7 @@ def uniform_batch(args, seed: int, first_sample: int, size: int) -> list[np.ndar
     low, high = np.asarray(args["range"], dtype=np.float64).ravel()[:2]
     doubles = batch_doubles(seed, first_sample, size, int(np.prod(shape, dtype=np.int64)))
     draws = _uniform_values(low + (high - low) * doubles, low, high, args).reshape((size, *shape))
-    return [draws[i, ...] for i in range(size)]
+    return Column.of_dense(draws)
 
 
 @cpu_kernel("random.uniform")

@@ -338,7 +338,8 @@ def set_crops(batch: Batch, args_list: list[dict], heights: np.ndarray, widths: 
     and the fill values."""
     rec, n = batch.rec, len(args_list)
     first = args_list[0]  # list.count compares in C, identity first: per-sample copies share their literals
-    uniform = all([a.get(k) for a in args_list].count(first.get(k)) == n for k in _CROP_KEYS)
+    uniform = len(set(map(id, args_list))) == 1 or all(  # one arguments dict for all (no argument inputs)
+        [a.get(k) for a in args_list].count(first.get(k)) == n for k in _CROP_KEYS)
     if uniform:
         args = args_list[0]
         crop = args.get("crop")

@@ -17,10 +17,13 @@ class PackedSamples(Sequence):
     in `shapes[i]`. A view of a sample is made only when one is asked for (and kept); kernels that read a batch
     as one array or as one record per sample use the buffer, the starts and the shapes, with no Python per sample."""
 
-    def __init__(self, flat: Any, starts: Sequence[int], shapes: Sequence[tuple[int, ...]]):
+    def __init__(self, flat: Any, starts: Sequence[int], shapes: Sequence[tuple[int, ...]],
+                 sizes: np.ndarray | None = None):
         self.flat, self.shapes = flat, [tuple(s) for s in shapes]
         self.starts = np.asarray(starts, np.int64).reshape(-1)
-        self.sizes = np.array([math.prod(s) for s in self.shapes], np.int64)
+        self.sizes = np.array([math.prod(s) for s in self.shapes], np.int64) if sizes is None \
+            else np.asarray(sizes, np.int64).reshape(-1)
+        """Each sample's element count (the product of its shape; given by a caller that knows them)."""
         self._views: list = [None] * len(self.shapes)
 
     def __len__(self) -> int:

@@ -73,6 +73,51 @@ def _pinned(cp, size: int):
     return cp.cuda.alloc_pinned_memory(large_size(size) if size > SMALL_BYTES else 1 << (size - 1).bit_length())
 
 
+def _staged(cp, shape: tuple[int, ...], dtype) -> tuple[np.ndarray, Any]:
+    """A host array of `shape` and `dtype` in pinned memory, and that memory."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    pinned = _pinned(cp, nbytes)
+    return np.frombuffer(pinned, np.uint8, nbytes).view(dtype).reshape(shape), pinned
+
+
+def _sent(cp, host: np.ndarray, pinned, stream):
+    """`host` (in `pinned`) copied to a new device array on `stream`, the pinned memory held until it is read."""
+    device = cp.empty(host.shape, host.dtype)
+    if host.nbytes:
+        device.data.copy_from_host_async(host.ctypes.data, host.nbytes, stream)
+    _hold_until_read(stream, pinned)
+    return device
+
+
+def upload_array(array: np.ndarray):
+    """One host array on the current device and stream, copied asynchronously through pinned memory."""
+    cp = cupy()
+    host, pinned = _staged(cp, array.shape, array.dtype)
+    np.copyto(host, array)
+    return _sent(cp, host, pinned, cp.cuda.get_current_stream())
+
+
+def upload_column(column) -> tuple[Any, PackedSamples | None] | None:
+    """What `upload_arrays` makes of a Column's samples, from the array they are views of (no Python per sample):
+    (one (N, ...) array, None) or (None, PackedSamples); None where the column has no such array, or its samples
+    are laid out as `upload_arrays` would not lay them."""
+    if not len(column):
+        return None
+    dense = getattr(column, "dense", None)
+    if dense is not None and len(dense) == len(column) and not dense.dtype.hasobject:
+        return upload_array(dense), None
+    packed = getattr(column, "packed", None)
+    if packed is None or len(packed[2]) != len(column):
+        return None
+    flat, starts, shapes, sizes = packed
+    if sizes.max() * flat.dtype.itemsize > SMALL_SAMPLE:  # upload_arrays aligns such samples
+        return None
+    if sizes.min() == sizes.max() and len(set(shapes)) == 1:  # every sample the same shape: one dense array
+        return upload_array(flat[:sizes.sum()].reshape(len(shapes), *shapes[0])), None
+    return None, PackedSamples(upload_array(flat), starts, shapes, sizes)
+
+
 def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, PackedSamples | list | None]:
     """`arrays` on the current device and stream, copied asynchronously: (one (N, ...) array, None) when they share
     shape and element type, else (None, the samples in one device buffer: PackedSamples when they share an element
@@ -83,15 +128,9 @@ def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, PackedSamples | list |
     stream = cp.cuda.get_current_stream()
     first = arrays[0]
     if all(a.shape == first.shape and a.dtype == first.dtype for a in arrays):
-        nbytes = first.nbytes * len(arrays)
-        pinned = _pinned(cp, nbytes)
-        host = np.frombuffer(pinned, np.uint8, nbytes).view(first.dtype).reshape(len(arrays), *first.shape)
+        host, pinned = _staged(cp, (len(arrays), *first.shape), first.dtype)
         np.stack(arrays, out=host)
-        device = cp.empty(host.shape, first.dtype)
-        if nbytes:
-            device.data.copy_from_host_async(host.ctypes.data, nbytes, stream)
-        _hold_until_read(stream, pinned)
-        return device, None
+        return _sent(cp, host, pinned, stream), None
     offsets, total = [], 0
     one_type = all(a.dtype == first.dtype for a in arrays)
     tight = one_type and all(a.nbytes <= SMALL_SAMPLE for a in arrays)

@@ -123,6 +123,10 @@ def arg_values(samples, arg: Arg, size: int) -> list:
     """`arg_value` of the first `size` samples; numeric scalars of one type are converted for the whole batch at
     once (the same Python values), anything else sample by sample."""
     kinds = _VECTOR_KINDS.get(arg.kind) if not arg.list_of and arg.choices is None else None
+    dense = getattr(samples, "dense", None)  # a Column: the samples are the rows of one array
+    if kinds is not None and dense is not None and len(dense) == size == dense.size and dense.dtype.kind in kinds:
+        flat = dense.reshape(-1)
+        return flat.astype(np.float64).tolist() if arg.kind == "float" else flat.tolist()
     if kinds is not None and size:
         arrays = samples[:size] if isinstance(samples, list) else [samples[i] for i in range(size)]
         first = arrays[0]

@@ -147,10 +147,11 @@ class CpuStage:
             self.run_ops(step, values, collectors, iteration, size, sources)
         return values, sources, collectors, size
 
-    def run_group(self, first: int, count: int, merge_ops: bool) -> list:
-        """`run` of batches first..first+count-1, each read as alone (one that fails keeps its error): one
-        (values, sources, collectors, size) or exception per batch. With `merge_ops` (where `ops_merge()` allows
-        it), the CPU ops run once on the merged batches and give each batch its part of every output."""
+    def run_group(self, first: int, count: int, merge_ops: bool) -> tuple[Values | None, list]:
+        """`run` of batches first..first+count-1, each read as alone (one that fails keeps its error): (the merged
+        values, or None, and one (values, sources, collectors, size) or exception per batch). With `merge_ops`
+        (where `ops_merge()` allows it), the CPU ops run once on the merged batches, whose values come back as
+        they are, and give each batch its part of every output."""
         reads: list = []
         for iteration in range(first, first + count):
             try:
@@ -158,14 +159,16 @@ class CpuStage:
             except Exception as exc:  # noqa: BLE001 - this batch fails alone, the others run without it
                 reads.append(exc)
         merged = self._finish_merged(reads, first) if merge_ops else None
-        return merged if merged is not None else [
-            read if isinstance(read, BaseException) else self._finish_alone(first + m, read)
-            for m, read in enumerate(reads)]
+        if merged is not None:
+            return merged
+        return None, [read if isinstance(read, BaseException) else self._finish_alone(first + m, read)
+                      for m, read in enumerate(reads)]
 
-    def _finish_merged(self, reads: list, first: int) -> list | None:
+    def _finish_merged(self, reads: list, first: int) -> tuple[Values, list] | None:
         """The CPU ops of full batches `reads` run once on them merged (samples keep their numbers, so their
-        random streams), each batch given its part of every output; None where a batch failed or is not full, or
-        the merged ops failed: then each batch runs alone, and an error names its own batch and sample."""
+        random streams): (the merged values, each batch given its part of every output); None where a batch
+        failed or is not full, or the merged ops failed: then each batch runs alone, and an error names its own
+        batch and sample."""
         if any(isinstance(read, BaseException) or read[2] != self.batch_size for read in reads):
             return None
         merged = {key: [sample for read in reads for sample in read[0][key]] for key in reads[0][0]}
@@ -179,7 +182,7 @@ class CpuStage:
             start = m * self.batch_size
             parts = {key: column[start:start + size] for key, column in values.items() if key not in own}
             members.append(({**own, **parts}, own_sources, {}, size))
-        return members
+        return values, members
 
     def _finish_alone(self, iteration: int, read: tuple):
         try:

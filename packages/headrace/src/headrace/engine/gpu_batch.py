@@ -9,7 +9,7 @@ import numpy as np
 
 from headrace.batch import TensorListGPU
 from headrace.engine.context import BatchInfo, arg_values
-from headrace_kernels.gpu.staging import upload_arrays
+from headrace_kernels.gpu.staging import upload_arrays, upload_column
 
 PREPARED = "__prepared__"  # values[(PREPARED, node)]: the host half a preparing kernel made for its node
 PLANNED = "__planned__"  # values[(PLANNED, node)]: a launch plan made ahead
@@ -22,6 +22,9 @@ class Outputs(tuple):
 def upload(value) -> TensorListGPU:
     """A CPU batch (list of arrays) on the GPU in one asynchronous transfer (one (N, ...) array when the samples
     share a shape); samples a reader already put on the GPU (readers.numpy through kvikio) are taken as they are."""
+    staged = upload_column(value)  # a batch kernel's column: its array, uploaded as it is
+    if staged is not None:
+        return TensorListGPU(staged[0] if staged[0] is not None else staged[1])
     if len(value) and all(hasattr(v, "__cuda_array_interface__") for v in value):
         return TensorListGPU(list(value))
     arrays = [np.asarray(v) for v in value]

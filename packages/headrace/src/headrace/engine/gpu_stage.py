@@ -271,8 +271,8 @@ class GpuStage:
             future = self._reads[iteration] = self._reader_thread.submit(work, iteration)
         return future
 
-    def _read_group(self, first: int) -> list:
-        """The CPU stage of the batches of the coalesced run starting at `first`, batch by batch."""
+    def _read_group(self, first: int) -> tuple[dict | None, list]:
+        """The CPU stage of the batches of the coalesced run starting at `first` (CpuStage.run_group)."""
         start = time.perf_counter()
         members = self.cpu.run_group(first, self.group, self.merge_cpu_ops)
         self.timings["cpu stage"] += time.perf_counter() - start
@@ -322,9 +322,9 @@ class GpuStage:
         merged into one batch with its host half prepared and its launches planned: (merged values, or None where
         they cannot run as one, the members, the merged BatchInfo)."""
         start = time.perf_counter()
-        members = self._take_read(first)
+        merged, members = self._take_read(first)
         read = time.perf_counter()
-        values, info = self._merge(members, first)
+        values, info = self._merge(members, first, merged)
         if values is not None:
             try:
                 self._prepare(values, info)
@@ -338,17 +338,21 @@ class GpuStage:
         self._time_cpu_stage(start, read, prepared, time.perf_counter())
         return values, members, info
 
-    def _merge(self, members: list, first: int) -> tuple[dict | None, BatchInfo | None]:
-        """The members' values as one batch (each value's samples in member order), or (None, None) where one
-        failed or is not a full batch (samples are numbered by their place in the run: first * batch_size + i)."""
+    def _merge(self, members: list, first: int, merged: dict | None = None) -> tuple[dict | None, BatchInfo | None]:
+        """The members' values as one batch (each value's samples in member order; `merged` where the CPU stage
+        made them so), or (None, None) where one failed or is not a full batch (samples are numbered by their
+        place in the run: first * batch_size + i)."""
         if any(isinstance(m, BaseException) or m[3] != self.batch_size for m in members):
             return None, None
         values: dict = {}
-        for key in members[0][0]:
-            column: list = []
-            for member in members:
-                column.extend(member[0][key])
-            values[key] = column
+        if merged is not None:
+            values = dict(merged)
+        else:
+            for key in members[0][0]:
+                column: list = []
+                for member in members:
+                    column.extend(member[0][key])
+                values[key] = column
         sources = [source for member in members for source in member[1]]
         return values, BatchInfo(first, first * self.batch_size, sum(member[3] for member in members), sources)
 

@@ -10,6 +10,7 @@ from headrace.engine.context import SampleContext, SampleOp, arg_value
 from headrace.engine.frames import frame_values
 from headrace.engine.whole_batch import run_whole_batch
 from headrace.errors import SampleError
+from headrace_kernels.columns import BatchColumns
 from headrace_kernels.registry import SampleFailureError
 
 
@@ -112,17 +113,20 @@ def _batch_error(op: SampleOp, exc: Exception, iteration: int) -> SampleError:
                        node=op.node.name, op=op.node.schema.name)
 
 
-def _store(op: SampleOp, results: list, values, collectors) -> None:
-    """A whole-batch call's results (one per sample: a value, or a tuple of one per output) into the batch's values
-    and the collectors of the outputs the pipeline returns."""
-    if op.num_outputs == 1:
-        results = [(result,) for result in results]
-    for k in range(op.num_outputs):
-        out, collector = values[(op.node.name, k)], collectors.get((op.node.name, k))
-        for i, result in enumerate(results):
-            out[i] = result[k]
-            if collector is not None:
-                collector.put(i, result[k])
+def _store(op: SampleOp, results, values, collectors) -> None:
+    """A whole-batch call's results into the batch's values (and the collectors of the outputs the pipeline
+    returns): one column per output (BatchColumns), a single output's column, or a tuple per sample."""
+    if op.num_outputs == 1 and not isinstance(results, BatchColumns):
+        results = (results,)
+    elif not isinstance(results, BatchColumns):
+        results = [list(column) for column in zip(*results, strict=True)]
+    for k, column in enumerate(results):
+        key = (op.node.name, k)
+        values[key] = column  # a Column keeps the array its samples are views of
+        collector = collectors.get(key)
+        if collector is not None:
+            for i, sample in enumerate(column):
+                collector.put(i, sample)
 
 
 def _run_batch_draw(op: SampleOp, values, collectors, iteration: int, first_sample: int, size: int) -> None:

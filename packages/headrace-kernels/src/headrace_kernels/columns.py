@@ -1,0 +1,39 @@
+"""A batch's samples of one output as a list that also knows the one array they are views of, so that whoever reads
+the whole batch (an upload to the GPU, a per-sample argument's values) takes that array instead of walking the
+samples in Python. A whole-batch CPU kernel returns its outputs this way (`BatchColumns`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Column(list):
+    """The samples (a list, as every batch column), and either `dense`, an (n, ...) array whose rows they are, or
+    `packed`, (flat 1-D array, element offset of each sample, shape of each sample, element count of each sample)
+    for samples of one type laid back to back. Slicing or copying gives a plain list."""
+
+    dense: np.ndarray | None = None
+    packed: tuple[np.ndarray, np.ndarray, list[tuple[int, ...]], np.ndarray] | None = None
+
+    @classmethod
+    def of_dense(cls, array: np.ndarray) -> Column:
+        """The rows of `array` as samples (0-d arrays, not numpy scalars, for a 1-D array)."""
+        column = cls(array if array.ndim > 1 else (array[i, ...] for i in range(len(array))))
+        column.dense = array
+        return column
+
+    @classmethod
+    def of_rows(cls, rows: np.ndarray, counts: np.ndarray) -> Column:
+        """Consecutive runs of `rows` (an (N, ...) C-contiguous array) as samples: counts[i] rows for sample i."""
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        column = cls(rows[start:end] for start, end in zip(starts.tolist(), ends.tolist(), strict=True))
+        per_row = int(np.prod(rows.shape[1:], dtype=np.int64))
+        tail = rows.shape[1:]
+        column.packed = (rows.reshape(-1), starts * per_row, [(int(c), *tail) for c in counts.tolist()],
+                         np.asarray(counts, np.int64) * per_row)
+        return column
+
+
+class BatchColumns(tuple):
+    """A whole-batch kernel's outputs, one column (a list of samples, or a Column) per output."""
