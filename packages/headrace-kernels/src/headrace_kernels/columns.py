@@ -35,5 +35,33 @@ class Column(list):
         return column
 
 
+    def _changed(self) -> None:
+        self.dense = self.packed = None  # a sample was replaced (a skipped sample's slot): the array is stale
+
+    def __setitem__(self, index, value) -> None:
+        self._changed()
+        super().__setitem__(index, value)
+
+    def __delitem__(self, index) -> None:
+        self._changed()
+        super().__delitem__(index)
+
+    def __iadd__(self, other):
+        self._changed()
+        return super().__iadd__(other)
+
+    def append(self, value) -> None:
+        self._changed()
+        super().append(value)
+
+    def extend(self, values) -> None:
+        self._changed()
+        super().extend(values)
+
+    def insert(self, index, value) -> None:
+        self._changed()
+        super().insert(index, value)
+
+
 class BatchColumns(tuple):
     """A whole-batch kernel's outputs, one column (a list of samples, or a Column) per output."""
