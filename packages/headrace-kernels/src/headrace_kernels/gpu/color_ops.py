@@ -4,6 +4,7 @@ same float32 numbers), applied to the whole batch in one launch."""
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -38,7 +39,7 @@ _READ_DTYPES = frozenset(np.dtype(name) for name in KERNEL_INPUTS)
 
 def _column(args_list: list[dict], name: str) -> np.ndarray:
     """Argument `name` of every sample as float64 [n]."""
-    return np.fromiter((a[name] for a in args_list), np.float64, len(args_list))
+    return np.fromiter(map(operator.itemgetter(name), args_list), np.float64, len(args_list))
 
 
 def _coefficients(op: str, args_list: list[dict], in_dtype: np.dtype) -> tuple[int, np.ndarray, np.ndarray,
