@@ -12,7 +12,7 @@ machine disturbs less than the wall clock. `--ops` instead times every op alone 
 the same batch (computed once by DALI's CPU build).
 
     python benchmarks/ssd_cpu.py                          # 256 images, 6 rounds, CPU: headrace and DALI's CPU build
-    python benchmarks/ssd_cpu.py --quick                  # 128 images, 4 rounds
+    python benchmarks/ssd_cpu.py --quick                  # 128 images (512 on the GPU), 4 rounds
     python benchmarks/ssd_cpu.py --ops                    # ms per batch of each op alone, 1 thread
     python benchmarks/ssd_cpu.py --device gpu             # GPU 0: decode (mixed) and augment on the GPU, DALI's
                                                           # GPU build (../shared/tools/dali-gpu/README.md)
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, help="pipeline threads (default: 2; 8 on the GPU)")
     parser.add_argument("--warmup-batches", type=int, help="untimed batches before each library's timed epochs "
-                        "(default 2; 4 on the GPU)")
+                        "(default 2; 8 on the GPU)")
     parser.add_argument("--epochs", type=int, default=1, help="timed epochs per library per round")
     parser.add_argument("--rounds", type=int, default=6, help="rounds; the order alternates (A B, B A, ...)")
     parser.add_argument("--only", nargs="+", choices=LIBRARIES, default=list(LIBRARIES))
@@ -276,7 +276,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--coalesce", type=int, default=0, metavar="K",
                         help="headrace's executor option coalesce_batches (GPU: K batches run as one; default 0, "
                              "headrace's default: runs of 256 images)")
-    parser.add_argument("--quick", action="store_true", help="128 images, 4 rounds (overrides --images, --rounds)")
+    parser.add_argument("--quick", action="store_true",
+                        help="128 images (512 on the GPU), 4 rounds (overrides --images, --rounds)")
     parser.add_argument("--ops", action="store_true", help="only time each op alone (1 thread), headrace and DALI")
     parser.add_argument("--op-iters", type=int, default=5, help="batches per timed run of --ops")
     parser.add_argument("--op-repeats", type=int, default=3, help="timed runs of --ops per op (the best counts)")
@@ -285,9 +286,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--ops times the CPU ops only: leave out --device gpu")
     gpu = args.device == "gpu"
     args.threads = args.threads or (8 if gpu else 2)
-    args.warmup_batches = args.warmup_batches or (4 if gpu else 2)
-    if args.quick:
-        args.images, args.rounds = 128, 4
+    args.warmup_batches = args.warmup_batches or (8 if gpu else 2)  # GPU: one coalesced run of headrace's
+    if args.quick:  # on the GPU, whole coalesced runs (8 batches of 32) in an epoch, so epochs cost alike
+        args.images, args.rounds = (512 if gpu else 128), 4
     if bool(args.data) != bool(args.annotations):
         parser.error("give --data and --annotations together")
     data = (args.data, args.annotations) if args.data else make_dataset(args.workdir, args.images, args.seed)
