@@ -166,8 +166,8 @@ def cpu_kernel(*op_names: str) -> Callable[[SampleKernel], SampleKernel]:
 
 def cpu_batch_draw_kernel(op_name: str) -> Callable[[BatchDrawKernel], BatchDrawKernel]:
     """Register a whole-batch twin of an input-less random op's CPU kernel: (args, seed, first_sample, size) ->
-    one result per sample, equal to what the per-sample kernel gives sample first_sample + i (so the executor may
-    use either, with any number of threads)."""
+    one result per sample (a list, or a Column over the batch's array: headrace_kernels.columns), equal to what the
+    per-sample kernel gives sample first_sample + i (so the executor may use either, with any number of threads)."""
 
     def decorate(fn: BatchDrawKernel) -> BatchDrawKernel:
         _register(_CPU_BATCH, (op_name,), fn, "batch draw kernel")
@@ -178,9 +178,10 @@ def cpu_batch_draw_kernel(op_name: str) -> Callable[[BatchDrawKernel], BatchDraw
 
 def cpu_batch_kernel(op_name: str) -> Callable[[BatchKernel], BatchKernel]:
     """Register a whole-batch twin of a per-sample CPU kernel that takes inputs: (inputs, each a list of the batch's
-    samples, args, seed, first_sample, size) -> one result per sample, equal to what the per-sample kernel gives
-    sample first_sample + i, or None to leave the batch to the per-sample kernel (which then reports any bad
-    sample with its own error). The executor uses it for a whole batch of a node with literal arguments only."""
+    samples, args, seed, first_sample, size) -> the outputs as BatchColumns (one column per output:
+    headrace_kernels.columns) or one result per sample, equal to what the per-sample kernel gives sample
+    first_sample + i; or None to leave the batch to the per-sample kernel (which then reports any bad sample with
+    its own error). The executor uses it for a whole batch of a node with literal arguments only."""
 
     def decorate(fn: BatchKernel) -> BatchKernel:
         _register(_CPU_BATCH_TWIN, (op_name,), fn, "batch kernel")
