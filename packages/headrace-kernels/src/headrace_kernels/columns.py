@@ -34,7 +34,6 @@ class Column(list):
                          np.asarray(counts, np.int64) * per_row)
         return column
 
-
     def _changed(self) -> None:
         self.dense = self.packed = None  # a sample was replaced (a skipped sample's slot): the array is stale
 

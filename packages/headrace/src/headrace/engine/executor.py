@@ -151,4 +151,3 @@ def output_layout(out: DataNode) -> str:
     if spec_layout:
         return spec_layout
     return (out.op.arg("output_layout") or "") if "output_layout" in out.op.schema.all_args else ""
-

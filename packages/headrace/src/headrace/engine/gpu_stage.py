@@ -274,9 +274,9 @@ class GpuStage:
     def _read_group(self, first: int) -> tuple[dict | None, list]:
         """The CPU stage of the batches of the coalesced run starting at `first` (CpuStage.run_group)."""
         start = time.perf_counter()
-        members = self.cpu.run_group(first, self.group, self.merge_cpu_ops)
+        group = self.cpu.run_group(first, self.group, self.merge_cpu_ops)
         self.timings["cpu stage"] += time.perf_counter() - start
-        return members
+        return group
 
     def _take_read(self, iteration: int):
         """The readers' phase of batch `iteration` (read ahead, or now), taken off the batches read ahead."""

@@ -215,7 +215,6 @@ class FileReader:
             self._listed = {i: name for i, ((name, _), path) in enumerate(zip(samples, self.paths, strict=True))
                             if path[cut:] != name or not path.startswith(self._prefix)}
         self.labels = np.asarray([label for _, label in samples], dtype=np.int32)
-        self._sources: dict[int, str] = {}  # each sample's source, made once (they are the same every epoch)
         self.state = ReaderState()
         self._cached_order: tuple[int, np.ndarray] | None = None
         self._batch_reader = None  # made on the first serial batch
@@ -423,13 +422,10 @@ class FileReader:
 
     def sources(self, indices: list[int]) -> list[str]:
         """The source of each of these samples: its full name, carrying DALI's source_info where that differs."""
-        known = self._sources
-        out = [known.get(i) for i in indices]
-        for slot, source in enumerate(out):
-            if source is None:
-                i = indices[slot]
-                name, info = self.paths[i], self.source_info_of(i)
-                out[slot] = known[i] = name if info is None or info == name else SampleSource(name, info)
+        out: list[str] = []
+        for i in indices:
+            name, info = self.paths[i], self.source_info_of(i)
+            out.append(name if info is None or info == name else SampleSource(name, info))
         return out
 
     def get_state(self) -> dict:
