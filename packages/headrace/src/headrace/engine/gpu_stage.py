@@ -344,15 +344,8 @@ class GpuStage:
         place in the run: first * batch_size + i)."""
         if any(isinstance(m, BaseException) or m[3] != self.batch_size for m in members):
             return None, None
-        values: dict = {}
-        if merged is not None:
-            values = dict(merged)
-        else:
-            for key in members[0][0]:
-                column: list = []
-                for member in members:
-                    column.extend(member[0][key])
-                values[key] = column
+        values = dict(merged) if merged is not None else \
+            {key: [sample for member in members for sample in member[0][key]] for key in members[0][0]}
         sources = [source for member in members for source in member[1]]
         return values, BatchInfo(first, first * self.batch_size, sum(member[3] for member in members), sources)
 
