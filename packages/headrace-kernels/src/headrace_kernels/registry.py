@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from headrace_kernels.columns import BatchColumns
+
 
 class SampleContext(Protocol):
     """What a per-sample kernel may ask of the executor."""
@@ -82,7 +84,7 @@ class SampleFailureError(Exception):
 
 SampleKernel = Callable[[list[Any], dict[str, Any], SampleContext], Any]
 BatchDrawKernel = Callable[[dict[str, Any], int, int, int], list[Any]]
-BatchKernel = Callable[[list[list[Any]], dict[str, Any], int, int, int], list[Any] | None]
+BatchKernel = Callable[[list[list[Any]], dict[str, Any], int, int, int], BatchColumns | None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,9 +181,9 @@ def cpu_batch_draw_kernel(op_name: str) -> Callable[[BatchDrawKernel], BatchDraw
 def cpu_batch_kernel(op_name: str) -> Callable[[BatchKernel], BatchKernel]:
     """Register a whole-batch twin of a per-sample CPU kernel that takes inputs: (inputs, each a list of the batch's
     samples, args, seed, first_sample, size) -> the outputs as BatchColumns (one column per output:
-    headrace_kernels.columns) or one result per sample, equal to what the per-sample kernel gives sample
-    first_sample + i; or None to leave the batch to the per-sample kernel (which then reports any bad sample with
-    its own error). The executor uses it for a whole batch of a node with literal arguments only."""
+    headrace_kernels.columns), sample i of each equal to what the per-sample kernel gives sample first_sample + i;
+    or None to leave the batch to the per-sample kernel (which then reports any bad sample with its own error).
+    The executor uses it for a whole batch of a node with literal arguments only."""
 
     def decorate(fn: BatchKernel) -> BatchKernel:
         _register(_CPU_BATCH_TWIN, (op_name,), fn, "batch kernel")

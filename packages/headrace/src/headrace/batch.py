@@ -176,7 +176,8 @@ class TensorListGPU(_TensorList):
             samples = self._dense[start:stop]
         elif isinstance(self._samples, PackedSamples):
             packed = self._samples
-            samples = PackedSamples(packed.flat, packed.starts[start:stop], packed.shapes[start:stop])
+            samples = PackedSamples(packed.flat, packed.starts[start:stop], packed.shapes[start:stop],
+                                    packed.sizes[start:stop])
         else:
             samples = self._samples[start:stop]
         return TensorListGPU(samples, self._layout, self._source_info[start:stop] if self._source_info else None,

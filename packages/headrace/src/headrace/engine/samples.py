@@ -115,12 +115,8 @@ def _batch_error(op: SampleOp, exc: Exception, iteration: int) -> SampleError:
 
 def _store(op: SampleOp, results, values, collectors) -> None:
     """A whole-batch call's results into the batch's values (and the collectors of the outputs the pipeline
-    returns): one column per output (BatchColumns), a single output's column, or a tuple per sample."""
-    if op.num_outputs == 1 and not isinstance(results, BatchColumns):
-        results = (results,)
-    elif not isinstance(results, BatchColumns):
-        results = [list(column) for column in zip(*results, strict=True)]
-    for k, column in enumerate(results):
+    returns): one column per output (a twin's BatchColumns), or a draw's single column."""
+    for k, column in enumerate(results if isinstance(results, BatchColumns) else (results,)):
         key = (op.node.name, k)
         values[key] = column  # a Column keeps the array its samples are views of
         collector = collectors.get(key)
