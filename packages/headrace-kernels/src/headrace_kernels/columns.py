@@ -34,6 +34,20 @@ class Column(list):
                          np.asarray(counts, np.int64) * per_row)
         return column
 
+    @classmethod
+    def of_packed(cls, flat: np.ndarray, starts: np.ndarray, shapes: list[tuple[int, ...]],
+                  counts: np.ndarray) -> Column:
+        """Samples laid back to back in `flat` (what `packed` records): counts[i] elements from starts[i], of
+        shapes[i]."""
+        ends = (starts + counts).tolist()
+        if flat.ndim == 1 and all(len(shape) == 1 for shape in shapes):  # 1-D samples: the slices themselves
+            column = cls(map(flat.__getitem__, map(slice, starts.tolist(), ends)))
+        else:
+            column = cls(flat[start:end].reshape(shape) for start, end, shape in zip(starts.tolist(), ends, shapes,
+                                                                                     strict=True))
+        column.packed = (flat, starts, shapes, counts)
+        return column
+
     def _changed(self) -> None:
         self.dense = self.packed = None  # a sample was replaced (a skipped sample's slot): the array is stale
 

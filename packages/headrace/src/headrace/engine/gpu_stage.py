@@ -20,6 +20,7 @@ from typing import Any
 from headrace.batch import TensorListGPU
 from headrace.engine.branches import run_step
 from headrace.engine.context import BatchInfo, node_seed, ref_of
+from headrace.engine.cpu_process import CpuStageProcess, runs_in_process
 from headrace.engine.cpu_stage import CpuStage, sample_op
 from headrace.engine.frames import FrameBatchView, fold_frames, frame_layouts, is_sequence_node, per_frame_arg_names
 from headrace.engine.gpu_batch import PLANNED, PREPARED, GpuBatchView, Outputs, upload
@@ -228,6 +229,12 @@ class GpuStage:
         """Consecutive batches run as one (executor option coalesce_batches), where the pipeline allows it."""
         self.merge_cpu_ops = self.group > 1 and cpu.ops_merge()
         """Whether a coalesced run's CPU ops run once on its merged batch too (else batch by batch)."""
+        self.reads: CpuStage | CpuStageProcess = cpu
+        """What computes the CPU stage's batches: the CPU stage itself, or its worker process (cpu_process)."""
+        if options.cpu_process and self.lookahead and runs_in_process(cpu):
+            read = {ref_of(d) for n in in_stage for d in (*n.inputs, *n.arg_inputs.values(), n.guard) if d is not None}
+            self.reads = CpuStageProcess(cpu, [n for n in nodes if n.name not in stage], read | self.output_refs,
+                                         options.parallel_reads)
         self._done: dict[int, Any] = {}  # the later batches of a coalesced run: outputs, or the error they failed on
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
         self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-readers")
@@ -258,7 +265,7 @@ class GpuStage:
     # (file reads without the GIL) run beside the host half of the decoders of batch i+1 and the decode of batch i.
     def _readers(self, iteration: int):
         start = time.perf_counter()
-        result = self.cpu.run(iteration)
+        result = self.reads.run(iteration)
         self.timings["cpu stage"] += time.perf_counter() - start
         return result
 
@@ -274,7 +281,7 @@ class GpuStage:
     def _read_group(self, first: int) -> tuple[dict | None, list]:
         """The CPU stage of the batches of the coalesced run starting at `first` (CpuStage.run_group)."""
         start = time.perf_counter()
-        group = self.cpu.run_group(first, self.group, self.merge_cpu_ops)
+        group = self.reads.run_group(first, self.group, self.merge_cpu_ops)
         self.timings["cpu stage"] += time.perf_counter() - start
         return group
 
@@ -610,6 +617,8 @@ class GpuStage:
                 pass
         self._thread.shutdown(wait=False, cancel_futures=True)
         self._reader_thread.shutdown(wait=True, cancel_futures=True)  # a read in progress finishes first
+        if self.reads is not self.cpu:
+            self.reads.close()
         self._reads.clear()
         self._done.clear()
         # Tear down in order, not at the garbage collector's whim: nvImageCodec's images and decoders were made on

@@ -46,6 +46,12 @@ class ExecutorOptions:
     Only for pipelines whose sources are readers, with no conditionals, skips, sequences, whole-batch GPU ops or CPU
     ops after a `.cpu()`; elsewhere it is 1."""
 
+    cpu_process: bool = False
+    """Run a GPU pipeline's readers and CPU ops in a worker process of their own (engine.cpu_process), so their
+    Python does not compete with the GPU stage's threads for the interpreter lock. Same values; the worker starts
+    with the pipeline (about a second, beside the GPU stage's own start). Only for pipelines whose sources are
+    readers, with nothing skipped, no user code on the CPU and no CPU op output returned; elsewhere it is off."""
+
     def coalesced(self, batch_size: int) -> int:
         """The batches a coalesced run takes at this batch size (coalesce_batches, or its default)."""
         if self.coalesce_batches:
@@ -56,7 +62,7 @@ class ExecutorOptions:
         if self.lookahead not in LOOKAHEAD_MODES:
             raise SchemaError(f"executor option 'lookahead': expected one of {list(LOOKAHEAD_MODES)}, "
                               f"got {self.lookahead!r}")
-        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi"):
+        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi", "cpu_process"):
             if not isinstance(getattr(self, name), bool):
                 raise SchemaError(f"executor option '{name}': expected a bool, got {getattr(self, name)!r}")
         if isinstance(self.switch_interval, bool) or not isinstance(self.switch_interval, int | float) \

@@ -1,0 +1,199 @@
+"""A CPU stage's values (columns of host arrays) moved between processes: every array copied once into one
+shared-memory file (a block), the rest (layouts, sources, states) pickled beside it. The receiver maps the block
+read-only and gets views into it; when the last view is freed, the block's number goes back to the writer, which
+writes a later batch into it. Both sides keep their blocks mapped: no page is faulted in or zeroed per batch."""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import tempfile
+import weakref
+
+import numpy as np
+
+from headrace_kernels.columns import Column
+
+ALIGN = 64
+"""Every array starts at a multiple of this many bytes in the block (what vectorized loops like)."""
+
+_SHARED = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+_counter = itertools.count()
+
+
+def block_prefix(pid: int) -> str:
+    """The path prefix of the blocks a process writes (the receiver removes any left when it closes)."""
+    return os.path.join(_SHARED, f"headrace-cpu-{pid}-")
+
+
+def _aligned(nbytes: int) -> int:
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+class BlockWriter:
+    """Lays arrays out in one block: `add` reserves a place for an array, `add_joined` for 1-D arrays laid back to
+    back, each returning its record; `write` copies them all into a new shared file and returns its path (None
+    when there is nothing to copy)."""
+
+    def __init__(self):
+        self.parts: list[tuple[int, np.ndarray | list[np.ndarray]]] = []
+        self.size = 0
+
+    def _reserve(self, nbytes: int) -> int:
+        offset = self.size
+        self.size += _aligned(nbytes)
+        return offset
+
+    def add(self, array: np.ndarray) -> tuple[int, str, tuple[int, ...]]:
+        array = np.ascontiguousarray(array)
+        offset = self._reserve(array.nbytes)
+        self.parts.append((offset, array))
+        return offset, array.dtype.str, array.shape
+
+    def add_joined(self, flats: list[np.ndarray], dtype: np.dtype, total: int) -> tuple[int, str, tuple[int, ...]]:
+        offset = self._reserve(total * dtype.itemsize)
+        if total:
+            self.parts.append((offset, flats))
+        return offset, dtype.str, (total,)
+
+    def write_into(self, block: np.ndarray) -> None:
+        """Copy the arrays into `block` (at least `size` bytes)."""
+        for offset, part in self.parts:
+            if isinstance(part, np.ndarray):
+                block[offset:offset + part.nbytes] = part.reshape(-1).view(np.uint8)
+            else:
+                dtype = part[0].dtype
+                count = sum(p.size for p in part)
+                np.concatenate(part, out=block[offset:offset + count * dtype.itemsize].view(dtype))
+
+
+class Blocks:
+    """The writer's blocks: shared files kept mapped, each either holding a batch the receiver still reads or free
+    for the next one. `write` puts a BlockWriter's arrays into a free block large enough (a new one when none is)
+    and returns (its number, its path); `free(number)` takes it back. At most `keep_free` free blocks are kept; the
+    numbers of those let go since the last `take_dropped()` are what it returns (the receiver unmaps them)."""
+
+    def __init__(self, keep_free: int = 8):
+        self.keep_free = keep_free
+        self.mapped: dict[int, tuple[str, mmap.mmap, np.ndarray]] = {}
+        self.free_numbers: list[int] = []
+        self.dropped: list[int] = []
+
+    def take_dropped(self) -> list[int]:
+        dropped, self.dropped = self.dropped, []
+        return dropped
+
+    def write(self, writer: BlockWriter) -> tuple[int, str] | None:
+        if not writer.size:
+            return None
+        fits = [n for n in self.free_numbers if len(self.mapped[n][2]) >= writer.size]
+        if fits:
+            number = min(fits, key=lambda n: len(self.mapped[n][2]))
+            self.free_numbers.remove(number)
+        else:
+            number = next(_counter)
+            path = block_prefix(os.getpid()) + str(number)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                size = _aligned(writer.size * 5 // 4)  # room for a batch a little larger than this one
+                os.ftruncate(fd, size)
+                mapped = mmap.mmap(fd, size)
+            except BaseException:
+                os.unlink(path)
+                raise
+            finally:
+                os.close(fd)
+            self.mapped[number] = (path, mapped, np.frombuffer(mapped, np.uint8))
+        writer.write_into(self.mapped[number][2])
+        return number, self.mapped[number][0]
+
+    def free(self, number: int) -> None:
+        if number not in self.mapped:
+            return
+        self.free_numbers.append(number)
+        while len(self.free_numbers) > self.keep_free:  # the smallest go first
+            self._drop(min(self.free_numbers, key=lambda n: len(self.mapped[n][2])))
+
+    def _drop(self, number: int) -> None:
+        self.free_numbers.remove(number)
+        path, mapped, _ = self.mapped.pop(number)
+        os.unlink(path)
+        self.dropped.append(number)
+
+    def close(self) -> None:
+        for path, _, _ in self.mapped.values():
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self.mapped.clear()
+        self.free_numbers.clear()
+
+
+class BlockReader:
+    """The receiver's maps of the writer's blocks (read-only, shared, each mapped once). `batch(number, path)` is a
+    new uint8 array over the block for one batch: when it and every view of it are gone, `on_free(number)` is
+    called (from whichever thread lets go of the last view)."""
+
+    def __init__(self, on_free):
+        self.on_free = on_free
+        self.maps: dict[int, mmap.mmap] = {}
+
+    def batch(self, number: int, path: str) -> np.ndarray:
+        mapped = self.maps.get(number)
+        if mapped is None:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                mapped = self.maps[number] = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            finally:
+                os.close(fd)
+        block = np.frombuffer(mapped, np.uint8)  # a new array: the views of this batch hold it, not the map
+        weakref.finalize(block, self.on_free, number)
+        return block
+
+    def drop(self, numbers: list[int]) -> None:
+        """Let go of the blocks the writer dropped (free blocks: no view of them is left)."""
+        for number in numbers:
+            self.maps.pop(number, None)
+
+
+def _view(block: np.ndarray, record: tuple[int, str, tuple[int, ...]]) -> np.ndarray:
+    offset, dtype, shape = record
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    return block[offset:offset + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
+def pack_column(column: list, writer: BlockWriter) -> tuple:
+    """A column's record: its array (dense), or its samples back to back with their element offsets and shapes
+    (packed; samples of one element type and rank); else each sample's array, and samples that are not plain
+    arrays (None, objects) pickled in the record."""
+    if isinstance(column, Column) and column.dense is not None:
+        return ("dense", writer.add(column.dense))
+    if isinstance(column, Column) and column.packed is not None:
+        flat, starts, shapes, counts = column.packed
+        return ("packed", writer.add(flat), starts, np.asarray(shapes, np.int64).reshape(len(shapes), -1), counts)
+    first = column[0] if len(column) else None
+    if isinstance(first, np.ndarray) and not first.dtype.hasobject and all(
+            isinstance(s, np.ndarray) and s.dtype == first.dtype and s.ndim == first.ndim for s in column):
+        flats = [np.ascontiguousarray(s).reshape(-1) for s in column]
+        counts = np.fromiter((f.size for f in flats), np.int64, len(flats))
+        starts = np.cumsum(counts) - counts
+        shapes = np.fromiter((d for s in column for d in s.shape), np.int64, len(column) * first.ndim)
+        record = writer.add_joined(flats, first.dtype, int(counts.sum()))
+        return ("packed", record, starts, shapes.reshape(len(column), first.ndim), counts)
+    records = [writer.add(s) if isinstance(s, np.ndarray) and not s.dtype.hasobject else ("object", s)
+               for s in column]
+    return ("samples", records)
+
+
+def unpack_column(record: tuple, block: np.ndarray) -> list:
+    """The column of a record: a Column of the block's dense or packed array, or a list of each sample's view."""
+    kind = record[0]
+    if kind == "dense":
+        return Column.of_dense(_view(block, record[1]))
+    if kind == "packed":
+        _, flat, starts, shapes, counts = record
+        return Column.of_packed(_view(block, flat), starts, list(map(tuple, shapes.tolist())), counts)
+    return [r[1] if r[0] == "object" else _view(block, r) for r in record[1]]

@@ -1,0 +1,155 @@
+"""A GPU pipeline's readers and CPU ops in a process of their own (executor option `cpu_process`), so that their
+Python does not hold the interpreter lock the GPU stage's threads need: the same CpuStage, built from the same
+nodes in a worker (`cpu_worker`), computes the batches; their arrays come back in shared memory (`column_wire`).
+
+The worker's readers are the ones that advance: it starts from the pipeline's readers' state when the first batch
+is asked for (a restored checkpoint's), and the state after every batch comes back with it when checkpointing."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import threading
+from collections import deque
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from headrace.engine.column_wire import BlockReader, block_prefix, unpack_column
+from headrace.engine.cpu_stage import CpuStage, user_code
+from headrace.graph import OpNode
+from headrace_kernels.worker_pool import WorkerError
+
+_START = "from headrace.engine.cpu_worker import main; main()"
+
+
+def runs_in_process(cpu: CpuStage) -> bool:
+    """Whether a CPU stage can move to a worker: readers only as sources (no fed or parallel external sources),
+    nothing skipped (replacements come from the readers in batch order, beside the GPU steps), no user code (it may
+    keep state in this process), and no CPU op output returned (those are collected into this process's buffers)."""
+    ops = [op for kind, step in cpu.steps if kind == "samples" for op in step]
+    return bool(cpu.batch_ops) and not cpu.skipping and not cpu.fed \
+        and all(hasattr(op, "meta") for op in cpu.batch_ops.values()) \
+        and not any(user_code(op.node) or any((op.node.name, k) in cpu.wanted for k in range(op.num_outputs))
+                    for op in ops)
+
+
+class CpuStageProcess:
+    """`run` and `run_group` of a CpuStage, computed in a worker process."""
+
+    def __init__(self, cpu: CpuStage, nodes: list[OpNode], keys: set, parallel_reads: bool):
+        """`nodes`: the CPU stage's; `keys`: the values this process reads (the GPU stage's inputs, the outputs)."""
+        self.cpu = cpu
+        self._setup = {"nodes": nodes, "keys": sorted(keys), "batch_size": cpu.batch_size,
+                       "num_threads": cpu.num_threads, "seed": cpu.seed, "parallel_reads": parallel_reads}
+        self._lock = threading.Lock()
+        self._started = False
+        self._freed: deque[int] = deque()  # blocks whose last view went (any thread): handed back with the next ask
+        self._blocks = BlockReader(self._freed.append)
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        try:
+            # a new interpreter, not a fork (this process has CUDA and threads) nor multiprocessing's spawn (that
+            # imports the user's main module again)
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _START, str(requests_read), str(replies_write)],
+                pass_fds=(requests_read, replies_write), stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        except BaseException:
+            for fd in (requests_read, requests_write, replies_read, replies_write):
+                os.close(fd)
+            raise
+        os.close(requests_read)
+        os.close(replies_write)
+        self._requests = Connection(requests_write, readable=False)
+        self._replies = Connection(replies_read, writable=False)
+
+    def _died(self) -> WorkerError:
+        process = self._process
+        if process is None:
+            return WorkerError("the CPU stage's worker process was stopped (the pipeline is closed)")
+        code = process.poll()
+        return WorkerError(f"the CPU stage's worker process (pid {process.pid}) ended"
+                           + (f" with exit code {code}" if code is not None else ""))
+
+    def _ask(self, first: int, count: int, merge: bool) -> tuple:
+        with self._lock:
+            try:
+                if not self._started:  # now, not at build: a checkpoint is restored into the readers in between
+                    states = {name: op.get_state() for name, op in self.cpu.batch_ops.items()}
+                    attributes = {name: {"feeds_gpu": op.feeds_gpu} for name, op in self.cpu.batch_ops.items()
+                                  if hasattr(op, "feeds_gpu")}
+                    self._requests.send(("setup", {**self._setup, "states": states,
+                                                   "reader_attributes": attributes}))
+                    self._started = True
+                freed = [self._freed.popleft() for _ in range(len(self._freed))]
+                if freed:
+                    self._requests.send(("free", freed))
+                self._requests.send(("group", first, count, merge, self.cpu.record_states))
+                return self._replies.recv()
+            except (EOFError, OSError, BrokenPipeError):
+                raise self._died() from None
+
+    def run_group(self, first: int, count: int, merge: bool) -> tuple[dict | None, list]:
+        """As CpuStage.run_group."""
+        reply = self._ask(first, count, merge)
+        if reply[0] == "error":
+            raise reply[1]
+        _, merged_records, member_records, states, where, dropped = reply
+        self._blocks.drop(dropped)
+        block = self._blocks.batch(*where) if where is not None else np.zeros(0, np.uint8)
+        self.cpu.states_after.update(states)
+        if merged_records is not None:
+            merged = {key: unpack_column(record, block) for key, record in merged_records.items()}
+            members, start = [], 0
+            for _, sources, size in member_records:
+                members.append(({key: column[start:start + size] for key, column in merged.items()}, sources, {},
+                                size))
+                start += size
+            return merged, members
+        members = []
+        for record in member_records:
+            if record[0] == "error":
+                members.append(record[1])
+                continue
+            _, values, sources, size = record
+            members.append(({key: unpack_column(r, block) for key, r in values.items()}, sources, {}, size))
+        return None, members
+
+    def run(self, iteration: int) -> tuple[dict, list[str], dict, int]:
+        """As CpuStage.run."""
+        member = self.run_group(iteration, 1, False)[1][0]
+        if isinstance(member, BaseException):
+            raise member
+        return member
+
+    def close(self) -> None:
+        """Stop the worker (asked first, then killed), and remove any block it wrote that nobody took."""
+        process = getattr(self, "_process", None)
+        if process is None:
+            return
+        self._process = None
+        try:
+            self._requests.send(("stop",))
+        except OSError:
+            pass
+        self._requests.close()
+        self._replies.close()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        for path in glob.glob(block_prefix(process.pid) + "*"):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass

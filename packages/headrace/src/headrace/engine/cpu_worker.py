@@ -1,0 +1,109 @@
+"""The worker process of `cpu_process.CpuStageProcess`: it builds the pipeline's CPU stage from the nodes it is sent
+and computes the batches asked for (`CpuStage.run_group`), answering with their values in a shared block
+(`column_wire`). It ends when asked to, or when the pipeline's process goes (its end of the pipe closes)."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
+
+from headrace.batch import BufferPool
+from headrace.engine.column_wire import Blocks, BlockWriter, pack_column
+from headrace.engine.cpu_stage import CpuStage
+
+
+def portable(exc: BaseException) -> BaseException:
+    """`exc` if it survives pickling (headrace's errors keep their sample and node), else a RuntimeError with its
+    message."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - anything pickle cannot carry
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def build_stage(setup: dict) -> CpuStage:
+    pool = ThreadPoolExecutor(setup["num_threads"], thread_name_prefix="headrace-cpu")
+    stage = CpuStage(setup["nodes"], [], setup["batch_size"], setup["num_threads"], setup["seed"],
+                     BufferPool(per_key=2), pool if setup["parallel_reads"] else None, pool)
+    for name, attributes in setup["reader_attributes"].items():
+        for attribute, value in attributes.items():
+            setattr(stage.batch_ops[name], attribute, value)
+    for name, state in setup["states"].items():
+        stage.batch_ops[name].set_state(state)
+    return stage
+
+
+def pack_group(stage: CpuStage, first: int, count: int, merge: bool, keys: frozenset, blocks: Blocks) -> tuple:
+    """("ok", merged column records or None, member records, states after each batch, (block number, path) or None,
+    the blocks dropped since the last answer), with the values of `keys` only (what the pipeline's process reads)."""
+    merged, members = stage.run_group(first, count, merge)
+    writer = BlockWriter()
+    if merged is not None:
+        merged_records = {key: pack_column(column, writer) for key, column in merged.items() if key in keys}
+        member_records = [("part", member[1], member[3]) for member in members]
+    else:
+        merged_records = None
+        member_records = []
+        for member in members:
+            if isinstance(member, BaseException):
+                member_records.append(("error", portable(member)))
+                continue
+            values, sources, collectors, size = member
+            if collectors:
+                raise RuntimeError("a CPU op's output is returned by the pipeline: its batches are collected in "
+                                   "the pipeline's process, not in a worker")
+            member_records.append(("batch", {key: pack_column(column, writer) for key, column in values.items()
+                                             if key in keys}, sources, size))
+    states = {i: stage.states_after.pop(i) for i in range(first, first + count) if i in stage.states_after}
+    where = blocks.write(writer)
+    return "ok", merged_records, member_records, states, where, blocks.take_dropped()
+
+
+def serve(requests: Connection, replies: Connection) -> None:
+    """Answer requests until asked to stop: ("setup", setup) builds the stage (no answer; a failure answers every
+    request after it), ("free", block numbers) takes blocks back (no answer), ("group", first, count, merge,
+    record_states) computes batches."""
+    blocks = Blocks()
+    try:
+        _serve(requests, replies, blocks)
+    finally:
+        blocks.close()
+
+
+def _serve(requests: Connection, replies: Connection, blocks: Blocks) -> None:
+    stage: CpuStage | None = None
+    failed: BaseException | None = None
+    while True:
+        try:
+            message = requests.recv()
+        except (EOFError, OSError):
+            return  # the pipeline's process is gone
+        if message[0] == "stop":
+            return
+        if message[0] == "free":
+            for number in message[1]:
+                blocks.free(number)
+            continue
+        if message[0] == "setup":
+            try:
+                stage, keys = build_stage(message[1]), frozenset(message[1]["keys"])
+            except BaseException as exc:  # noqa: BLE001 - the answer to every request
+                failed = portable(exc)
+            continue
+        try:
+            if stage is None:
+                raise failed or RuntimeError("the CPU stage's worker got a request before its setup")
+            _, first, count, merge, record_states = message
+            stage.record_states = record_states
+            reply = pack_group(stage, first, count, merge, keys, blocks)
+        except BaseException as exc:  # noqa: BLE001 - handed to the pipeline's process, which raises it
+            reply = ("error", portable(exc))
+        replies.send(reply)
+
+
+def main() -> None:
+    """Entry point: `python -c "..." READ_FD WRITE_FD` (see CpuStageProcess)."""
+    serve(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False))
