@@ -17,6 +17,7 @@ the same batch (computed once by DALI's CPU build).
     python benchmarks/ssd_cpu.py --device gpu             # GPU 0: decode (mixed) and augment on the GPU, DALI's
                                                           # GPU build (../shared/tools/dali-gpu/README.md)
     python benchmarks/ssd_cpu.py --device gpu --coalesce 1  # headrace with executor option coalesce_batches=1
+    python benchmarks/ssd_cpu.py --device gpu --cpu-process  # headrace's readers and CPU ops in a worker process
 
 On the GPU every batch counts once the device's work is done (a device-wide synchronize).
 """
@@ -67,10 +68,12 @@ class PipelineRunner(Runner):
     """headrace's or DALI's build of the example's SSD300 graph."""
 
     def __init__(self, name: str, data: tuple[str, str], batch_size: int, threads: int, seed: int, device: str,
-                 coalesce: int = 0):
+                 coalesce: int = 0, cpu_process: bool = False):
         self.name = name
         self.sync = device_synchronizer() if device == "gpu" else None
-        extra = {"executor_options": {"coalesce_batches": coalesce}} if name == "headrace" and coalesce else None
+        options = {**({"coalesce_batches": coalesce} if coalesce else {}),
+                   **({"cpu_process": True} if cpu_process else {})}
+        extra = {"executor_options": options} if name == "headrace" and options else None
         self.pipe = example.build_pipeline(example.library(name), *data, device=device, batch_size=batch_size,
                                            num_threads=threads, seed=seed, pipeline_options=extra)
         self.pipe.build()
@@ -123,7 +126,7 @@ def run_rounds(args: argparse.Namespace, data: tuple[str, str]) -> tuple[dict[st
         start = time.perf_counter()
         try:
             runners[name] = PipelineRunner(name, data, args.batch_size, args.threads, args.seed, args.device,
-                                           args.coalesce)
+                                           args.coalesce, args.cpu_process)
         except Exception:  # noqa: BLE001 - one library's failure should not cost the other's figure
             print(f"{name}: the build FAILED, left out:")
             traceback.print_exc()
@@ -276,6 +279,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--coalesce", type=int, default=0, metavar="K",
                         help="headrace's executor option coalesce_batches (GPU: K batches run as one; default 0, "
                              "headrace's default: runs of 256 images)")
+    parser.add_argument("--cpu-process", action="store_true",
+                        help="headrace's executor option cpu_process (GPU: readers and CPU ops in a worker process)")
     parser.add_argument("--quick", action="store_true",
                         help="128 images (512 on the GPU), 4 rounds (overrides --images, --rounds)")
     parser.add_argument("--ops", action="store_true", help="only time each op alone (1 thread), headrace and DALI")
