@@ -2,8 +2,9 @@
 Python does not hold the interpreter lock the GPU stage's threads need: the same CpuStage, built from the same
 nodes in a worker (`cpu_worker`), computes the batches; their arrays come back in shared memory (`column_wire`).
 
-The worker's readers are the ones that advance: it starts from the pipeline's readers' state when the first batch
-is asked for (a restored checkpoint's), and the state after every batch comes back with it when checkpointing."""
+The worker builds its stage when the pipeline is built; its readers are the ones that advance: they start from
+the pipeline's readers' state when the first batch is asked for (a restored checkpoint's), and the state after
+every batch comes back with it when checkpointing."""
 
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ class CpuStageProcess:
         os.close(replies_write)
         self._requests = Connection(requests_write, readable=False)
         self._replies = Connection(replies_read, writable=False)
+        self._requests.send(("setup", self._setup))  # the worker builds its stage (its readers list their files) now
 
     def _died(self) -> WorkerError:
         process = self._process
@@ -81,8 +83,7 @@ class CpuStageProcess:
                     states = {name: op.get_state() for name, op in self.cpu.batch_ops.items()}
                     attributes = {name: {"feeds_gpu": op.feeds_gpu} for name, op in self.cpu.batch_ops.items()
                                   if hasattr(op, "feeds_gpu")}
-                    self._requests.send(("setup", {**self._setup, "states": states,
-                                                   "reader_attributes": attributes}))
+                    self._requests.send(("start", states, attributes))
                     self._started = True
                 freed = [self._freed.popleft() for _ in range(len(self._freed))]
                 if freed:

@@ -26,14 +26,17 @@ def portable(exc: BaseException) -> BaseException:
 
 def build_stage(setup: dict) -> CpuStage:
     pool = ThreadPoolExecutor(setup["num_threads"], thread_name_prefix="headrace-cpu")
-    stage = CpuStage(setup["nodes"], [], setup["batch_size"], setup["num_threads"], setup["seed"],
-                     BufferPool(per_key=2), pool if setup["parallel_reads"] else None, pool)
-    for name, attributes in setup["reader_attributes"].items():
-        for attribute, value in attributes.items():
+    return CpuStage(setup["nodes"], [], setup["batch_size"], setup["num_threads"], setup["seed"],
+                    BufferPool(per_key=2), pool if setup["parallel_reads"] else None, pool)
+
+
+def start(stage: CpuStage, states: dict, attributes: dict) -> None:
+    """Put the readers where the pipeline's stand, with the pipeline's settings of them."""
+    for name, settings in attributes.items():
+        for attribute, value in settings.items():
             setattr(stage.batch_ops[name], attribute, value)
-    for name, state in setup["states"].items():
+    for name, state in states.items():
         stage.batch_ops[name].set_state(state)
-    return stage
 
 
 def pack_group(stage: CpuStage, first: int, count: int, merge: bool, keys: frozenset, blocks: Blocks) -> tuple:
@@ -63,9 +66,9 @@ def pack_group(stage: CpuStage, first: int, count: int, merge: bool, keys: froze
 
 
 def serve(requests: Connection, replies: Connection) -> None:
-    """Answer requests until asked to stop: ("setup", setup) builds the stage (no answer; a failure answers every
-    request after it), ("free", block numbers) takes blocks back (no answer), ("group", first, count, merge,
-    record_states) computes batches."""
+    """Answer requests until asked to stop: ("setup", setup) builds the stage and ("start", states, attributes) sets
+    its readers (no answer; a failure answers every request after it), ("free", block numbers) takes blocks back
+    (no answer), ("group", first, count, merge, record_states) computes batches."""
     blocks = Blocks()
     try:
         _serve(requests, replies, blocks)
@@ -87,11 +90,14 @@ def _serve(requests: Connection, replies: Connection, blocks: Blocks) -> None:
             for number in message[1]:
                 blocks.free(number)
             continue
-        if message[0] == "setup":
+        if message[0] in ("setup", "start"):
             try:
-                stage, keys = build_stage(message[1]), frozenset(message[1]["keys"])
+                if message[0] == "setup":
+                    stage, keys = build_stage(message[1]), frozenset(message[1]["keys"])
+                elif stage is not None:
+                    start(stage, message[1], message[2])
             except BaseException as exc:  # noqa: BLE001 - the answer to every request
-                failed = portable(exc)
+                stage, failed = None, portable(exc)
             continue
         try:
             if stage is None:

@@ -1,0 +1,242 @@
+"""The CPU stage in a worker process (executor option cpu_process; engine.cpu_process, cpu_worker, column_wire):
+the worker computes the same batches, sources and reader states as the stage at home, merged or batch by batch;
+it starts from the readers' state when first asked (a restored checkpoint); an error names its batch and sample as
+at home; a worker that dies gives a clear error, not a hang; its shared blocks are reused, bounded and removed."""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from headrace import ExecutorOptions, fn, pipeline_def, types
+from headrace.batch import BufferPool
+from headrace.engine.column_wire import Blocks, BlockWriter, BlockReader, block_prefix, pack_column, unpack_column
+from headrace.engine.cpu_process import CpuStageProcess, runs_in_process
+from headrace.engine.cpu_stage import CpuStage
+from headrace.errors import SchemaError
+from headrace_kernels.columns import Column
+from headrace_kernels.worker_pool import WorkerError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import ssd_pipeline as example
+
+
+@pytest.fixture(scope="module")
+def coco(tmp_path_factory) -> tuple[str, str]:
+    return example.write_coco_set(tmp_path_factory.mktemp("coco"), count=40, seed=3, size=(90, 120))
+
+
+def _cpu_nodes(build) -> list:
+    pipe = build()
+    pipe.build()
+    nodes = [n for n in pipe._executor.nodes if n.schema.batch_op or n.schema.name in ("random_bbox_crop",)
+             or n.schema.name.startswith("random.")]
+    seed = pipe._executor.seed
+    pipe.close()
+    return nodes, seed
+
+
+@pytest.fixture(scope="module")
+def ssd_nodes(coco):
+    @pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=7)
+    def ssd():
+        return example.ssd300_training(fn, types, *coco, device="cpu")
+
+    return _cpu_nodes(ssd)
+
+
+def _stage(nodes_and_seed) -> CpuStage:
+    nodes, seed = nodes_and_seed
+    return CpuStage(nodes, [], 4, 2, seed, BufferPool(per_key=2), None, ThreadPoolExecutor(2))
+
+
+def _keys(stage: CpuStage) -> set:
+    return {(node.name, k) for kind, step in stage.steps
+            for node in ([step] if kind == "batch" else [op.node for op in step]) for k in range(len(node.outputs))}
+
+
+def _assert_same_values(a: dict, b: dict) -> None:
+    assert set(a) == set(b)
+    for key in a:
+        assert len(a[key]) == len(b[key]), key
+        for x, y in zip(a[key], b[key], strict=True):
+            assert x.dtype == y.dtype and x.shape == y.shape, key
+            np.testing.assert_array_equal(x, y, err_msg=str(key))
+
+
+def _assert_same_group(home: tuple, worker: tuple) -> None:
+    (merged_a, members_a), (merged_b, members_b) = home, worker
+    assert (merged_a is None) == (merged_b is None)
+    if merged_a is not None:
+        _assert_same_values(merged_a, merged_b)
+    for a, b in zip(members_a, members_b, strict=True):
+        if isinstance(a, BaseException):
+            assert type(a) is type(b) and str(a) == str(b)
+            continue
+        _assert_same_values(a[0], b[0])
+        assert list(a[1]) == list(b[1]) and [s.source_info for s in a[1]] == [s.source_info for s in b[1]]
+        assert a[3] == b[3]
+
+
+def test_the_worker_computes_the_same_batches_and_states(ssd_nodes):
+    home, away = _stage(ssd_nodes), _stage(ssd_nodes)
+    home.record_states = away.record_states = True
+    worker = CpuStageProcess(away, ssd_nodes[0], _keys(away), parallel_reads=False)
+    try:
+        assert runs_in_process(away)
+        for first, merge in [(0, True), (3, False), (6, True), (9, True), (12, False)]:  # past an epoch of 10
+            _assert_same_group(home.run_group(first, 3, merge), worker.run_group(first, 3, merge))
+            assert home.states_after == away.states_after
+        _assert_same_values(home.run(15)[0], worker.run(15)[0])
+    finally:
+        worker.close()
+
+
+def test_the_worker_sends_only_the_values_asked_for(ssd_nodes):
+    stage = _stage(ssd_nodes)
+    wanted = {("Reader", 0)}
+    worker = CpuStageProcess(stage, ssd_nodes[0], wanted, parallel_reads=False)
+    try:
+        merged, members = worker.run_group(0, 2, True)
+        assert set(merged) == wanted and all(set(m[0]) == wanted for m in members)
+    finally:
+        worker.close()
+
+
+def test_the_worker_starts_from_the_readers_state(ssd_nodes):
+    home, away = _stage(ssd_nodes), _stage(ssd_nodes)
+    for _ in range(4):
+        home.run(0)  # the readers advance four batches (into the second epoch)
+    state = {name: op.get_state() for name, op in home.batch_ops.items()}
+    for name, op in away.batch_ops.items():
+        op.set_state(state[name])  # as a restored checkpoint does, before the first batch is asked for
+    worker = CpuStageProcess(away, ssd_nodes[0], _keys(away), parallel_reads=False)
+    try:
+        _assert_same_group(home.run_group(4, 2, True), worker.run_group(4, 2, True))
+    finally:
+        worker.close()
+
+
+def test_a_read_error_names_its_batch_and_sample_as_at_home(tmp_path):
+    from headrace.data.synthetic import make_image_folder
+
+    make_image_folder(tmp_path, num_images=12, num_classes=2, size=(16, 16), seed=5)
+
+    @pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=2)
+    def files():
+        jpegs, labels = fn.readers.file(file_root=str(tmp_path), name="Reader")
+        return jpegs, labels
+
+    nodes = _cpu_nodes(files)
+    home, away = _stage(nodes), _stage(nodes)
+    worker = CpuStageProcess(away, nodes[0], _keys(away), parallel_reads=False)
+    try:
+        _assert_same_group(home.run_group(0, 1, False), worker.run_group(0, 1, False))
+        sorted(tmp_path.rglob("*.jpg"))[9].unlink()  # after both readers listed it: batch 2 fails to read it
+        home_group, worker_group = home.run_group(1, 3, False), worker.run_group(1, 3, False)
+        assert isinstance(home_group[1][1], OSError) and "img_" in str(home_group[1][1])
+        _assert_same_group(home_group, worker_group)
+    finally:
+        worker.close()
+
+
+def test_a_worker_that_dies_gives_an_error_not_a_hang(ssd_nodes):
+    stage = _stage(ssd_nodes)
+    worker = CpuStageProcess(stage, ssd_nodes[0], _keys(stage), parallel_reads=False)
+    try:
+        worker.run_group(0, 1, False)
+        os.kill(worker._process.pid, signal.SIGKILL)
+        worker._process.wait()
+        with pytest.raises(WorkerError, match="worker process .* ended with exit code -9"):
+            worker.run_group(1, 1, False)
+    finally:
+        worker.close()
+
+
+def test_blocks_are_reused_bounded_and_removed(ssd_nodes):
+    stage = _stage(ssd_nodes)
+    worker = CpuStageProcess(stage, ssd_nodes[0], _keys(stage), parallel_reads=False)
+    pid = None
+    try:
+        worker.run_group(0, 2, True)
+        pid = worker._process.pid
+        for first in range(2, 60, 2):  # nothing kept: each batch's block goes back and is written again
+            worker.run_group(first, 2, True)
+        assert len(glob.glob(block_prefix(pid) + "*")) <= 2
+        kept = [worker.run_group(first, 2, True) for first in range(60, 72, 2)]  # six batches held at once
+        assert len(glob.glob(block_prefix(pid) + "*")) >= 6
+        del kept
+    finally:
+        worker.close()
+    assert pid is not None and glob.glob(block_prefix(pid) + "*") == []
+
+
+def test_columns_travel_as_they_are():
+    rows = np.arange(24, dtype=np.float32).reshape(6, 4)
+    columns = {
+        "dense": Column.of_dense(np.arange(5, dtype=np.int32)),
+        "rows": Column.of_rows(rows, np.array([2, 0, 4])),
+        "same type": [np.arange(n, dtype=np.uint8) for n in (3, 0, 7)],
+        "mixed": [np.zeros((2, 2), np.float64), np.ones(3, np.int16)],
+        "objects": [np.array(["a", None], dtype=object), None],
+        "empty": [],
+    }
+    blocks, freed = Blocks(), []
+    try:
+        writer = BlockWriter()
+        records = {name: pack_column(column, writer) for name, column in columns.items()}
+        number, path = blocks.write(writer)
+        block = BlockReader(freed.append).batch(number, path)
+        got = {name: unpack_column(record, block) for name, record in records.items()}
+        for name, column in columns.items():
+            assert len(got[name]) == len(column), name
+            for x, y in zip(column, got[name], strict=True):
+                if x is None or x.dtype.hasobject:
+                    assert y is x or (y == x).all()
+                    continue
+                assert x.dtype == y.dtype and x.shape == y.shape, name
+                np.testing.assert_array_equal(x, y)
+        assert got["dense"].dense is not None and got["rows"].packed is not None
+        assert got["same type"].packed is not None  # samples of one type: one array, uploaded whole
+        assert not block.flags.writeable  # the writer's block: read-only here
+        del block, got
+        import gc
+
+        gc.collect()
+        assert freed == [number]  # every view gone: the block goes back to the writer
+    finally:
+        blocks.close()
+
+
+def test_stages_it_cannot_take():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def fed():
+        return fn.external_source(name="data") + 1
+
+    pipe = fed()
+    pipe.build()
+    assert not runs_in_process(pipe._executor.cpu)
+    pipe.close()
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def user():
+        data = fn.random.uniform(range=[0, 1], shape=[2])
+        return fn.python_function(data, function=lambda x: x * 2)
+
+    pipe = user()
+    pipe.build()
+    assert not runs_in_process(pipe._executor.cpu)
+    pipe.close()
+
+
+def test_the_option_is_a_bool():
+    assert ExecutorOptions.from_strings({"cpu_process": "true"}).cpu_process is True
+    with pytest.raises(SchemaError, match="cpu_process"):
+        ExecutorOptions(cpu_process="yes")
