@@ -17,7 +17,7 @@ import pytest
 
 from headrace import ExecutorOptions, fn, pipeline_def, types
 from headrace.batch import BufferPool
-from headrace.engine.column_wire import Blocks, BlockWriter, BlockReader, block_prefix, pack_column, unpack_column
+from headrace.engine.column_wire import BlockReader, Blocks, BlockWriter, block_prefix, pack_column, unpack_column
 from headrace.engine.cpu_process import CpuStageProcess, runs_in_process
 from headrace.engine.cpu_stage import CpuStage
 from headrace.errors import SchemaError
