@@ -85,16 +85,37 @@ def _assert_same_group(home: tuple, worker: tuple) -> None:
         assert a[3] == b[3]
 
 
-def test_the_worker_computes_the_same_batches_and_states(ssd_nodes):
+@pytest.mark.parametrize("merge", [True, False])
+def test_the_worker_computes_the_same_batches_and_states(ssd_nodes, merge):
     home, away = _stage(ssd_nodes), _stage(ssd_nodes)
     home.record_states = away.record_states = True
     worker = CpuStageProcess(away, ssd_nodes[0], _keys(away), parallel_reads=False)
     try:
         assert runs_in_process(away)
-        for first, merge in [(0, True), (3, False), (6, True), (9, True), (12, False)]:  # past an epoch of 10
+        for first in range(0, 15, 3):  # past an epoch of 10 batches
             _assert_same_group(home.run_group(first, 3, merge), worker.run_group(first, 3, merge))
             assert home.states_after == away.states_after
-        _assert_same_values(home.run(15)[0], worker.run(15)[0])
+    finally:
+        worker.close()
+
+
+def test_the_worker_computes_batch_by_batch(ssd_nodes):
+    home, away = _stage(ssd_nodes), _stage(ssd_nodes)
+    worker = CpuStageProcess(away, ssd_nodes[0], _keys(away), parallel_reads=False)
+    try:
+        for iteration in range(4):
+            _assert_same_values(home.run(iteration)[0], worker.run(iteration)[0])
+    finally:
+        worker.close()
+
+
+def test_a_run_asked_out_of_turn_drops_the_one_computed_ahead(ssd_nodes):
+    home, away = _stage(ssd_nodes), _stage(ssd_nodes)
+    worker = CpuStageProcess(away, ssd_nodes[0], _keys(away), parallel_reads=False)
+    try:
+        _assert_same_group(home.run_group(0, 2, True), worker.run_group(0, 2, True))
+        home.run_group(2, 2, True)  # what the worker computed ahead: its readers moved past it, as home's did
+        _assert_same_group(home.run_group(7, 2, True), worker.run_group(7, 2, True))
     finally:
         worker.close()
 
@@ -127,7 +148,7 @@ def test_the_worker_starts_from_the_readers_state(ssd_nodes):
 def test_a_read_error_names_its_batch_and_sample_as_at_home(tmp_path):
     from headrace.data.synthetic import make_image_folder
 
-    make_image_folder(tmp_path, num_images=12, num_classes=2, size=(16, 16), seed=5)
+    make_image_folder(tmp_path, num_images=24, num_classes=2, size=(16, 16), seed=5)
 
     @pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=2)
     def files():
@@ -138,10 +159,11 @@ def test_a_read_error_names_its_batch_and_sample_as_at_home(tmp_path):
     home, away = _stage(nodes), _stage(nodes)
     worker = CpuStageProcess(away, nodes[0], _keys(away), parallel_reads=False)
     try:
-        _assert_same_group(home.run_group(0, 1, False), worker.run_group(0, 1, False))
-        sorted(tmp_path.rglob("*.jpg"))[9].unlink()  # after both readers listed it: batch 2 fails to read it
-        home_group, worker_group = home.run_group(1, 3, False), worker.run_group(1, 3, False)
-        assert isinstance(home_group[1][1], OSError) and "img_" in str(home_group[1][1])
+        _assert_same_group(home.run_group(0, 2, False), worker.run_group(0, 2, False))  # the worker goes on to 2-3
+        sorted(tmp_path.rglob("*.jpg"))[17].unlink()  # after both readers listed it: batch 4 fails to read it
+        _assert_same_group(home.run_group(2, 2, False), worker.run_group(2, 2, False))
+        home_group, worker_group = home.run_group(4, 2, False), worker.run_group(4, 2, False)
+        assert isinstance(home_group[1][0], OSError) and "img_" in str(home_group[1][0])
         _assert_same_group(home_group, worker_group)
     finally:
         worker.close()

@@ -47,6 +47,7 @@ class CpuStageProcess:
                        "num_threads": cpu.num_threads, "seed": cpu.seed, "parallel_reads": parallel_reads}
         self._lock = threading.Lock()
         self._started = False
+        self._ahead: tuple | None = None  # the request sent ahead, whose answer is the next to come
         self._freed: deque[int] = deque()  # blocks whose last view went (any thread): handed back with the next ask
         self._blocks = BlockReader(self._freed.append)
         requests_read, requests_write = os.pipe()
@@ -77,6 +78,10 @@ class CpuStageProcess:
                            + (f" with exit code {code}" if code is not None else ""))
 
     def _ask(self, first: int, count: int, merge: bool) -> tuple:
+        """The worker's answer for these batches. The next run of batches is asked for as soon as this one is
+        answered, so the worker computes it while this process uses this one; if a different run is asked for
+        next, that answer is dropped (its readers moved on, as a read ahead of the stage at home does)."""
+        request = (first, count, merge, self.cpu.record_states)
         with self._lock:
             try:
                 if not self._started:  # now, not at build: a checkpoint is restored into the readers in between
@@ -85,13 +90,30 @@ class CpuStageProcess:
                                   if hasattr(op, "feeds_gpu")}
                     self._requests.send(("start", states, attributes))
                     self._started = True
-                freed = [self._freed.popleft() for _ in range(len(self._freed))]
-                if freed:
-                    self._requests.send(("free", freed))
-                self._requests.send(("group", first, count, merge, self.cpu.record_states))
-                return self._replies.recv()
+                ahead, self._ahead = self._ahead, None
+                if ahead is not None and ahead != request:
+                    self._drop(self._replies.recv())
+                if ahead != request:
+                    self._send(request)
+                reply = self._replies.recv()
+                self._send((first + count, count, merge, request[3]))
+                self._ahead = (first + count, count, merge, request[3])
+                return reply
             except (EOFError, OSError, BrokenPipeError):
                 raise self._died() from None
+
+    def _send(self, request: tuple) -> None:
+        freed = [self._freed.popleft() for _ in range(len(self._freed))]
+        if freed:
+            self._requests.send(("free", freed))
+        self._requests.send(("group", *request))
+
+    def _drop(self, reply: tuple) -> None:
+        """An answer nobody asked for: its block goes back."""
+        if reply[0] == "ok":
+            self._blocks.drop(reply[5])
+            if reply[4] is not None:
+                self._freed.append(reply[4][0])
 
     def run_group(self, first: int, count: int, merge: bool) -> tuple[dict | None, list]:
         """As CpuStage.run_group."""

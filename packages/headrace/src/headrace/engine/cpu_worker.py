@@ -107,7 +107,10 @@ def _serve(requests: Connection, replies: Connection, blocks: Blocks) -> None:
             reply = pack_group(stage, first, count, merge, keys, blocks)
         except BaseException as exc:  # noqa: BLE001 - handed to the pipeline's process, which raises it
             reply = ("error", portable(exc))
-        replies.send(reply)
+        try:
+            replies.send(reply)
+        except OSError:  # BrokenPipeError: the pipeline closed with a batch asked ahead
+            return
 
 
 def main() -> None:
