@@ -175,6 +175,51 @@ def print_yappi(pipe, batches: int, batch_size: int, sync, top: int = 25) -> Non
     yappi.clear_stats()
 
 
+def print_stacks(pipe, batches: int, batch_size: int, sync, interval: float = 0.0005, top: int = 12) -> None:
+    """`batches` batches while a thread samples every other thread's Python stack each `interval` seconds (the
+    switch interval lowered to it for the while): per thread, the innermost headrace or benchmark line of each
+    sample, counted. A thread blocked in a C call (a lock, the device, the GIL) shows the line that made it, so
+    this says where the wall time goes that the CPU times do not explain."""
+    counts: dict[str, dict[str, int]] = {}
+    names = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        me = threading.get_ident()
+        while not done.is_set():
+            names.update({t.ident: t.name for t in threading.enumerate()})
+            for ident, frame in sys._current_frames().items():
+                if ident == me:
+                    continue
+                where = "?"
+                while frame is not None:
+                    path = frame.f_code.co_filename
+                    if "headrace" in path or "benchmarks" in path:
+                        where = f"{Path(path).name}:{frame.f_lineno} {frame.f_code.co_name}"
+                        break
+                    frame = frame.f_back
+                thread = counts.setdefault(names.get(ident, str(ident)), {})
+                thread[where] = thread.get(where, 0) + 1
+            time.sleep(interval)
+
+    saved = sys.getswitchinterval()
+    sys.setswitchinterval(interval)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        rate(pipe, batches, batch_size, sync)
+    finally:
+        done.set()
+        sampler.join()
+        sys.setswitchinterval(saved)
+    print(f"  stack samples by thread ({batches} batches), innermost headrace line:")
+    for thread, lines in sorted(counts.items(), key=lambda kv: -sum(kv[1].values())):
+        total = sum(lines.values())
+        print(f"    {thread} ({total} samples)")
+        for where, n in sorted(lines.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"      {n / total:6.1%}  {where}")
+
+
 def rate(pipe, batches: int, batch_size: int, sync) -> float:
     start = time.perf_counter()
     for _ in range(batches):
@@ -193,6 +238,8 @@ def main() -> None:
     parser.add_argument("--cuts", nargs="+", default=["cpu", "slice", "chain", "full"], choices=list(CUTS))
     parser.add_argument("--yappi", type=int, default=0, metavar="BATCHES",
                         help="also profile that many batches of each headrace cut with yappi (CPU time, every thread)")
+    parser.add_argument("--stacks", type=int, default=0, metavar="BATCHES",
+                        help="also sample every thread's Python stack over that many batches of each headrace cut")
     parser.add_argument("--executor", nargs="*", default=[], metavar="NAME=VALUE",
                         help="executor options of the headrace builds (switch_interval=0.0005, lookahead=after)")
     parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali"])
@@ -238,6 +285,8 @@ def main() -> None:
                     print(f"  {name:50} {wall / args.batches * 1e3:8.2f} {cpu / args.batches * 1e3:8.2f}")
                 if args.yappi:
                     print_yappi(pipe, args.yappi, args.batch_size, sync)
+                if args.stacks:
+                    print_stacks(pipe, args.stacks, args.batch_size, sync)
         for pipe in pipes.values():
             if hasattr(pipe, "close"):
                 pipe.close()
