@@ -17,7 +17,7 @@ the same batch (computed once by DALI's CPU build).
     python benchmarks/ssd_cpu.py --device gpu             # GPU 0: decode (mixed) and augment on the GPU, DALI's
                                                           # GPU build (../shared/tools/dali-gpu/README.md)
     python benchmarks/ssd_cpu.py --device gpu --coalesce 1  # headrace with executor option coalesce_batches=1
-    python benchmarks/ssd_cpu.py --device gpu --cpu-process  # headrace's readers and CPU ops in a worker process
+    python benchmarks/ssd_cpu.py --device gpu --cpu-process off  # headrace's readers and CPU ops in its own process
 
 On the GPU every batch counts once the device's work is done (a device-wide synchronize).
 """
@@ -68,11 +68,11 @@ class PipelineRunner(Runner):
     """headrace's or DALI's build of the example's SSD300 graph."""
 
     def __init__(self, name: str, data: tuple[str, str], batch_size: int, threads: int, seed: int, device: str,
-                 coalesce: int = 0, cpu_process: bool = False):
+                 coalesce: int = 0, cpu_process: str = "auto"):
         self.name = name
         self.sync = device_synchronizer() if device == "gpu" else None
         options = {**({"coalesce_batches": coalesce} if coalesce else {}),
-                   **({"cpu_process": True} if cpu_process else {})}
+                   **({"cpu_process": cpu_process} if cpu_process != "auto" else {})}
         extra = {"executor_options": options} if name == "headrace" and options else None
         self.pipe = example.build_pipeline(example.library(name), *data, device=device, batch_size=batch_size,
                                            num_threads=threads, seed=seed, pipeline_options=extra)
@@ -279,8 +279,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--coalesce", type=int, default=0, metavar="K",
                         help="headrace's executor option coalesce_batches (GPU: K batches run as one; default 0, "
                              "headrace's default: runs of 256 images)")
-    parser.add_argument("--cpu-process", action="store_true",
-                        help="headrace's executor option cpu_process (GPU: readers and CPU ops in a worker process)")
+    parser.add_argument("--cpu-process", choices=("auto", "on", "off"), default="auto",
+                        help="headrace's executor option cpu_process (GPU: readers and CPU ops in a worker process; "
+                             "auto, the default, puts them there for this pipeline)")
     parser.add_argument("--quick", action="store_true",
                         help="128 images (512 on the GPU), 4 rounds (overrides --images, --rounds)")
     parser.add_argument("--ops", action="store_true", help="only time each op alone (1 thread), headrace and DALI")

@@ -258,7 +258,13 @@ def test_stages_it_cannot_take():
     pipe.close()
 
 
-def test_the_option_is_a_bool():
-    assert ExecutorOptions.from_strings({"cpu_process": "true"}).cpu_process is True
+def test_the_option_takes_a_mode_or_a_bool():
+    assert ExecutorOptions().cpu_process == "auto"
+    assert ExecutorOptions.from_strings({"cpu_process": "off"}).cpu_process == "off"
+    assert ExecutorOptions(cpu_process=True).cpu_process == "on" and ExecutorOptions.of({"cpu_process": False}) \
+        .cpu_process == "off"
+    assert ExecutorOptions().runs_cpu_process(True) and not ExecutorOptions().runs_cpu_process(False)
+    assert ExecutorOptions(cpu_process="on").runs_cpu_process(False)
+    assert not ExecutorOptions(cpu_process="off").runs_cpu_process(True)
     with pytest.raises(SchemaError, match="cpu_process"):
         ExecutorOptions(cpu_process="yes")

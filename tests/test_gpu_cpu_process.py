@@ -123,6 +123,22 @@ def test_a_bad_image_fails_only_its_own_batch_in_a_worker(tmp_path):
     _assert_same(reference, batches(True))
 
 
+def test_by_default_only_merged_runs_go_to_a_worker(coco, image_folder):
+    @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=11)
+    def ssd():
+        return example.ssd300_training(fn, types, *coco, device="gpu")
+
+    default = ssd()
+    default.build()
+    # batches of 4: coalesced, random_bbox_crop and the draws merged
+    assert default._executor.gpu.merge_cpu_ops and isinstance(default._executor.gpu.reads, CpuStageProcess)
+    default.close()
+    rn50 = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=256, num_threads=2, device_id=0)
+    rn50.build()
+    assert not isinstance(rn50._executor.gpu.reads, CpuStageProcess)  # batches of 256: not coalesced
+    rn50.close()
+
+
 def test_pipelines_it_cannot_take_keep_their_cpu_stage():
     batch = [np.full((8, 8, 3), i, np.uint8) for i in range(4)]
 

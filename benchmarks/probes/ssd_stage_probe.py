@@ -74,7 +74,8 @@ def cut_full(fn, types):
 CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_slice(fn, types, 1.0),
         "slice 0": lambda fn, types: cut_slice(fn, types, 0.0), "image": cut_image, "chain": cut_chain,
         "full": cut_full, "full ahead": cut_full, "full 2 threads": cut_full, "full 1 a run": cut_full,
-        "full coalesced 4": cut_full, "full coalesced 8": cut_full, "full process": cut_full}
+        "full coalesced 4": cut_full, "full coalesced 8": cut_full, "full process": cut_full,
+        "full at home": cut_full}
 AHEAD = {"full ahead"}
 """Cuts whose headrace build decodes every batch ahead on a decode lane (the decoders' ahead_from 1; DALI's mixed
 stage always runs ahead): headrace only."""
@@ -83,8 +84,9 @@ THREADS = {"full 2 threads": 2}
 COALESCED = {"full 1 a run": 1, "full coalesced 4": 4, "full coalesced 8": 8}
 """Cuts whose headrace build runs that many batches as one in the GPU stage (executor option coalesce_batches;
 the other cuts take its default)."""
-PROCESS = {"full process"}
-"""Cuts whose headrace build runs its readers and CPU ops in a worker process (executor option cpu_process)."""
+PROCESS = {"full process": "on", "full at home": "off"}
+"""Cuts whose headrace build runs its readers and CPU ops in a worker process or not (executor option cpu_process;
+the other cuts take its default, 'auto': in a worker where batches coalesce with their CPU ops merged)."""
 HEADRACE_ONLY = AHEAD | set(THREADS) | set(COALESCED) | PROCESS
 DATA: dict[str, str] = {}
 
@@ -92,7 +94,7 @@ DATA: dict[str, str] = {}
 def build(name: str, cut: str, batch_size: int, threads: int, executor: dict[str, str] | None = None):
     lib = example.library(name)
     given = {**(executor or {}), **({"coalesce_batches": str(COALESCED[cut])} if cut in COALESCED else {}),
-             **({"cpu_process": "true"} if cut in PROCESS else {})}
+             **({"cpu_process": PROCESS[cut]} if cut in PROCESS else {})}
     options = {"executor_options": ExecutorOptions.from_strings(given)} if name == "headrace" and given else {}
 
     @lib.pipeline_def(batch_size=batch_size, num_threads=THREADS.get(cut, threads), device_id=0, seed=7, **options)

@@ -231,7 +231,7 @@ class GpuStage:
         """Whether a coalesced run's CPU ops run once on its merged batch too (else batch by batch)."""
         self.reads: CpuStage | CpuStageProcess = cpu
         """What computes the CPU stage's batches: the CPU stage itself, or its worker process (cpu_process)."""
-        if options.cpu_process and self.lookahead and runs_in_process(cpu):
+        if options.runs_cpu_process(self.merge_cpu_ops) and self.lookahead and runs_in_process(cpu):
             read = {ref_of(d) for n in in_stage for d in (*n.inputs, *n.arg_inputs.values(), n.guard) if d is not None}
             self.reads = CpuStageProcess(cpu, [n for n in nodes if n.name not in stage], read | self.output_refs,
                                          options.parallel_reads)

@@ -12,6 +12,7 @@ from typing import Any
 from headrace.errors import SchemaError
 
 LOOKAHEAD_MODES = ("before", "after", "off")
+CPU_PROCESS_MODES = ("auto", "on", "off")
 COALESCE_IMAGES = 256
 """The images of a coalesced run by default: the batch size from which the GPU stage's per-batch host work no
 longer dominates (benchmarks/HISTORY.md, SSD300 by batch size)."""
@@ -46,11 +47,18 @@ class ExecutorOptions:
     Only for pipelines whose sources are readers, with no conditionals, skips, sequences, whole-batch GPU ops or CPU
     ops after a `.cpu()`; elsewhere it is 1."""
 
-    cpu_process: bool = False
-    """Run a GPU pipeline's readers and CPU ops in a worker process of their own (engine.cpu_process), so their
-    Python does not compete with the GPU stage's threads for the interpreter lock. Same values; the worker starts
-    with the pipeline (about a second, beside the GPU stage's own start). Only for pipelines whose sources are
-    readers, with nothing skipped, no user code on the CPU and no CPU op output returned; elsewhere it is off."""
+    cpu_process: str = "auto"
+    """Whether a GPU pipeline's readers and CPU ops run in a worker process of their own (engine.cpu_process), so
+    their Python does not compete with the GPU stage's threads for the interpreter lock: 'on', 'off', or 'auto'
+    (the default: on where the GPU stage coalesces small batches and runs their CPU ops merged, as SSD300's,
+    where it measured faster; benchmarks/HISTORY.md). Same values either way; the worker starts with the pipeline.
+    Only for pipelines whose sources are readers, with nothing skipped, no user code on the CPU and no CPU op
+    output returned; elsewhere it is off. True and False mean 'on' and 'off'."""
+
+    def runs_cpu_process(self, merged_runs: bool) -> bool:
+        """Whether the CPU stage goes to a worker process (where the pipeline allows it): `merged_runs` says that
+        the GPU stage coalesces batches and runs their CPU ops merged."""
+        return self.cpu_process == "on" or (self.cpu_process == "auto" and merged_runs)
 
     def coalesced(self, batch_size: int) -> int:
         """The batches a coalesced run takes at this batch size (coalesce_batches, or its default)."""
@@ -62,7 +70,12 @@ class ExecutorOptions:
         if self.lookahead not in LOOKAHEAD_MODES:
             raise SchemaError(f"executor option 'lookahead': expected one of {list(LOOKAHEAD_MODES)}, "
                               f"got {self.lookahead!r}")
-        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi", "cpu_process"):
+        if isinstance(self.cpu_process, bool):
+            object.__setattr__(self, "cpu_process", "on" if self.cpu_process else "off")
+        if self.cpu_process not in CPU_PROCESS_MODES:
+            raise SchemaError(f"executor option 'cpu_process': expected one of {list(CPU_PROCESS_MODES)}, "
+                              f"got {self.cpu_process!r}")
+        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi"):
             if not isinstance(getattr(self, name), bool):
                 raise SchemaError(f"executor option '{name}': expected a bool, got {getattr(self, name)!r}")
         if isinstance(self.switch_interval, bool) or not isinstance(self.switch_interval, int | float) \
