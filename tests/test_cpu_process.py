@@ -5,7 +5,6 @@ at home; a worker that dies gives a clear error, not a hang; its shared blocks a
 
 from __future__ import annotations
 
-import glob
 import os
 import signal
 import sys
@@ -17,7 +16,7 @@ import pytest
 
 from headrace import ExecutorOptions, fn, pipeline_def, types
 from headrace.batch import BufferPool
-from headrace.engine.column_wire import BlockReader, Blocks, BlockWriter, block_prefix, pack_column, unpack_column
+from headrace.engine.column_wire import BlockReader, Blocks, BlockWriter, block_paths, pack_column, unpack_column
 from headrace.engine.cpu_process import CpuStageProcess, runs_in_process
 from headrace.engine.cpu_stage import CpuStage
 from headrace.errors import SchemaError
@@ -191,13 +190,13 @@ def test_blocks_are_reused_bounded_and_removed(ssd_nodes):
         pid = worker._process.pid
         for first in range(2, 60, 2):  # nothing kept: each batch's block goes back and is written again
             worker.run_group(first, 2, True)
-        assert len(glob.glob(block_prefix(pid) + "*")) <= 2
+        assert len(block_paths(pid)) <= 2
         kept = [worker.run_group(first, 2, True) for first in range(60, 72, 2)]  # six batches held at once
-        assert len(glob.glob(block_prefix(pid) + "*")) >= 6
+        assert len(block_paths(pid)) >= 6
         del kept
     finally:
         worker.close()
-    assert pid is not None and glob.glob(block_prefix(pid) + "*") == []
+    assert pid is not None and block_paths(pid) == []
 
 
 def test_columns_travel_as_they_are():
@@ -268,3 +267,33 @@ def test_the_option_takes_a_mode_or_a_bool():
     assert not ExecutorOptions(cpu_process="off").runs_cpu_process(True)
     with pytest.raises(SchemaError, match="cpu_process"):
         ExecutorOptions(cpu_process="yes")
+
+
+def test_a_full_shared_folder_sends_blocks_to_the_temporary_folder(monkeypatch):
+    import errno
+    import tempfile
+
+    from headrace.engine import column_wire
+
+    calls = []
+    real = os.posix_fallocate
+
+    def fallocate(fd, offset, size):  # /dev/shm is full (a container's 64 MiB), the temporary folder is not
+        calls.append(size)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, offset, size)
+
+    monkeypatch.setattr(column_wire.os, "posix_fallocate", fallocate)
+    blocks = Blocks()
+    try:
+        writer = BlockWriter()
+        record = pack_column([np.arange(10, dtype=np.int64)], writer)
+        number, path = blocks.write(writer)
+        assert len(calls) == 2 and os.path.dirname(path) == tempfile.gettempdir()
+        assert path in block_paths(os.getpid())
+        block = BlockReader(lambda n: None).batch(number, path)
+        np.testing.assert_array_equal(unpack_column(record, block)[0], np.arange(10))
+    finally:
+        blocks.close()
+    assert block_paths(os.getpid()) == []

@@ -5,6 +5,8 @@ writes a later batch into it. Both sides keep their blocks mapped: no page is fa
 
 from __future__ import annotations
 
+import errno
+import glob
 import itertools
 import mmap
 import os
@@ -22,13 +24,37 @@ _SHARED = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 _counter = itertools.count()
 
 
-def block_prefix(pid: int) -> str:
-    """The path prefix of the blocks a process writes (the receiver removes any left when it closes)."""
-    return os.path.join(_SHARED, f"headrace-cpu-{pid}-")
+def _block_name(pid: int) -> str:
+    return f"headrace-cpu-{pid}-"
+
+
+def block_paths(pid: int) -> list[str]:
+    """The blocks process `pid` has written and not removed (the receiver removes any left when the writer ends)."""
+    folders = dict.fromkeys([_SHARED, tempfile.gettempdir()])
+    return [path for folder in folders for path in glob.glob(os.path.join(folder, _block_name(pid) + "*"))]
 
 
 def _aligned(nbytes: int) -> int:
     return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _new_block(number: int, size: int) -> tuple[str, mmap.mmap]:
+    """A new shared file of `size` bytes, mapped: in /dev/shm, or in the temporary folder where /dev/shm has no room
+    for it (a container's is 64 MiB unless given more). Its pages are reserved up front, so a full file system is
+    an error here and never a SIGBUS when the block is written."""
+    for folder in dict.fromkeys([_SHARED, tempfile.gettempdir()]):
+        path = os.path.join(folder, _block_name(os.getpid()) + str(number))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return path, mmap.mmap(fd, size)
+        except OSError as exc:
+            os.unlink(path)
+            if exc.errno not in (errno.ENOSPC, errno.EOPNOTSUPP, errno.EINVAL) or folder != _SHARED:
+                raise
+        finally:
+            os.close(fd)
+    raise AssertionError("unreachable")
 
 
 class BlockWriter:
@@ -74,7 +100,7 @@ class Blocks:
     and returns (its number, its path); `free(number)` takes it back. At most `keep_free` free blocks are kept; the
     numbers of those let go since the last `take_dropped()` are what it returns (the receiver unmaps them)."""
 
-    def __init__(self, keep_free: int = 8):
+    def __init__(self, keep_free: int = 3):
         self.keep_free = keep_free
         self.mapped: dict[int, tuple[str, mmap.mmap, np.ndarray]] = {}
         self.free_numbers: list[int] = []
@@ -93,17 +119,8 @@ class Blocks:
             self.free_numbers.remove(number)
         else:
             number = next(_counter)
-            path = block_prefix(os.getpid()) + str(number)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                size = _aligned(writer.size * 5 // 4)  # room for a batch a little larger than this one
-                os.ftruncate(fd, size)
-                mapped = mmap.mmap(fd, size)
-            except BaseException:
-                os.unlink(path)
-                raise
-            finally:
-                os.close(fd)
+            size = _aligned(writer.size * 5 // 4)  # room for a batch a little larger than this one
+            path, mapped = _new_block(number, size)
             self.mapped[number] = (path, mapped, np.frombuffer(mapped, np.uint8))
         writer.write_into(self.mapped[number][2])
         return number, self.mapped[number][0]

@@ -8,7 +8,6 @@ every batch comes back with it when checkpointing."""
 
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from headrace.engine.column_wire import BlockReader, block_prefix, unpack_column
+from headrace.engine.column_wire import BlockReader, block_paths, unpack_column
 from headrace.engine.cpu_stage import CpuStage, user_code
 from headrace.graph import OpNode
 from headrace_kernels.worker_pool import WorkerError
@@ -165,7 +164,7 @@ class CpuStageProcess:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        for path in glob.glob(block_prefix(process.pid) + "*"):
+        for path in block_paths(process.pid):
             try:
                 os.unlink(path)
             except OSError:
