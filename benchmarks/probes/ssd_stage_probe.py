@@ -75,7 +75,7 @@ CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_s
         "slice 0": lambda fn, types: cut_slice(fn, types, 0.0), "image": cut_image, "chain": cut_chain,
         "full": cut_full, "full ahead": cut_full, "full 2 threads": cut_full, "full 1 a run": cut_full,
         "full coalesced 4": cut_full, "full coalesced 8": cut_full, "full process": cut_full,
-        "full at home": cut_full}
+        "full at home": cut_full, "full queue 2": cut_full}
 AHEAD = {"full ahead"}
 """Cuts whose headrace build decodes every batch ahead on a decode lane (the decoders' ahead_from 1; DALI's mixed
 stage always runs ahead): headrace only."""
@@ -87,7 +87,10 @@ the other cuts take its default)."""
 PROCESS = {"full process": "on", "full at home": "off"}
 """Cuts whose headrace build runs its readers and CPU ops in a worker process or not (executor option cpu_process;
 the other cuts take its default, 'auto': in a worker where batches coalesce with their CPU ops merged)."""
-HEADRACE_ONLY = AHEAD | set(THREADS) | set(COALESCED) | PROCESS
+QUEUE_2 = {"full queue 2"}
+"""Cuts whose headrace build hands out finished batches through a queue of 2 (the prefetch depth), not of a whole
+coalesced run plus one: the prefetch thread waits for the consumer before it starts the next run."""
+HEADRACE_ONLY = AHEAD | set(THREADS) | set(COALESCED) | set(PROCESS) | QUEUE_2
 DATA: dict[str, str] = {}
 
 
@@ -104,6 +107,8 @@ def build(name: str, cut: str, batch_size: int, threads: int, executor: dict[str
 
     built = pipe()
     built.build()
+    if cut in QUEUE_2:
+        built.prefetch_queue_depth = 3 - built._executor.batches_per_run  # the prefetcher's queue: 2 batches
     if cut in AHEAD:
         for kernel in built._executor.gpu.kernels():
             if hasattr(kernel, "decoder"):

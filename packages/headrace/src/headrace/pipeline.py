@@ -367,8 +367,10 @@ class Pipeline:
             self._check_outputs(outputs)
             return tuple(outputs)
         if self._prefetcher is None:
-            self._prefetcher = _Prefetcher(self._executor, self._iteration, self.prefetch_queue_depth,
-                                           self.enable_checkpointing)
+            # a coalesced run's batches come out together: room for them all, so that the next run starts while
+            # this one's are taken (they are in memory together anyway)
+            depth = self.prefetch_queue_depth + self._executor.batches_per_run - 1
+            self._prefetcher = _Prefetcher(self._executor, self._iteration, depth, self.enable_checkpointing)
         outputs, states, error = self._prefetcher.next()
         # a failed batch is consumed too (its readers moved on, the prefetcher computes the next one): count it, so
         # that the iteration counter and a checkpoint stay aligned with the readers after the user continues

@@ -62,6 +62,11 @@ class Executor:
         return self.cpu.batch_ops
 
     @property
+    def batches_per_run(self) -> int:
+        """How many batches the GPU stage computes together (executor option coalesce_batches); 1 without one."""
+        return self.gpu.group if self.gpu is not None else 1
+
+    @property
     def record_states(self) -> bool:
         return self.cpu.record_states
 
