@@ -42,25 +42,29 @@ def _new_block(number: int, size: int) -> tuple[str, mmap.mmap]:
     """A new shared file of `size` bytes, mapped: in /dev/shm, or in the temporary folder where /dev/shm has no room
     for it (a container's is 64 MiB unless given more). Its pages are reserved up front, so a full file system is
     an error here and never a SIGBUS when the block is written."""
-    for folder in dict.fromkeys([_SHARED, tempfile.gettempdir()]):
+    folders = list(dict.fromkeys([_SHARED, tempfile.gettempdir()]))
+    for folder in folders:
         path = os.path.join(folder, _block_name(os.getpid()) + str(number))
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.posix_fallocate(fd, 0, size)
+            if hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(fd, 0, size)
+            else:
+                os.ftruncate(fd, size)
             return path, mmap.mmap(fd, size)
         except OSError as exc:
             os.unlink(path)
-            if exc.errno not in (errno.ENOSPC, errno.EOPNOTSUPP, errno.EINVAL) or folder != _SHARED:
+            full = exc.errno in (errno.ENOSPC, errno.EOPNOTSUPP, errno.EINVAL)
+            if not full or folder == folders[-1]:
                 raise
         finally:
             os.close(fd)
-    raise AssertionError("unreachable")
+    raise OSError(errno.ENOSPC, "no room for a shared block")  # not reached: the last folder's error is raised
 
 
 class BlockWriter:
     """Lays arrays out in one block: `add` reserves a place for an array, `add_joined` for 1-D arrays laid back to
-    back, each returning its record; `write` copies them all into a new shared file and returns its path (None
-    when there is nothing to copy)."""
+    back, each returning its record (offset, dtype, shape); `write_into` copies them all into a block."""
 
     def __init__(self):
         self.parts: list[tuple[int, np.ndarray | list[np.ndarray]]] = []

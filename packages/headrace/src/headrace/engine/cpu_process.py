@@ -26,11 +26,12 @@ _START = "from headrace.engine.cpu_worker import main; main()"
 
 
 def runs_in_process(cpu: CpuStage) -> bool:
-    """Whether a CPU stage can move to a worker: readers only as sources (no fed or parallel external sources),
-    nothing skipped (replacements come from the readers in batch order, beside the GPU steps), no user code (it may
-    keep state in this process), and no CPU op output returned (those are collected into this process's buffers)."""
+    """Whether a CPU stage can move to a worker: an interpreter to start (an embedding one, as Triton's stub, may not
+    name one), readers only as sources (no fed or parallel external sources), nothing skipped (replacements come
+    from the readers in batch order, beside the GPU steps), no user code (it may keep state in this process), and
+    no CPU op output returned (those are collected into this process's buffers)."""
     ops = [op for kind, step in cpu.steps if kind == "samples" for op in step]
-    return bool(cpu.batch_ops) and not cpu.skipping and not cpu.fed \
+    return bool(sys.executable) and bool(cpu.batch_ops) and not cpu.skipping and not cpu.fed \
         and all(hasattr(op, "meta") for op in cpu.batch_ops.values()) \
         and not any(user_code(op.node) or any((op.node.name, k) in cpu.wanted for k in range(op.num_outputs))
                     for op in ops)
@@ -66,7 +67,10 @@ class CpuStageProcess:
         os.close(replies_write)
         self._requests = Connection(requests_write, readable=False)
         self._replies = Connection(replies_read, writable=False)
-        self._requests.send(("setup", self._setup))  # the worker builds its stage (its readers list their files) now
+        try:
+            self._requests.send(("setup", self._setup))  # the worker builds its stage (readers list files) now
+        except OSError:
+            raise self._died() from None
 
     def _died(self) -> WorkerError:
         process = self._process
