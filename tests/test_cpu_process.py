@@ -5,6 +5,7 @@ at home; a worker that dies gives a clear error, not a hang; its shared blocks a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -61,6 +62,16 @@ def _keys(stage: CpuStage) -> set:
             for node in ([step] if kind == "batch" else [op.node for op in step]) for k in range(len(node.outputs))}
 
 
+@contextlib.contextmanager
+def _worker(stage: CpuStage, nodes: list, keys: set | None = None):
+    """A worker computing `stage`'s batches (every value sent back, unless `keys` says which), closed after."""
+    worker = CpuStageProcess(stage, nodes, _keys(stage) if keys is None else keys, parallel_reads=False)
+    try:
+        yield worker
+    finally:
+        worker.close()
+
+
 def _assert_same_values(a: dict, b: dict) -> None:
     assert set(a) == set(b)
     for key in a:
@@ -88,46 +99,34 @@ def _assert_same_group(home: tuple, worker: tuple) -> None:
 def test_the_worker_computes_the_same_batches_and_states(ssd_nodes, merge):
     home, away = _stage(ssd_nodes), _stage(ssd_nodes)
     home.record_states = away.record_states = True
-    worker = CpuStageProcess(away, ssd_nodes[0], _keys(away), parallel_reads=False)
-    try:
+    with _worker(away, ssd_nodes[0]) as worker:
         assert runs_in_process(away)
         for first in range(0, 15, 3):  # past an epoch of 10 batches
             _assert_same_group(home.run_group(first, 3, merge), worker.run_group(first, 3, merge))
             assert home.states_after == away.states_after
-    finally:
-        worker.close()
 
 
 def test_the_worker_computes_batch_by_batch(ssd_nodes):
     home, away = _stage(ssd_nodes), _stage(ssd_nodes)
-    worker = CpuStageProcess(away, ssd_nodes[0], _keys(away), parallel_reads=False)
-    try:
+    with _worker(away, ssd_nodes[0]) as worker:
         for iteration in range(4):
             _assert_same_values(home.run(iteration)[0], worker.run(iteration)[0])
-    finally:
-        worker.close()
 
 
 def test_a_run_asked_out_of_turn_drops_the_one_computed_ahead(ssd_nodes):
     home, away = _stage(ssd_nodes), _stage(ssd_nodes)
-    worker = CpuStageProcess(away, ssd_nodes[0], _keys(away), parallel_reads=False)
-    try:
+    with _worker(away, ssd_nodes[0]) as worker:
         _assert_same_group(home.run_group(0, 2, True), worker.run_group(0, 2, True))
         home.run_group(2, 2, True)  # what the worker computed ahead: its readers moved past it, as home's did
         _assert_same_group(home.run_group(7, 2, True), worker.run_group(7, 2, True))
-    finally:
-        worker.close()
 
 
 def test_the_worker_sends_only_the_values_asked_for(ssd_nodes):
     stage = _stage(ssd_nodes)
     wanted = {("Reader", 0)}
-    worker = CpuStageProcess(stage, ssd_nodes[0], wanted, parallel_reads=False)
-    try:
+    with _worker(stage, ssd_nodes[0], wanted) as worker:
         merged, members = worker.run_group(0, 2, True)
         assert set(merged) == wanted and all(set(m[0]) == wanted for m in members)
-    finally:
-        worker.close()
 
 
 def test_the_worker_starts_from_the_readers_state(ssd_nodes):
@@ -137,11 +136,8 @@ def test_the_worker_starts_from_the_readers_state(ssd_nodes):
     state = {name: op.get_state() for name, op in home.batch_ops.items()}
     for name, op in away.batch_ops.items():
         op.set_state(state[name])  # as a restored checkpoint does, before the first batch is asked for
-    worker = CpuStageProcess(away, ssd_nodes[0], _keys(away), parallel_reads=False)
-    try:
+    with _worker(away, ssd_nodes[0]) as worker:
         _assert_same_group(home.run_group(4, 2, True), worker.run_group(4, 2, True))
-    finally:
-        worker.close()
 
 
 def test_a_read_error_names_its_batch_and_sample_as_at_home(tmp_path):
@@ -156,36 +152,27 @@ def test_a_read_error_names_its_batch_and_sample_as_at_home(tmp_path):
 
     nodes = _cpu_nodes(files)
     home, away = _stage(nodes), _stage(nodes)
-    worker = CpuStageProcess(away, nodes[0], _keys(away), parallel_reads=False)
-    try:
+    with _worker(away, nodes[0]) as worker:
         _assert_same_group(home.run_group(0, 2, False), worker.run_group(0, 2, False))  # the worker goes on to 2-3
         sorted(tmp_path.rglob("*.jpg"))[17].unlink()  # after both readers listed it: batch 4 fails to read it
         _assert_same_group(home.run_group(2, 2, False), worker.run_group(2, 2, False))
         home_group, worker_group = home.run_group(4, 2, False), worker.run_group(4, 2, False)
         assert isinstance(home_group[1][0], OSError) and "img_" in str(home_group[1][0])
         _assert_same_group(home_group, worker_group)
-    finally:
-        worker.close()
 
 
 def test_a_worker_that_dies_gives_an_error_not_a_hang(ssd_nodes):
     stage = _stage(ssd_nodes)
-    worker = CpuStageProcess(stage, ssd_nodes[0], _keys(stage), parallel_reads=False)
-    try:
+    with _worker(stage, ssd_nodes[0]) as worker:
         worker.run_group(0, 1, False)
         os.kill(worker._process.pid, signal.SIGKILL)
         worker._process.wait()
         with pytest.raises(WorkerError, match="worker process .* ended with exit code -9"):
             worker.run_group(1, 1, False)
-    finally:
-        worker.close()
 
 
 def test_blocks_are_reused_bounded_and_removed(ssd_nodes):
-    stage = _stage(ssd_nodes)
-    worker = CpuStageProcess(stage, ssd_nodes[0], _keys(stage), parallel_reads=False)
-    pid = None
-    try:
+    with _worker(_stage(ssd_nodes), ssd_nodes[0]) as worker:
         worker.run_group(0, 2, True)
         pid = worker._process.pid
         for first in range(2, 60, 2):  # nothing kept: each batch's block goes back and is written again
@@ -194,9 +181,7 @@ def test_blocks_are_reused_bounded_and_removed(ssd_nodes):
         kept = [worker.run_group(first, 2, True) for first in range(60, 72, 2)]  # six batches held at once
         assert len(block_paths(pid)) >= 6
         del kept
-    finally:
-        worker.close()
-    assert pid is not None and block_paths(pid) == []
+    assert block_paths(pid) == []
 
 
 def test_columns_travel_as_they_are():
