@@ -25,6 +25,7 @@ def portable(exc: BaseException) -> BaseException:
 
 
 def build_stage(setup: dict) -> CpuStage:
+    """The pipeline's CPU stage, built here from its nodes and settings (its readers list their files now)."""
     pool = ThreadPoolExecutor(setup["num_threads"], thread_name_prefix="headrace-cpu")
     return CpuStage(setup["nodes"], [], setup["batch_size"], setup["num_threads"], setup["seed"],
                     BufferPool(per_key=2), pool if setup["parallel_reads"] else None, pool)
