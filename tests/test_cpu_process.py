@@ -242,6 +242,36 @@ def test_stages_it_cannot_take():
     pipe.close()
 
 
+def test_a_reader_into_device_memory_stays_home(tmp_path):
+    np.save(tmp_path / "a.npy", np.arange(4, dtype=np.float32))
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=0)
+    def numpy_files():
+        return fn.readers.numpy(file_root=str(tmp_path), device="gpu") * 2
+
+    pipe = numpy_files()  # not built (no GPU here): its CPU stage, from the graph
+    readers = [n for n in pipe.graph.nodes if n.schema.batch_op]
+    stage = CpuStage(readers, [], 2, 1, 1, BufferPool(per_key=2), None, ThreadPoolExecutor(1))
+    assert not runs_in_process(stage)  # its samples would be in the worker's device memory
+
+
+def test_a_shuffled_file_reader_across_epochs(tmp_path):
+    from headrace.data.synthetic import make_image_folder
+
+    make_image_folder(tmp_path, num_images=10, num_classes=2, size=(16, 16), seed=5)
+
+    @pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=2)
+    def files():
+        jpegs, labels = fn.readers.file(file_root=str(tmp_path), random_shuffle=True, name="Reader")
+        return jpegs, labels, fn.random.uniform(range=[0, 1])
+
+    nodes = _cpu_nodes(files)
+    home, away = _stage(nodes), _stage(nodes)
+    with _worker(away, nodes[0]) as worker:
+        for first in range(0, 9, 3):  # runs of 3 batches over epochs of 2.5 batches, reshuffled each epoch
+            _assert_same_group(home.run_group(first, 3, True), worker.run_group(first, 3, True))
+
+
 def test_the_option_takes_a_mode_or_a_bool():
     assert ExecutorOptions().cpu_process == "auto"
     assert ExecutorOptions.from_strings({"cpu_process": "off"}).cpu_process == "off"

@@ -27,12 +27,15 @@ _START = "from headrace.engine.cpu_worker import main; main()"
 
 def runs_in_process(cpu: CpuStage) -> bool:
     """Whether a CPU stage can move to a worker: an interpreter to start (an embedding one, as Triton's stub, may not
-    name one), readers only as sources (no fed or parallel external sources), nothing skipped (replacements come
+    name one), readers only as sources (no fed or parallel external sources), each reading into host memory (a
+    reader with device "gpu" puts its samples in this process's device memory), nothing skipped (replacements come
     from the readers in batch order, beside the GPU steps), no user code (it may keep state in this process), and
     no CPU op output returned (those are collected into this process's buffers)."""
     ops = [op for kind, step in cpu.steps if kind == "samples" for op in step]
+    readers = [step for kind, step in cpu.steps if kind == "batch"]
     return bool(sys.executable) and bool(cpu.batch_ops) and not cpu.skipping and not cpu.fed \
         and all(hasattr(op, "meta") for op in cpu.batch_ops.values()) \
+        and all(node.device == "cpu" for node in readers) \
         and not any(user_code(op.node) or any((op.node.name, k) in cpu.wanted for k in range(op.num_outputs))
                     for op in ops)
 
