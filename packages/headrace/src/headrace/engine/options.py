@@ -52,8 +52,8 @@ class ExecutorOptions:
     their Python does not compete with the GPU stage's threads for the interpreter lock: 'on', 'off', or 'auto'
     (the default: on where the GPU stage coalesces small batches and runs their CPU ops merged, as SSD300's,
     where it measured faster; benchmarks/HISTORY.md). Same values either way; the worker starts with the pipeline.
-    Only for pipelines whose sources are readers, with nothing skipped, no user code on the CPU and no CPU op
-    output returned; elsewhere it is off. True and False mean 'on' and 'off'."""
+    Only for pipelines whose sources are readers into host memory, with nothing skipped, no user code on the CPU
+    and no CPU op output returned; elsewhere it is off. True and False mean 'on' and 'off'."""
 
     def runs_cpu_process(self, merged_runs: bool) -> bool:
         """Whether the CPU stage goes to a worker process (where the pipeline allows it): `merged_runs` says that
