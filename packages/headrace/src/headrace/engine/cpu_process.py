@@ -105,7 +105,7 @@ class CpuStageProcess:
                 self._send((first + count, count, merge, request[3]))
                 self._ahead = (first + count, count, merge, request[3])
                 return reply
-            except (EOFError, OSError, BrokenPipeError):
+            except (EOFError, OSError):  # BrokenPipeError among them
                 raise self._died() from None
 
     def _send(self, request: tuple) -> None:
