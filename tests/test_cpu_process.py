@@ -18,7 +18,7 @@ import pytest
 from headrace import ExecutorOptions, fn, pipeline_def, types
 from headrace.batch import BufferPool
 from headrace.engine.column_wire import BlockReader, Blocks, BlockWriter, block_paths, pack_column, unpack_column
-from headrace.engine.cpu_process import CpuStageProcess, runs_in_process
+from headrace.engine.cpu_process import CpuStageProcess, may_run_in_process, runs_in_process
 from headrace.engine.cpu_stage import CpuStage
 from headrace.errors import SchemaError
 from headrace_kernels.columns import Column
@@ -65,7 +65,8 @@ def _keys(stage: CpuStage) -> set:
 @contextlib.contextmanager
 def _worker(stage: CpuStage, nodes: list, keys: set | None = None):
     """A worker computing `stage`'s batches (every value sent back, unless `keys` says which), closed after."""
-    worker = CpuStageProcess(stage, nodes, _keys(stage) if keys is None else keys, parallel_reads=False)
+    worker = CpuStageProcess(nodes, stage.batch_size, stage.num_threads, stage.seed, parallel_reads=False)
+    worker.bind(stage, _keys(stage) if keys is None else keys)
     try:
         yield worker
     finally:
@@ -270,6 +271,35 @@ def test_a_shuffled_file_reader_across_epochs(tmp_path):
     with _worker(away, nodes[0]) as worker:
         for first in range(0, 9, 3):  # runs of 3 batches over epochs of 2.5 batches, reshuffled each epoch
             _assert_same_group(home.run_group(first, 3, True), worker.run_group(first, 3, True))
+
+
+def test_which_pipelines_start_a_worker_before_their_stage_is_built(coco, tmp_path):
+    @pipeline_def(batch_size=4, num_threads=1, device_id=None)
+    def ssd():
+        return example.ssd300_training(fn, types, *coco, device="cpu")
+
+    nodes = ssd().graph.nodes
+    auto = ExecutorOptions()
+    assert may_run_in_process(nodes, auto, 4)  # batches of 4 coalesce: the GPU stage may take the worker
+    assert not may_run_in_process(nodes, auto, 256)  # batches of 256 do not
+    assert may_run_in_process(nodes, ExecutorOptions(cpu_process="on"), 256)
+    assert not may_run_in_process(nodes, ExecutorOptions(cpu_process="off"), 4)
+
+    @pipeline_def(batch_size=4, num_threads=1, device_id=None)
+    def fed():
+        return fn.external_source(name="data") + 1
+
+    assert not may_run_in_process(fed().graph.nodes, auto, 4)
+
+
+def test_a_worker_never_asked_for_a_batch_closes_at_once(ssd_nodes):
+    import time
+
+    nodes, seed = ssd_nodes
+    worker = CpuStageProcess(nodes, 4, 1, seed, parallel_reads=False)  # building its stage, no pipeline took it
+    start = time.perf_counter()
+    worker.close()
+    assert time.perf_counter() - start < 2 and worker._process is None
 
 
 def test_the_option_takes_a_mode_or_a_bool():

@@ -194,12 +194,24 @@ def test_bad_annotation_files_name_the_reader_the_file_and_the_record(tmp_path):
          "annotation #1: 'bbox' must be"),
         ({"images": [image], "annotations": [{**ann, "category_id": 7}], "categories": cats},
          "annotation #0: category_id 7 is not in 'categories'"),
-        ({"images": [image], "annotations": [{**ann, "segmentation": {"size": [4], "counts": []}}],
-          "categories": cats}, "annotation #0: RLE 'size' must be"),
+        ({"images": [image], "annotations": [{**ann, "bbox": [0, True, 2, 2]}], "categories": cats},
+         "annotation #0: a 'bbox' value must be a finite number"),
+        ({"images": [image], "annotations": [ann, {**ann, "bbox": [0, "1", 2, 2]}], "categories": cats},
+         "annotation #1: a 'bbox' value must be a finite number"),
+        ({"images": [image], "annotations": [{**ann, "bbox": [0, 0, float("nan"), 2]}], "categories": cats},
+         "annotation #0: a 'bbox' value must be a finite number"),
+        ({"images": [image], "annotations": [ann, "not a record"], "categories": cats}, "annotation #1: not an object"),
+        ({"images": [image], "annotations": [{**ann, "category_id": 1.0}], "categories": cats},
+         "annotation #0: 'category_id' must be an integer"),
     ]
     for content, why in cases:
         message = _error(tmp_path, content)
         assert "readers.coco" in message and "bad.json" in message and why in message, message
+    # segmentations are read only where masks are asked for (as DALI's parser)
+    bad_rle = {"images": [image], "annotations": [{**ann, "segmentation": {"size": [4], "counts": []}}],
+               "categories": cats}
+    message = _error(tmp_path, bad_rle, polygon_masks=True)
+    assert "bad.json" in message and "annotation #0: RLE 'size' must be" in message, message
     message = _error(tmp_path, {"images": [image], "annotations": [ann], "categories": cats})
     assert "image" in message and "a.jpg" in message and "id 1" in message, message  # the image file is missing
     (tmp_path / "a.jpg").write_bytes(b"jpeg")

@@ -19,6 +19,7 @@ import numpy as np
 
 from headrace.engine.column_wire import BlockReader, block_paths, unpack_column
 from headrace.engine.cpu_stage import CpuStage, user_code
+from headrace.engine.options import ExecutorOptions
 from headrace.graph import OpNode
 from headrace_kernels.worker_pool import WorkerError
 
@@ -40,16 +41,28 @@ def runs_in_process(cpu: CpuStage) -> bool:
                     for op in ops)
 
 
+def may_run_in_process(cpu_nodes: list[OpNode], options: ExecutorOptions, batch_size: int) -> bool:
+    """Whether the CPU stage of `cpu_nodes` may go to a worker (`runs_in_process` decides once it is built): the
+    option asks for it, or leaves it to the GPU stage and batches this small coalesce; its sources are readers into
+    host memory; no user code."""
+    wanted = options.cpu_process == "on" or (options.cpu_process == "auto" and options.coalesced(batch_size) > 1)
+    sources = [n for n in cpu_nodes if n.schema.batch_op]
+    return wanted and bool(sys.executable) and bool(sources) \
+        and all(n.schema.name.startswith("readers.") and n.device == "cpu" for n in sources) \
+        and not any(map(user_code, cpu_nodes))
+
+
 class CpuStageProcess:
     """`run` and `run_group` of a CpuStage, computed in a worker process."""
 
-    def __init__(self, cpu: CpuStage, nodes: list[OpNode], keys: set, parallel_reads: bool):
-        """`nodes`: the CPU stage's; `keys`: the values this process reads (the GPU stage's inputs, the outputs)."""
-        self.cpu = cpu
-        self._setup = {"nodes": nodes, "keys": sorted(keys), "batch_size": cpu.batch_size,
-                       "num_threads": cpu.num_threads, "seed": cpu.seed, "parallel_reads": parallel_reads}
+    def __init__(self, nodes: list[OpNode], batch_size: int, num_threads: int, seed: int, parallel_reads: bool):
+        """Start the worker and have it build the CPU stage of `nodes` at once: before the pipeline's own stage is
+        built, so the two build side by side (a COCO reader parses its annotations in each). `bind` gives it the
+        stage it stands for; `close` it if none comes."""
+        self.cpu: CpuStage | None = None
         self._lock = threading.Lock()
         self._started = False
+        self._keys: list = []
         self._ahead: tuple | None = None  # the request sent ahead, whose answer is the next to come
         self._freed: deque[int] = deque()  # blocks whose last view went (any thread): handed back with the next ask
         self._blocks = BlockReader(self._freed.append)
@@ -70,10 +83,18 @@ class CpuStageProcess:
         os.close(replies_write)
         self._requests = Connection(requests_write, readable=False)
         self._replies = Connection(replies_read, writable=False)
+        setup = {"nodes": nodes, "batch_size": batch_size, "num_threads": num_threads, "seed": seed,
+                 "parallel_reads": parallel_reads}
         try:
-            self._requests.send(("setup", self._setup))  # the worker builds its stage (readers list files) now
+            self._requests.send(("setup", setup))
         except OSError:
             raise self._died() from None
+
+    def bind(self, cpu: CpuStage, keys: set) -> CpuStageProcess:
+        """Stand for `cpu` (the pipeline's own stage of the same nodes), sending back the values of `keys` only (what
+        the GPU stage reads, and the outputs)."""
+        self.cpu, self._keys = cpu, sorted(keys)
+        return self
 
     def _died(self) -> WorkerError:
         process = self._process
@@ -94,7 +115,7 @@ class CpuStageProcess:
                     states = {name: op.get_state() for name, op in self.cpu.batch_ops.items()}
                     attributes = {name: {"feeds_gpu": op.feeds_gpu} for name, op in self.cpu.batch_ops.items()
                                   if hasattr(op, "feeds_gpu")}
-                    self._requests.send(("start", states, attributes))
+                    self._requests.send(("start", states, attributes, self._keys))
                     self._started = True
                 ahead, self._ahead = self._ahead, None
                 if ahead is not None and ahead != request:
@@ -160,6 +181,8 @@ class CpuStageProcess:
         if process is None:
             return
         self._process = None
+        if not self._started:  # never asked for a batch (maybe still building its stage): nothing to finish
+            process.kill()
         try:
             self._requests.send(("stop",))
         except OSError:

@@ -32,7 +32,7 @@ def build_stage(setup: dict) -> CpuStage:
 
 
 def start(stage: CpuStage, states: dict, attributes: dict) -> None:
-    """Put the readers where the pipeline's stand, with the pipeline's settings of them."""
+    """Put the readers where the pipeline's stand, with the pipeline's settings of them (at the first batch)."""
     for name, settings in attributes.items():
         for attribute, value in settings.items():
             setattr(stage.batch_ops[name], attribute, value)
@@ -67,9 +67,9 @@ def pack_group(stage: CpuStage, first: int, count: int, merge: bool, keys: froze
 
 
 def serve(requests: Connection, replies: Connection) -> None:
-    """Answer requests until asked to stop: ("setup", setup) builds the stage and ("start", states, attributes) sets
-    its readers (no answer; a failure answers every request after it), ("free", block numbers) takes blocks back
-    (no answer), ("group", first, count, merge, record_states) computes batches."""
+    """Answer requests until asked to stop: ("setup", setup) builds the stage and ("start", states, attributes, keys)
+    sets its readers and the values to send (no answer; a failure answers every request after it), ("free", block
+    numbers) takes blocks back (no answer), ("group", first, count, merge, record_states) computes batches."""
     blocks = Blocks()
     try:
         _serve(requests, replies, blocks)
@@ -79,6 +79,7 @@ def serve(requests: Connection, replies: Connection) -> None:
 
 def _serve(requests: Connection, replies: Connection, blocks: Blocks) -> None:
     stage: CpuStage | None = None
+    keys: frozenset = frozenset()
     failed: BaseException | None = None
     while True:
         try:
@@ -94,9 +95,10 @@ def _serve(requests: Connection, replies: Connection, blocks: Blocks) -> None:
         if message[0] in ("setup", "start"):
             try:
                 if message[0] == "setup":
-                    stage, keys = build_stage(message[1]), frozenset(message[1]["keys"])
+                    stage = build_stage(message[1])
                 elif stage is not None:
                     start(stage, message[1], message[2])
+                    keys = frozenset(message[3])
             except BaseException as exc:  # noqa: BLE001 - the answer to every request
                 stage, failed = None, portable(exc)
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from headrace.batch import BufferPool, TensorListCPU, TensorListGPU
+from headrace.engine.cpu_process import CpuStageProcess, may_run_in_process
 from headrace.engine.cpu_stage import CpuStage, user_code
 from headrace.engine.gpu_stage import GpuStage, check_device, gpu_fed_nodes, gpu_stage_nodes
 from headrace.engine.options import ExecutorOptions
@@ -36,8 +37,24 @@ class Executor:
         # hand-offs around every record's system calls and parsing cost more than reading cached files one by one
         # (benchmarks/HISTORY.md). parallel_reads gives them the pool, for storage whose latency a pool hides.
         reader_pool = self.pool if self.options.parallel_reads else None
-        self.cpu = CpuStage([n for n in self.nodes if n.name not in gpu_nodes], outputs, batch_size,
-                            self.num_threads, seed, self.buffers, reader_pool, self.pool)
+        cpu_nodes = [n for n in self.nodes if n.name not in gpu_nodes]
+        # a worker process for the CPU stage (executor option cpu_process) starts first, so that it builds its stage
+        # while this process builds its own; the GPU stage takes it or closes it
+        worker = CpuStageProcess(cpu_nodes, batch_size, self.num_threads, seed, self.options.parallel_reads) \
+            if has_gpu and may_run_in_process(cpu_nodes, self.options, batch_size) else None
+        try:
+            self._build_stages(cpu_nodes, gpu_nodes, outputs, device_id, reader_pool, workers, worker, has_gpu)
+        except BaseException:
+            if worker is not None:
+                worker.close()
+            raise
+
+    def _build_stages(self, cpu_nodes: list[OpNode], gpu_nodes: set[str], outputs: list[DataNode],
+                      device_id: int | None, reader_pool, workers: WorkerOptions | None,
+                      worker: CpuStageProcess | None, has_gpu: bool) -> None:
+        batch_size, seed = self.batch_size, self.seed
+        self.cpu = CpuStage(cpu_nodes, outputs, batch_size, self.num_threads, seed, self.buffers, reader_pool,
+                            self.pool)
         for name in gpu_fed_nodes(self.nodes, gpu_nodes):  # readers the GPU stage reads copy rather than map files
             if hasattr(self.cpu.batch_ops.get(name), "feeds_gpu"):
                 self.cpu.batch_ops[name].feeds_gpu = True
@@ -46,7 +63,7 @@ class Executor:
         self.skip_log = SkipLog() if self.cpu.skipping else None
         self.gpu: GpuStage | None = None  # GPU ops and whatever reads their outputs
         if has_gpu:
-            self.gpu = GpuStage(self.cpu, self.nodes, gpu_nodes, outputs, device_id, self.options)
+            self.gpu = GpuStage(self.cpu, self.nodes, gpu_nodes, outputs, device_id, self.options, worker)
         # a CPU pipeline reads batch i+1 while batch i's ops run, unless a source is fed per batch, an op skips
         # failed samples (replacements come from the readers in batch order) or the option turns it off
         # and, with more than one thread, starts batch i+1's ops as threads run out of batch i's samples (only

@@ -190,7 +190,9 @@ class GpuStage:
     of the next batch with this one's GPU work."""
 
     def __init__(self, cpu: CpuStage, nodes: list[OpNode], stage: set[str], outputs: list, device_id: int | None,
-                 options: ExecutorOptions):
+                 options: ExecutorOptions, worker: CpuStageProcess | None = None):
+        """`worker`: a worker process started for `cpu`'s nodes (CpuStageProcess), taken where this stage runs its
+        CPU stage there, else closed."""
         from headrace_kernels.gpu.runtime import GpuContext
 
         check_device(device_id, nodes)
@@ -231,10 +233,12 @@ class GpuStage:
         """Whether a coalesced run's CPU ops run once on its merged batch too (else batch by batch)."""
         self.reads: CpuStage | CpuStageProcess = cpu
         """What computes the CPU stage's batches: the CPU stage itself, or its worker process (cpu_process)."""
-        if options.runs_cpu_process(self.merge_cpu_ops) and self.lookahead and runs_in_process(cpu):
+        if worker is not None and options.runs_cpu_process(self.merge_cpu_ops) and self.lookahead \
+                and runs_in_process(cpu):
             read = {ref_of(d) for n in in_stage for d in (*n.inputs, *n.arg_inputs.values(), n.guard) if d is not None}
-            self.reads = CpuStageProcess(cpu, [n for n in nodes if n.name not in stage], read | self.output_refs,
-                                         options.parallel_reads)
+            self.reads = worker.bind(cpu, read | self.output_refs)
+        elif worker is not None:
+            worker.close()
         self._done: dict[int, Any] = {}  # the later batches of a coalesced run: outputs, or the error they failed on
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage")
         self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-readers")

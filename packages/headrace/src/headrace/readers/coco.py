@@ -97,6 +97,30 @@ def _segmentation(segmentation: Any, where: str) -> tuple[list[np.ndarray], tupl
     return polygons, None
 
 
+def _boxes(annotations: list, where: str) -> np.ndarray:
+    """Every annotation's 'bbox' as one (N, 4) float32 array, checked: a record that is not an object, or a box
+    that is not four finite numbers, is an error naming the annotation (found by the per-record checks, which run
+    only when the whole-array conversion fails)."""
+    try:
+        values = [entry["bbox"] for entry in annotations]
+        boxes = np.array(values, np.float64).reshape(len(annotations), 4)
+        numbers = all(type(v) is float or type(v) is int for box in values for v in box)  # not bools, not text
+        if numbers and np.isfinite(boxes).all():
+            return boxes.astype(np.float32)
+    except (TypeError, ValueError, KeyError, IndexError):
+        pass
+    for number, entry in enumerate(annotations):  # the first bad record, by name
+        at = f"{where}, annotation #{number}"
+        if not isinstance(entry, dict):
+            raise _fail(at, "not an object")
+        box = entry.get("bbox")
+        if not isinstance(box, list) or len(box) != 4:
+            raise _fail(at, f"'bbox' must be [x, y, width, height], got {short_repr(box)}")
+        for v in box:
+            _number(v, at, "a 'bbox' value")
+    raise _fail(where, "an annotation's 'bbox' is not four finite numbers")
+
+
 def parse_annotations(path: str, node: str, args: dict) -> list[Image]:
     """The images of a COCO annotation file with their kept annotations (the rules are in the module docstring)."""
     where = f"{OP} (node '{node}'): annotations_file {short_repr(path)}"
@@ -130,25 +154,24 @@ def parse_annotations(path: str, node: str, args: dict) -> list[Image]:
             raise _fail(at, f"image id {image_id} appears twice")
         images[image_id] = Image(name, image_id, width, height, [])
     threshold = np.float32(args["size_threshold"])
+    # segmentations are read (and checked) only where masks are asked for, as DALI's parser does
+    masks = bool(args.get("polygon_masks") or args.get("masks") or args.get("pixelwise_masks"))
+    boxes = _boxes(annotations, where)
     for number, entry in enumerate(annotations):
-        at = f"{where}, annotation #{number}"
-        if not isinstance(entry, dict):
-            raise _fail(at, "not an object")
-        image = images.get(_int(entry.get("image_id"), at, "'image_id'"))
+        image = images.get(_int(entry.get("image_id"), f"{where}, annotation #{number}", "'image_id'"))
         if image is None:
             continue  # an annotation of an image the file does not list
         if entry.get("iscrowd", 0) and not args["include_iscrowd"]:
             continue
-        box = entry.get("bbox")
-        if not isinstance(box, list) or len(box) != 4:
-            raise _fail(at, f"'bbox' must be [x, y, width, height], got {short_repr(box)}")
-        box = np.asarray([_number(v, at, "a 'bbox' value") for v in box], np.float32)
+        box = boxes[number]
         if box[2] < threshold or box[3] < threshold:
             continue
-        category = _int(entry.get("category_id"), at, "'category_id'")
-        if category not in labels:
-            raise _fail(at, f"category_id {category} is not in 'categories'")
-        polygons, rle = _segmentation(entry.get("segmentation"), at)
+        category = entry.get("category_id")
+        if type(category) is not int or category not in labels:
+            category = _int(category, f"{where}, annotation #{number}", "'category_id'")
+            raise _fail(f"{where}, annotation #{number}", f"category_id {category} is not in 'categories'")
+        polygons, rle = _segmentation(entry.get("segmentation"), f"{where}, annotation #{number}") if masks \
+            else ([], None)
         image.annotations.append(Annotation(box, labels[category], polygons, rle))
     ordered = [images[i] for i in sorted(images)]
     if args.get("images") is not None:  # these files, in this order (repeats included)
