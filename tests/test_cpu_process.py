@@ -172,6 +172,22 @@ def test_a_worker_that_dies_gives_an_error_not_a_hang(ssd_nodes):
             worker.run_group(1, 1, False)
 
 
+@pytest.mark.parametrize("start", [
+    "import sys; sys.exit(3)",  # the worker's interpreter cannot even start headrace
+    "from headrace.engine import cpu_worker; cpu_worker.build_stage = None; cpu_worker.main()",  # its setup fails
+])
+def test_a_worker_that_cannot_start_leaves_the_stage_at_home(ssd_nodes, monkeypatch, start):
+    from headrace.engine import cpu_process
+
+    monkeypatch.setattr(cpu_process, "_START", start)
+    home, away = _stage(ssd_nodes), _stage(ssd_nodes)
+    with _worker(away, ssd_nodes[0]) as worker:
+        with pytest.warns(RuntimeWarning, match="worker process could not start"):
+            _assert_same_group(home.run_group(0, 2, True), worker.run_group(0, 2, True))
+        _assert_same_group(home.run_group(2, 2, True), worker.run_group(2, 2, True))  # at home from now on
+        assert worker._process is None
+
+
 def test_blocks_are_reused_bounded_and_removed(ssd_nodes):
     with _worker(_stage(ssd_nodes), ssd_nodes[0]) as worker:
         worker.run_group(0, 2, True)

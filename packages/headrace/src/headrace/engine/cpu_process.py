@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 from collections import deque
 from multiprocessing.connection import Connection
 
@@ -60,6 +61,7 @@ class CpuStageProcess:
         built, so the two build side by side (a COCO reader parses its annotations in each). `bind` gives it the
         stage it stands for; `close` it if none comes."""
         self.cpu: CpuStage | None = None
+        self._home = False  # the worker could not start: the stage runs in this process
         self._lock = threading.Lock()
         self._started = False
         self._keys: list = []
@@ -104,14 +106,17 @@ class CpuStageProcess:
         return WorkerError(f"the CPU stage's worker process (pid {process.pid}) ended"
                            + (f" with exit code {code}" if code is not None else ""))
 
-    def _ask(self, first: int, count: int, merge: bool) -> tuple:
-        """The worker's answer for these batches. The next run of batches is asked for as soon as this one is
-        answered, so the worker computes it while this process uses this one; if a different run is asked for
-        next, that answer is dropped (its readers moved on, as a read ahead of the stage at home does)."""
+    def _ask(self, first: int, count: int, merge: bool) -> tuple | None:
+        """The worker's answer for these batches, or None where the worker could not start (then the stage runs in
+        this process: no batch was computed there yet, so the readers here stand where they should). The next run
+        of batches is asked for as soon as this one is answered, so the worker computes it while this process uses
+        this one; if a different run is asked for next, that answer is dropped (its readers moved on, as a read
+        ahead of the stage at home does)."""
         request = (first, count, merge, self.cpu.record_states)
         with self._lock:
+            first_request = not self._started
             try:
-                if not self._started:  # now, not at build: a checkpoint is restored into the readers in between
+                if first_request:  # now, not at build: a checkpoint is restored into the readers in between
                     states = {name: op.get_state() for name, op in self.cpu.batch_ops.items()}
                     attributes = {name: {"feeds_gpu": op.feeds_gpu} for name, op in self.cpu.batch_ops.items()
                                   if hasattr(op, "feeds_gpu")}
@@ -123,11 +128,25 @@ class CpuStageProcess:
                 if ahead != request:
                     self._send(request)
                 reply = self._replies.recv()
+            except (EOFError, OSError):  # BrokenPipeError among them
+                if first_request:
+                    return self._go_home(self._died())
+                raise self._died() from None
+            if first_request and reply[0] == "setup-error":
+                return self._go_home(reply[1])
+            try:
                 self._send((first + count, count, merge, request[3]))
                 self._ahead = (first + count, count, merge, request[3])
-                return reply
-            except (EOFError, OSError):  # BrokenPipeError among them
-                raise self._died() from None
+            except OSError:
+                pass  # the worker is gone: the next ask says so
+            return reply
+
+    def _go_home(self, reason: BaseException) -> None:
+        """The worker could not start: say so, stop it, and compute the CPU stage in this process from now on."""
+        warnings.warn(f"headrace: the CPU stage's worker process could not start ({reason}); the CPU stage runs in "
+                      f"the pipeline's process (executor option cpu_process)", RuntimeWarning, stacklevel=4)
+        self._home = True
+        self.close()
 
     def _send(self, request: tuple) -> None:
         freed = [self._freed.popleft() for _ in range(len(self._freed))]
@@ -144,7 +163,9 @@ class CpuStageProcess:
 
     def run_group(self, first: int, count: int, merge: bool) -> tuple[dict | None, list]:
         """As CpuStage.run_group."""
-        reply = self._ask(first, count, merge)
+        reply = None if self._home else self._ask(first, count, merge)
+        if reply is None:
+            return self.cpu.run_group(first, count, merge)
         if reply[0] == "error":
             raise reply[1]
         _, merged_records, member_records, states, where, dropped = reply

@@ -68,8 +68,9 @@ def pack_group(stage: CpuStage, first: int, count: int, merge: bool, keys: froze
 
 def serve(requests: Connection, replies: Connection) -> None:
     """Answer requests until asked to stop: ("setup", setup) builds the stage and ("start", states, attributes, keys)
-    sets its readers and the values to send (no answer; a failure answers every request after it), ("free", block
-    numbers) takes blocks back (no answer), ("group", first, count, merge, record_states) computes batches."""
+    sets its readers and the values to send (no answer; after a failure every request is answered "setup-error"),
+    ("free", block numbers) takes blocks back (no answer), ("group", first, count, merge, record_states) computes
+    batches."""
     blocks = Blocks()
     try:
         _serve(requests, replies, blocks)
@@ -102,9 +103,14 @@ def _serve(requests: Connection, replies: Connection, blocks: Blocks) -> None:
             except BaseException as exc:  # noqa: BLE001 - the answer to every request
                 stage, failed = None, portable(exc)
             continue
+        if stage is None:  # its setup failed: the pipeline computes its CPU stage itself
+            reply = ("setup-error", failed or RuntimeError("the CPU stage's worker got a request before its setup"))
+            try:
+                replies.send(reply)
+            except OSError:
+                return
+            continue
         try:
-            if stage is None:
-                raise failed or RuntimeError("the CPU stage's worker got a request before its setup")
             _, first, count, merge, record_states = message
             stage.record_states = record_states
             reply = pack_group(stage, first, count, merge, keys, blocks)
