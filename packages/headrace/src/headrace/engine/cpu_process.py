@@ -4,7 +4,8 @@ nodes in a worker (`cpu_worker`), computes the batches; their arrays come back i
 
 The worker builds its stage when the pipeline is built; its readers are the ones that advance: they start from
 the pipeline's readers' state when the first batch is asked for (a restored checkpoint's), and the state after
-every batch comes back with it when checkpointing."""
+every batch comes back with it when checkpointing. A worker that cannot start leaves the stage in the pipeline's
+process, with a warning."""
 
 from __future__ import annotations
 
