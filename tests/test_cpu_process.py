@@ -169,7 +169,9 @@ def test_a_worker_that_dies_gives_an_error_not_a_hang(ssd_nodes):
         os.kill(worker._process.pid, signal.SIGKILL)
         worker._process.wait()
         with pytest.raises(WorkerError, match="worker process .* ended with exit code -9"):
-            worker.run_group(1, 1, False)
+            # batch 1 was asked for ahead and may have been answered before the kill; batch 2 cannot have been
+            for iteration in (1, 2):
+                worker.run_group(iteration, 1, False)
 
 
 @pytest.mark.parametrize("start", [
@@ -308,14 +310,12 @@ def test_which_pipelines_start_a_worker_before_their_stage_is_built(coco, tmp_pa
     assert not may_run_in_process(fed().graph.nodes, auto, 4)
 
 
-def test_a_worker_never_asked_for_a_batch_closes_at_once(ssd_nodes):
-    import time
-
+def test_a_worker_never_asked_for_a_batch_is_killed_at_close(ssd_nodes):
     nodes, seed = ssd_nodes
     worker = CpuStageProcess(nodes, 4, 1, seed, parallel_reads=False)  # building its stage, no pipeline took it
-    start = time.perf_counter()
-    worker.close()
-    assert time.perf_counter() - start < 2 and worker._process is None
+    process = worker._process
+    worker.close()  # nothing to finish: not asked to stop and waited for (a COCO parse can take many seconds)
+    assert worker._process is None and process.returncode == -signal.SIGKILL
 
 
 def test_the_option_takes_a_mode_or_a_bool():
