@@ -91,7 +91,7 @@ class CpuStageProcess:
         try:
             self._requests.send(("setup", setup))
         except OSError:
-            raise self._died() from None
+            pass  # the worker is gone already: the first ask finds it so and leaves the stage at home
 
     def bind(self, cpu: CpuStage, keys: set) -> CpuStageProcess:
         """Stand for `cpu` (the pipeline's own stage of the same nodes), sending back the values of `keys` only (what
