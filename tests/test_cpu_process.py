@@ -190,6 +190,18 @@ def test_a_worker_that_cannot_start_leaves_the_stage_at_home(ssd_nodes, monkeypa
         assert worker._process is None
 
 
+def test_a_fork_of_the_pipelines_process_does_not_stop_the_worker(ssd_nodes):
+    home, away = _stage(ssd_nodes), _stage(ssd_nodes)
+    with _worker(away, ssd_nodes[0]) as worker:
+        _assert_same_group(home.run_group(0, 2, True), worker.run_group(0, 2, True))
+        child = os.fork()
+        if child == 0:  # a forked copy (a data loader's worker, say) that drops its copy of the pipeline
+            worker.close()
+            os._exit(0)
+        os.waitpid(child, 0)
+        _assert_same_group(home.run_group(2, 2, True), worker.run_group(2, 2, True))
+
+
 def test_blocks_are_reused_bounded_and_removed(ssd_nodes):
     with _worker(_stage(ssd_nodes), ssd_nodes[0]) as worker:
         worker.run_group(0, 2, True)

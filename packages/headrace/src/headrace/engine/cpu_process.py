@@ -62,6 +62,7 @@ class CpuStageProcess:
         built, so the two build side by side (a COCO reader parses its annotations in each). `bind` gives it the
         stage it stands for; `close` it if none comes."""
         self.cpu: CpuStage | None = None
+        self._owner = os.getpid()  # a forked copy of this process must not stop the worker
         self._home = False  # the worker could not start: the stage runs in this process
         self._lock = threading.Lock()
         self._started = False
@@ -203,6 +204,8 @@ class CpuStageProcess:
         if process is None:
             return
         self._process = None
+        if os.getpid() != self._owner:  # a fork of the pipeline's process: the worker is not this copy's to stop
+            return
         if not self._started:  # never asked for a batch (maybe still building its stage): nothing to finish
             process.kill()
         try:
