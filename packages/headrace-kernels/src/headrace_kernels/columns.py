@@ -25,14 +25,10 @@ class Column(list):
     @classmethod
     def of_rows(cls, rows: np.ndarray, counts: np.ndarray) -> Column:
         """Consecutive runs of `rows` (an (N, ...) C-contiguous array) as samples: counts[i] rows for sample i."""
-        ends = np.cumsum(counts)
-        starts = ends - counts
-        column = cls(rows[start:end] for start, end in zip(starts.tolist(), ends.tolist(), strict=True))
+        counts = np.asarray(counts, np.int64)
         per_row = int(np.prod(rows.shape[1:], dtype=np.int64))
-        tail = rows.shape[1:]
-        column.packed = (rows.reshape(-1), starts * per_row, [(int(c), *tail) for c in counts.tolist()],
-                         np.asarray(counts, np.int64) * per_row)
-        return column
+        return cls.of_packed(rows.reshape(-1), (np.cumsum(counts) - counts) * per_row,
+                             [(c, *rows.shape[1:]) for c in counts.tolist()], counts * per_row)
 
     @classmethod
     def of_packed(cls, flat: np.ndarray, starts: np.ndarray, shapes: list[tuple[int, ...]],

@@ -28,10 +28,14 @@ def _block_name(pid: int) -> str:
     return f"headrace-cpu-{pid}-"
 
 
+def _folders() -> list[str]:
+    """Where blocks go: /dev/shm, then the temporary folder (where /dev/shm has no room)."""
+    return list(dict.fromkeys([_SHARED, tempfile.gettempdir()]))
+
+
 def block_paths(pid: int) -> list[str]:
     """The blocks process `pid` has written and not removed (the receiver removes any left when the writer ends)."""
-    folders = dict.fromkeys([_SHARED, tempfile.gettempdir()])
-    return [path for folder in folders for path in glob.glob(os.path.join(folder, _block_name(pid) + "*"))]
+    return [path for folder in _folders() for path in glob.glob(os.path.join(folder, _block_name(pid) + "*"))]
 
 
 def _aligned(nbytes: int) -> int:
@@ -42,7 +46,7 @@ def _new_block(number: int, size: int) -> tuple[str, mmap.mmap]:
     """A new shared file of `size` bytes, mapped: in /dev/shm, or in the temporary folder where /dev/shm has no room
     for it (a container's is 64 MiB unless given more). Its pages are reserved up front, so a full file system is
     an error here and never a SIGBUS when the block is written."""
-    folders = list(dict.fromkeys([_SHARED, tempfile.gettempdir()]))
+    folders = _folders()
     for folder in folders:
         path = os.path.join(folder, _block_name(os.getpid()) + str(number))
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)

@@ -28,30 +28,33 @@ from headrace_kernels.worker_pool import WorkerError
 _START = "from headrace.engine.cpu_worker import main; main()"
 
 
+def _nodes_allow(cpu_nodes: list[OpNode]) -> bool:
+    """The rules a CPU stage's nodes must meet to go to a worker: an interpreter to start (an embedding one, as
+    Triton's stub, may not name one); readers only as sources (no fed or parallel external sources), each reading
+    into host memory (a reader with device "gpu" puts its samples in this process's device memory); no user code
+    (it may keep state in this process)."""
+    sources = [n for n in cpu_nodes if n.schema.batch_op]
+    return bool(sys.executable) and bool(sources) \
+        and all(n.schema.name.startswith("readers.") and n.device == "cpu" for n in sources) \
+        and not any(map(user_code, cpu_nodes))
+
+
 def runs_in_process(cpu: CpuStage) -> bool:
-    """Whether a CPU stage can move to a worker: an interpreter to start (an embedding one, as Triton's stub, may not
-    name one), readers only as sources (no fed or parallel external sources), each reading into host memory (a
-    reader with device "gpu" puts its samples in this process's device memory), nothing skipped (replacements come
-    from the readers in batch order, beside the GPU steps), no user code (it may keep state in this process), and
-    no CPU op output returned (those are collected into this process's buffers)."""
+    """Whether a built CPU stage can move to a worker: its nodes allow it (`_nodes_allow`), its readers have
+    metadata, nothing is skipped (replacements come from the readers in batch order, beside the GPU steps), and no
+    CPU op output is returned (those are collected into this process's buffers)."""
     ops = [op for kind, step in cpu.steps if kind == "samples" for op in step]
-    readers = [step for kind, step in cpu.steps if kind == "batch"]
-    return bool(sys.executable) and bool(cpu.batch_ops) and not cpu.skipping and not cpu.fed \
+    nodes = [step for kind, step in cpu.steps if kind == "batch"] + [op.node for op in ops]
+    return _nodes_allow(nodes) and not cpu.skipping and not cpu.fed \
         and all(hasattr(op, "meta") for op in cpu.batch_ops.values()) \
-        and all(node.device == "cpu" for node in readers) \
-        and not any(user_code(op.node) or any((op.node.name, k) in cpu.wanted for k in range(op.num_outputs))
-                    for op in ops)
+        and not any((op.node.name, k) in cpu.wanted for op in ops for k in range(op.num_outputs))
 
 
 def may_run_in_process(cpu_nodes: list[OpNode], options: ExecutorOptions, batch_size: int) -> bool:
-    """Whether the CPU stage of `cpu_nodes` may go to a worker (`runs_in_process` decides once it is built): the
-    option asks for it, or leaves it to the GPU stage and batches this small coalesce; its sources are readers into
-    host memory; no user code."""
-    wanted = options.cpu_process == "on" or (options.cpu_process == "auto" and options.coalesced(batch_size) > 1)
-    sources = [n for n in cpu_nodes if n.schema.batch_op]
-    return wanted and bool(sys.executable) and bool(sources) \
-        and all(n.schema.name.startswith("readers.") and n.device == "cpu" for n in sources) \
-        and not any(map(user_code, cpu_nodes))
+    """Whether the CPU stage of `cpu_nodes` may go to a worker, before it is built (`runs_in_process` decides
+    then): the option asks for it, or leaves it to the GPU stage and batches this small coalesce; the nodes allow
+    it."""
+    return options.runs_cpu_process(options.coalesced(batch_size) > 1) and _nodes_allow(cpu_nodes)
 
 
 class CpuStageProcess:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
 from headrace.batch import BufferPool, TensorListCPU, TensorListGPU
@@ -14,6 +15,17 @@ from headrace.engine.skips import SkipLog, Skipped, check_replaceable
 from headrace.engine.workers import WorkerOptions
 from headrace.errors import SchemaError
 from headrace.graph import DataNode, OpNode, needed_nodes
+
+
+@contextlib.contextmanager
+def _closed_on_error(worker: CpuStageProcess | None):
+    """Close `worker` if the block fails (once the GPU stage has it, closing it is that stage's)."""
+    try:
+        yield
+    except BaseException:
+        if worker is not None:
+            worker.close()
+        raise
 
 
 class Executor:
@@ -42,36 +54,26 @@ class Executor:
         # while this process builds its own; the GPU stage takes it or closes it
         worker = CpuStageProcess(cpu_nodes, batch_size, self.num_threads, seed, self.options.parallel_reads) \
             if has_gpu and may_run_in_process(cpu_nodes, self.options, batch_size) else None
-        try:
-            self._build_stages(cpu_nodes, gpu_nodes, outputs, device_id, reader_pool, workers, worker, has_gpu)
-        except BaseException:
-            if worker is not None:
-                worker.close()
-            raise
-
-    def _build_stages(self, cpu_nodes: list[OpNode], gpu_nodes: set[str], outputs: list[DataNode],
-                      device_id: int | None, reader_pool, workers: WorkerOptions | None,
-                      worker: CpuStageProcess | None, has_gpu: bool) -> None:
-        batch_size, seed = self.batch_size, self.seed
-        self.cpu = CpuStage(cpu_nodes, outputs, batch_size, self.num_threads, seed, self.buffers, reader_pool,
-                            self.pool)
-        for name in gpu_fed_nodes(self.nodes, gpu_nodes):  # readers the GPU stage reads copy rather than map files
-            if hasattr(self.cpu.batch_ops.get(name), "feeds_gpu"):
-                self.cpu.batch_ops[name].feeds_gpu = True
-        self.cpu.start_workers(workers or WorkerOptions())
-        self.cpu.skipping = check_replaceable(self.nodes, self.cpu.batch_ops)
-        self.skip_log = SkipLog() if self.cpu.skipping else None
-        self.gpu: GpuStage | None = None  # GPU ops and whatever reads their outputs
-        if has_gpu:
-            self.gpu = GpuStage(self.cpu, self.nodes, gpu_nodes, outputs, device_id, self.options, worker)
-        # a CPU pipeline reads batch i+1 while batch i's ops run, unless a source is fed per batch, an op skips
-        # failed samples (replacements come from the readers in batch order) or the option turns it off
-        # and, with more than one thread, starts batch i+1's ops as threads run out of batch i's samples (only
-        # where there are ops besides the readers, and no user code that may count on seeing batches in turn)
-        overlap = self.num_threads > 1 and len(self.cpu.steps) > len(self.cpu.batch_ops) \
-            and not any(map(user_code, self.nodes))
-        self.ahead = ReadAhead(self.cpu, overlap) if self.gpu is None and self.options.lookahead != "off" \
-            and not self.cpu.skipping and not self.cpu.fed else None
+        with _closed_on_error(worker):
+            self.cpu = CpuStage(cpu_nodes, outputs, batch_size, self.num_threads, seed, self.buffers, reader_pool,
+                                self.pool)
+            for name in gpu_fed_nodes(self.nodes, gpu_nodes):  # readers the GPU stage reads copy rather than map files
+                if hasattr(self.cpu.batch_ops.get(name), "feeds_gpu"):
+                    self.cpu.batch_ops[name].feeds_gpu = True
+            self.cpu.start_workers(workers or WorkerOptions())
+            self.cpu.skipping = check_replaceable(self.nodes, self.cpu.batch_ops)
+            self.skip_log = SkipLog() if self.cpu.skipping else None
+            self.gpu: GpuStage | None = None  # GPU ops and whatever reads their outputs
+            if has_gpu:
+                self.gpu = GpuStage(self.cpu, self.nodes, gpu_nodes, outputs, device_id, self.options, worker)
+            # a CPU pipeline reads batch i+1 while batch i's ops run, unless a source is fed per batch, an op skips
+            # failed samples (replacements come from the readers in batch order) or the option turns it off
+            # and, with more than one thread, starts batch i+1's ops as threads run out of batch i's samples (only
+            # where there are ops besides the readers, and no user code that may count on seeing batches in turn)
+            overlap = self.num_threads > 1 and len(self.cpu.steps) > len(self.cpu.batch_ops) \
+                and not any(map(user_code, self.nodes))
+            self.ahead = ReadAhead(self.cpu, overlap) if self.gpu is None and self.options.lookahead != "off" \
+                and not self.cpu.skipping and not self.cpu.fed else None
 
     @property
     def batch_ops(self) -> dict:
