@@ -19,9 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ssd_pipeline as example  # noqa: E402
 from ssd_cpu import device_synchronizer  # noqa: E402
+from stack_samples import StackSampler, print_counts  # noqa: E402
 
 from headrace import ExecutorOptions  # noqa: E402
 
@@ -183,48 +185,11 @@ def print_yappi(pipe, batches: int, batch_size: int, sync, top: int = 25) -> Non
 
 
 def print_stacks(pipe, batches: int, batch_size: int, sync, interval: float = 0.0005, top: int = 12) -> None:
-    """`batches` batches while a thread samples every other thread's Python stack each `interval` seconds (the
-    switch interval lowered to it for the while): per thread, the innermost headrace or benchmark line of each
-    sample, counted. A thread blocked in a C call (a lock, the device, the GIL) shows the line that made it, so
-    this says where the wall time goes that the CPU times do not explain."""
-    counts: dict[str, dict[str, int]] = {}
-    names = {}
-    done = threading.Event()
-
-    def sample() -> None:
-        me = threading.get_ident()
-        while not done.is_set():
-            names.update({t.ident: t.name for t in threading.enumerate()})
-            for ident, frame in sys._current_frames().items():
-                if ident == me:
-                    continue
-                where = "?"
-                while frame is not None:
-                    path = frame.f_code.co_filename
-                    if "headrace" in path or "benchmarks" in path:
-                        where = f"{Path(path).name}:{frame.f_lineno} {frame.f_code.co_name}"
-                        break
-                    frame = frame.f_back
-                thread = counts.setdefault(names.get(ident, str(ident)), {})
-                thread[where] = thread.get(where, 0) + 1
-            time.sleep(interval)
-
-    saved = sys.getswitchinterval()
-    sys.setswitchinterval(interval)
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
+    """`batches` batches while every thread's Python stack is sampled each `interval` seconds: per thread, the
+    innermost headrace or benchmark line of each sample, counted (stack_samples.py)."""
+    with StackSampler(interval) as sampler:
         rate(pipe, batches, batch_size, sync)
-    finally:
-        done.set()
-        sampler.join()
-        sys.setswitchinterval(saved)
-    print(f"  stack samples by thread ({batches} batches), innermost headrace line:")
-    for thread, lines in sorted(counts.items(), key=lambda kv: -sum(kv[1].values())):
-        total = sum(lines.values())
-        print(f"    {thread} ({total} samples)")
-        for where, n in sorted(lines.items(), key=lambda kv: -kv[1])[:top]:
-            print(f"      {n / total:6.1%}  {where}")
+    print_counts(sampler.samples, f"stack samples by thread ({batches} batches), innermost headrace line:", top)
 
 
 def rate(pipe, batches: int, batch_size: int, sync) -> float:

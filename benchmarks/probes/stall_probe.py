@@ -1,0 +1,183 @@
+"""Where headrace's slow rounds go (issue 27: RN50 train at hw_decoder_load 1.0 scatters 14k-28k img/s between
+rounds where DALI's holds). gpu_vs_dali.py's pipeline, each library's built once, alternating rounds; every batch's
+time (when `run()` hands it out), so a slow round shows as a few long batches or as every batch a little slower.
+For headrace also, per batch: the GPU stage's host time per part, Python's collections, and (--stacks) every
+thread's stack samples, split between the slow batches (over `--slow` x the median) and the rest.
+
+    python benchmarks/probes/stall_probe.py [--case "train 1.0"] [--images 2048] [--rounds 9] [--batches 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_vs_dali import CASES, Library, build, epoch_rate
+from stack_samples import StackSampler, print_counts
+
+
+class BatchLog:
+    """Per round, the time each batch was handed out with the GPU stage's part timings at that moment (headrace);
+    and the collections that ran (start, seconds, generation)."""
+
+    def __init__(self):
+        self.rounds: list[list[tuple[float, Counter]]] = []
+        self.collections: list[tuple[float, float, int]] = []
+        self._began = 0.0
+
+    def on_collection(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.collections.append((self._began, time.perf_counter() - self._began, info["generation"]))
+
+    def run(self, pipe, batches: int) -> float:
+        """`batches` batches, each one's end logged as a round; images per second over them."""
+        stage = getattr(getattr(pipe, "_executor", None), "gpu", None)
+        timings = stage.timings if stage is not None else {}
+        start = time.perf_counter()
+        ends = [(start, Counter(timings))]
+        count = 0
+        for _ in range(batches):
+            out = pipe.run()
+            count += len(out[0])
+            ends.append((time.perf_counter(), Counter(timings)))
+        out[0].as_cpu()  # waits for the last batch
+        ends[-1] = (time.perf_counter(), ends[-1][1])
+        self.rounds.append(ends)
+        return count / (ends[-1][0] - start)
+
+    def batches(self) -> list[tuple[float, float, Counter]]:
+        """(start, seconds, part seconds) of each batch but each round's first (computed ahead, while the other
+        library ran)."""
+        return [(ends[i - 1][0], ends[i][0] - ends[i - 1][0], ends[i][1] - ends[i - 1][1])
+                for ends in self.rounds for i in range(2, len(ends))]
+
+
+def summarize(name: str, log: BatchLog, slow_factor: float, batch: int) -> list[tuple[float, float]]:
+    """Print the batch times' spread, the slow batches and, for headrace, the parts' time in slow batches against
+    the rest; returns the slow batches' (start, end)."""
+    rows = log.batches()
+    times = sorted(seconds for _, seconds, _ in rows)
+    median = statistics.median(times)
+    pick = [times[min(len(times) - 1, int(q * len(times)))] * 1e3 for q in (0.1, 0.5, 0.9, 0.99)]
+    slow = [(start, seconds, parts) for start, seconds, parts in rows if seconds > slow_factor * median]
+    share = sum(s for _, s, _ in slow) / sum(times)
+    print(f"\n{name}: {len(rows)} batches, ms p10 {pick[0]:.2f} p50 {pick[1]:.2f} p90 {pick[2]:.2f} p99 {pick[3]:.2f} "
+          f"max {times[-1] * 1e3:.2f}; {len(slow)} over {slow_factor} x the median, {share:.1%} of the time "
+          f"(at the median's pace: {batch / median:,.0f} img/s)")
+    if slow:
+        print("  slowest: " + ", ".join(f"{s * 1e3:.1f}" for s in sorted((s for _, s, _ in slow), reverse=True)[:16])
+              + " ms")
+    fast = [parts for _, seconds, parts in rows if seconds <= slow_factor * median]
+    if slow and any(parts for _, _, parts in rows):
+        names = sorted({k for _, _, parts in rows for k in parts})
+        print(f"  {'GPU stage host ms per batch':78} {'slow':>8} {'rest':>8}")
+        for key in names:
+            mean_slow = sum(p[key] for _, _, p in slow) / len(slow) * 1e3
+            mean_fast = sum(p[key] for p in fast) / max(1, len(fast)) * 1e3
+            print(f"  {key:78} {mean_slow:8.2f} {mean_fast:8.2f}")
+    overlapping = [c for c in log.collections
+                   if any(start <= c[0] + c[1] and c[0] <= start + seconds for start, seconds, _ in slow)]
+    full = sum(1 for c in log.collections if c[2] == 2)
+    print(f"  collections: {len(log.collections)} ({full} full, {sum(c[1] for c in log.collections) * 1e3:.0f} ms); "
+          f"during slow batches {len(overlapping)} ({sum(c[1] for c in overlapping) * 1e3:.0f} ms)")
+    return [(start, start + seconds) for start, seconds, _ in slow]
+
+
+def machine_times() -> tuple[float, float, float]:
+    """This process's CPU seconds, and the machine's (all cores) busy and stolen seconds, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = (sum(fields[:3]) + sum(fields[5:7])) / tick  # user, nice, system, irq, softirq
+    steal = fields[7] / tick if len(fields) > 7 else 0.0
+    used = os.times()
+    return used.user + used.system, busy, steal
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", default="train 1.0", choices=list(CASES))
+    parser.add_argument("--images", type=int, default=2048)
+    parser.add_argument("--data", help="a folder of class folders of JPEGs (default: generate --images)")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--batches", type=int, default=24, help="per round and library")
+    parser.add_argument("--slow", type=float, default=1.5, help="a batch is slow over this many times the median")
+    parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali"])
+    parser.add_argument("--stacks", action="store_true", help="sample every thread's stack while headrace runs")
+    parser.add_argument("--executor", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="executor options of headrace's pipeline")
+    args = parser.parse_args()
+    from headrace.data.synthetic import make_image_folder
+
+    body, load = CASES[args.case]
+    with tempfile.TemporaryDirectory() as scratch:
+        data = args.data or str(make_image_folder(Path(scratch) / "images", args.images, 10, size=(375, 500),
+                                                  progress=True))
+        count = sum(1 for p in Path(data).rglob("*") if p.is_file())
+        libs = {name: Library(name) for name in args.libs}
+        pipes = {}
+        for name, lib in libs.items():
+            if name == "headrace" and args.executor:
+                from headrace import ExecutorOptions
+
+                options = ExecutorOptions.from_strings(dict(item.split("=", 1) for item in args.executor))
+                lib.pipeline_def = _with_options(lib.pipeline_def, options)
+            pipes[name] = build(lib, body, data, load, args.batch_size, args.threads)[0]
+            epoch_rate(pipes[name], -(-count // args.batch_size), 1)  # warm-up epoch
+        logs = {name: BatchLog() for name in libs}
+        rates: dict[str, list[float]] = {name: [] for name in libs}
+        sampler = StackSampler() if args.stacks else None
+        for round_ in range(args.rounds):
+            notes = []
+            for name in args.libs if round_ % 2 == 0 else args.libs[::-1]:
+                before, began = machine_times(), time.perf_counter()
+                gc.callbacks.append(logs[name].on_collection)
+                if sampler is not None and name == "headrace":
+                    with sampler:
+                        rates[name].append(logs[name].run(pipes[name], args.batches))
+                else:
+                    rates[name].append(logs[name].run(pipes[name], args.batches))
+                gc.callbacks.remove(logs[name].on_collection)
+                wall = time.perf_counter() - began
+                used = [b - a for a, b in zip(before, machine_times(), strict=True)]
+                notes.append(f"{name} {rates[name][-1]:,.0f} (process {used[0] / wall:.1f} cores, machine "
+                             f"{used[1] / wall:.1f}, stolen {used[2] / wall:.2f})")
+            print(f"round {round_}: " + ", ".join(notes), flush=True)
+        medians = {name: statistics.median(r) for name, r in rates.items()}
+        print(f"\n{args.case}, {count} JPEGs, batch {args.batch_size}: medians " +
+              ", ".join(f"{k} {v:,.0f} img/s" for k, v in medians.items()) +
+              (f", headrace / DALI {medians['headrace'] / medians['dali']:.2f}x" if len(medians) == 2 else ""))
+        slow = {name: summarize(name, logs[name], args.slow, args.batch_size) for name in libs}
+        if sampler is not None and sampler.samples:
+            spans = slow.get("headrace", [])
+            in_slow = [s for s in sampler.samples if any(a <= s[0] <= b for a, b in spans)]
+            rest = [s for s in sampler.samples if not any(a <= s[0] <= b for a, b in spans)]
+            print()
+            print_counts(in_slow, f"headrace's stack samples during its slow batches ({len(spans)}):", 10)
+            print_counts(rest, "headrace's stack samples during the rest:", 10)
+        for pipe in pipes.values():
+            if hasattr(pipe, "close"):
+                pipe.close()
+
+
+def _with_options(pipeline_def, options):
+    """`pipeline_def` whose pipelines take these executor options."""
+    def wrapped(*args, **kwargs):
+        return pipeline_def(*args, executor_options=options, **kwargs)
+    return wrapped
+
+
+if __name__ == "__main__":
+    main()
