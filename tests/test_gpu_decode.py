@@ -169,14 +169,18 @@ def test_gpu_memory_is_flat_over_epochs_and_released(image_folder):
     # the pool is reused, not grown: crop sizes vary per batch, so allow 10% + 16 MiB of fragmentation
     assert after_eight <= after_two * 1.1 + (16 << 20), (after_two, after_eight)
     stage = pipe._executor.gpu
-    free_before = cp.cuda.runtime.memGetInfo()[0]
+    free_before, held_before = cp.cuda.runtime.memGetInfo()[0], stage.ctx.held_bytes
     pipe.release_memory()
     # only blocks still referenced remain (the look-ahead's next batch among them), with at most the free tails of
     # the pool's split blocks that they keep (CuPy returns a block to the device only once wholly free), and one
     # free block per per-batch purpose that the prefetching thread may have used since the release
     per_batch = sum(entry.block_bytes for entry in stage.ctx.memory.per_batch.values())
     assert stage.ctx.held_bytes - stage.ctx.used_bytes <= per_batch + (1 << 20)
-    assert cp.cuda.runtime.memGetInfo()[0] >= free_before
+    # what the pools gave back reached the device; the prefetching thread goes on with the next batch meanwhile,
+    # so its new blocks (held_bytes) and up to 32 MiB of the decoder library's own buffers may be taken since
+    released = held_before - stage.ctx.held_bytes
+    assert released > 0
+    assert cp.cuda.runtime.memGetInfo()[0] - free_before >= released - (32 << 20)
     images, _ = pipe.run()  # still runs after a release
     assert images.as_cpu().as_array().shape == (16, 3, 224, 224)
     pipe.close()

@@ -10,6 +10,7 @@ thread's stack samples, split between the slow batches (over `--slow` x the medi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import statistics
@@ -58,9 +59,9 @@ class BatchLog:
 
     def batches(self) -> list[tuple[float, float, Counter]]:
         """(start, seconds, part seconds) of each batch but each round's first (computed ahead, while the other
-        library ran)."""
+        library ran) and last (it waits for a copy to the host)."""
         return [(ends[i - 1][0], ends[i][0] - ends[i - 1][0], ends[i][1] - ends[i - 1][1])
-                for ends in self.rounds for i in range(2, len(ends))]
+                for ends in self.rounds for i in range(2, len(ends) - 1)]
 
 
 def summarize(name: str, log: BatchLog, slow_factor: float, batch: int) -> list[tuple[float, float]]:
@@ -94,6 +95,38 @@ def summarize(name: str, log: BatchLog, slow_factor: float, batch: int) -> list[
     return [(start, start + seconds) for start, seconds, _ in slow]
 
 
+class LaneTimes:
+    """Wall seconds of each part decoded on headrace's decode lanes (DecodeLane._run wrapped while in the block):
+    whether a slow round's decodes themselves took longer."""
+
+    def __init__(self):
+        self.parts: list[float] = []
+
+    def __enter__(self) -> LaneTimes:
+        from headrace_kernels.gpu.decode_lanes import DecodeLane
+
+        self._original = original = DecodeLane._run
+
+        def timed(lane, work):
+            start = time.perf_counter()
+            try:
+                return original(lane, work)
+            finally:
+                self.parts.append(time.perf_counter() - start)
+
+        DecodeLane._run = timed
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from headrace_kernels.gpu.decode_lanes import DecodeLane
+
+        DecodeLane._run = self._original
+
+    def take(self) -> str:
+        parts, self.parts = self.parts, []
+        return f", lane parts {len(parts)} x {statistics.mean(parts) * 1e3:.2f} ms" if parts else ""
+
+
 def machine_times() -> tuple[float, float, float]:
     """This process's CPU seconds, and the machine's (all cores) busy and stolen seconds, from /proc/stat."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -102,6 +135,24 @@ def machine_times() -> tuple[float, float, float]:
     steal = fields[7] / tick if len(fields) > 7 else 0.0
     used = os.times()
     return used.user + used.system, busy, steal
+
+
+def one_round(name: str, pipe, log: BatchLog, rates: list[float], batches: int, lanes: LaneTimes,
+              sampler: StackSampler | None) -> str:
+    """One library's round: its rate appended to `rates`; what it used (wall clock when it began, cores of this
+    process and of the machine, stolen cores, headrace's lane parts) as text."""
+    before, began, clock = machine_times(), time.perf_counter(), time.time()
+    gc.callbacks.append(log.on_collection)
+    try:
+        with sampler or contextlib.nullcontext():
+            rates.append(log.run(pipe, batches))
+    finally:
+        gc.callbacks.remove(log.on_collection)
+    wall = time.perf_counter() - began
+    used = [b - a for a, b in zip(before, machine_times(), strict=True)]
+    when = time.strftime("%H:%M:%S", time.localtime(clock)) + f"{clock % 1:.2f}"[1:]
+    return (f"{name} {rates[-1]:,.0f} (at {when}, process {used[0] / wall:.1f} cores, machine {used[1] / wall:.1f}, "
+            f"stolen {used[2] / wall:.2f}{lanes.take() if name == 'headrace' else ''})")
 
 
 def main() -> None:
@@ -139,22 +190,12 @@ def main() -> None:
         logs = {name: BatchLog() for name in libs}
         rates: dict[str, list[float]] = {name: [] for name in libs}
         sampler = StackSampler() if args.stacks else None
-        for round_ in range(args.rounds):
-            notes = []
-            for name in args.libs if round_ % 2 == 0 else args.libs[::-1]:
-                before, began = machine_times(), time.perf_counter()
-                gc.callbacks.append(logs[name].on_collection)
-                if sampler is not None and name == "headrace":
-                    with sampler:
-                        rates[name].append(logs[name].run(pipes[name], args.batches))
-                else:
-                    rates[name].append(logs[name].run(pipes[name], args.batches))
-                gc.callbacks.remove(logs[name].on_collection)
-                wall = time.perf_counter() - began
-                used = [b - a for a, b in zip(before, machine_times(), strict=True)]
-                notes.append(f"{name} {rates[name][-1]:,.0f} (process {used[0] / wall:.1f} cores, machine "
-                             f"{used[1] / wall:.1f}, stolen {used[2] / wall:.2f})")
-            print(f"round {round_}: " + ", ".join(notes), flush=True)
+        with LaneTimes() as lanes:
+            for round_ in range(args.rounds):
+                notes = [one_round(name, pipes[name], logs[name], rates[name], args.batches, lanes,
+                                   sampler if name == "headrace" else None)
+                         for name in (args.libs if round_ % 2 == 0 else args.libs[::-1])]
+                print(f"round {round_}: " + ", ".join(notes), flush=True)
         medians = {name: statistics.median(r) for name, r in rates.items()}
         print(f"\n{args.case}, {count} JPEGs, batch {args.batch_size}: medians " +
               ", ".join(f"{k} {v:,.0f} img/s" for k, v in medians.items()) +
