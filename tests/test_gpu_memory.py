@@ -193,3 +193,42 @@ def test_kernel_functions_are_looked_up_once_per_device():
 
     name = "image_store<unsigned char, float>"
     assert image_ops._kernel(name) is image_ops._kernel(name)
+
+
+@pytest.mark.gpu
+def test_a_batch_block_comes_back_with_the_event_of_its_last_readers_only():
+    """A decode lane writes a reused block on its own stream: it must wait for the readers queued on the pipeline's
+    stream before the block's last view went, and for nothing queued after (the next batch's steps)."""
+    import cupy as cp
+
+    from headrace_kernels.gpu.memory import batch_block
+    from headrace_kernels.gpu.runtime import GpuContext
+
+    spin = cp.RawKernel(r'''extern "C" __global__ void spin(long long cycles) {
+        long long start = clock64(); while (clock64() - start < cycles) {} }''', "spin")
+    cycles = 200_000_000  # about 0.1 s at 2 GHz
+    ctx = GpuContext(0)
+    lane = cp.cuda.Stream(non_blocking=True)
+    with ctx.active():
+        first = batch_block(8 << 20, "decoded")
+        pixels = cp.ndarray((8 << 20,), cp.uint8, first.memory)
+        pixels.fill(7)
+        spin((1,), (1,), (cycles,))  # a slow reader of the block on the pipeline's stream ...
+        copy = pixels.copy()  # ... that ends with a copy of it
+        address = first.memory.ptr
+        del pixels, first  # the last view goes while both are still queued
+        spin((1,), (1,), (4 * cycles,))  # the next batch's steps, queued after
+        second = batch_block(8 << 20, "decoded")
+        assert second.memory.ptr == address  # the same block again ...
+        assert not second.ready.done  # ... ready once the reader has run ...
+        with lane:
+            lane.wait_event(second.ready)
+            cp.ndarray((8 << 20,), cp.uint8, second.memory).fill(9)  # a lane's decode writing it
+        second.ready.synchronize()
+        assert not ctx.stream.done  # ... which is before the later work has
+        assert int(copy.sum()) == 7 * (8 << 20)  # the reader saw the old values, not the lane's
+        lane.synchronize()
+    ctx.stream.synchronize()
+    del second, copy
+    ctx.release()
+    assert ctx.held_bytes == 0
