@@ -232,3 +232,20 @@ def test_a_batch_block_comes_back_with_the_event_of_its_last_readers_only():
     del second, copy
     ctx.release()
     assert ctx.held_bytes == 0
+
+
+@pytest.mark.gpu
+def test_a_batch_block_collected_in_one_cycle_with_its_pipeline_memory_goes_quietly():
+    import gc
+
+    from headrace_kernels.gpu.memory import batch_block
+    from headrace_kernels.gpu.runtime import GpuContext
+
+    for order in range(4):  # the collector finalizes a cycle's objects in any order
+        ctx = GpuContext(0)
+        with ctx.active():
+            block = batch_block(8 << 20, "decoded")
+        cycle: list = [block, ctx] if order % 2 else [ctx, block]
+        cycle.append(cycle)
+        del ctx, block, cycle
+        assert gc.collect() > 0  # no event recorded on a destroyed stream (a crash, not an exception)

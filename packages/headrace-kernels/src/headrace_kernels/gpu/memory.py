@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
+import weakref
 from typing import NamedTuple
 
 from headrace_kernels.gpu.cupy_module import cupy
@@ -56,23 +57,25 @@ class BatchBlock(NamedTuple):
 
 class _Lease:
     """One batch's hold on a per-batch block: when the last view of it goes, the block goes back to its pool's free
-    list with an event on the stream it was allocated on, recorded then."""
+    list with an event on the stream it was allocated on, recorded then. The pool and the stream are held weakly:
+    where they went first (a pipeline dropped, or collected in one cycle with its arrays, whose finalizers run in
+    any order), the block goes back to its CuPy pool and no event is recorded on a destroyed stream."""
 
     __slots__ = ("block", "entry", "pool", "stream")
 
     def __init__(self, block, entry: _PerBatch, stream):
-        self.block, self.entry, self.pool, self.stream = block, entry, entry.pool, stream
+        self.block, self.entry, self.pool, self.stream = block, weakref.ref(entry), entry.pool, weakref.ref(stream)
 
     def __del__(self) -> None:
-        entry = self.entry
-        if self.pool is not entry.pool:  # the size rose meanwhile: the block goes back to its retired pool
+        entry, stream = self.entry(), self.stream()
+        if entry is None or stream is None or self.pool is not entry.pool:  # or the size rose meanwhile
             return
         try:
             cp = cupy()
             with cp.cuda.Device(self.block.device_id):
                 ready = cp.cuda.Event(block=False, disable_timing=True)
-                ready.record(self.stream)
-        except Exception:  # noqa: BLE001 - a stream already gone (closing, interpreter exit): do not reuse it
+                ready.record(stream)
+        except Exception:  # noqa: BLE001 - interpreter exit: the block is not reused
             return
         entry.free.append((self.block, ready))
 
