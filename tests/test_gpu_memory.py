@@ -213,11 +213,11 @@ def test_a_batch_block_comes_back_with_the_event_of_its_last_readers_only():
         first = batch_block(8 << 20, "decoded")
         pixels = cp.ndarray((8 << 20,), cp.uint8, first.memory)
         pixels.fill(7)
-        spin((1,), (1,), (cycles,))  # a slow reader of the block on the pipeline's stream ...
+        spin((1,), (1,), (np.int64(cycles),))  # a slow reader of the block on the pipeline's stream ...
         copy = pixels.copy()  # ... that ends with a copy of it
         address = first.memory.ptr
         del pixels, first  # the last view goes while both are still queued
-        spin((1,), (1,), (4 * cycles,))  # the next batch's steps, queued after
+        spin((1,), (1,), (np.int64(4 * cycles),))  # the next batch's steps, queued after
         second = batch_block(8 << 20, "decoded")
         assert second.memory.ptr == address  # the same block again ...
         assert not second.ready.done  # ... ready once the reader has run ...
