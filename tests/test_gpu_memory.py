@@ -206,9 +206,13 @@ def test_a_batch_block_comes_back_with_the_event_of_its_last_readers_only():
 
     spin = cp.RawKernel(r'''extern "C" __global__ void spin(long long cycles) {
         long long start = clock64(); while (clock64() - start < cycles) {} }''', "spin")
-    cycles = 200_000_000  # about 0.1 s at 2 GHz
+    cycles = 1_000_000_000  # about 0.5 s at 2 GHz
     ctx = GpuContext(0)
     lane = cp.cuda.Stream(non_blocking=True)
+    warm = cp.zeros(8, cp.uint8)  # the kernels below compiled first: a compile would outlast the spin
+    warm.fill(1)
+    spin((1,), (1,), (np.int64(1),))
+    int(warm.copy().sum())
     with ctx.active():
         first = batch_block(8 << 20, "decoded")
         pixels = cp.ndarray((8 << 20,), cp.uint8, first.memory)
