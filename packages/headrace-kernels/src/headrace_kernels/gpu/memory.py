@@ -77,7 +77,7 @@ class _Lease:
                 ready.record(stream)
         except Exception:  # noqa: BLE001 - interpreter exit: the block is not reused
             return
-        entry.free.append((self.block, ready))
+        entry.free.append((self.block, ready, self.pool))
 
 
 class _PerBatch:
@@ -89,20 +89,24 @@ class _PerBatch:
         self.pool = cupy().cuda.MemoryPool()
         self.block_bytes = 0
         self.retired: list = []
-        self.free: collections.deque = collections.deque()  # (block, event): appended by whichever thread frees
+        self.free: collections.deque = collections.deque()  # (block, event, its pool): appended by any thread
 
     def pools(self) -> list:
         return [self.pool, *self.retired]
 
     def free_bytes(self) -> int:
-        return sum(block.mem.size for block, _ in list(self.free))
+        return sum(block.mem.size for block, _, _ in list(self.free))
 
     def take(self):
-        """A free block and its event, or None."""
-        try:
-            return self.free.popleft()
-        except IndexError:
-            return None
+        """A free block of the current size and its event, or None. A block of a retired pool (freed while the
+        size rose, in another thread) goes back to that pool."""
+        while True:
+            try:
+                block, ready, pool = self.free.popleft()
+            except IndexError:
+                return None
+            if pool is self.pool:
+                return block, ready
 
     def clear_free(self) -> None:
         """Give the free blocks back to the pool (which returns them to the device when told to)."""
