@@ -253,3 +253,27 @@ def test_a_batch_block_collected_in_one_cycle_with_its_pipeline_memory_goes_quie
         cycle.append(cycle)
         del ctx, block, cycle
         assert gc.collect() > 0  # no event recorded on a destroyed stream (a crash, not an exception)
+
+
+@pytest.mark.gpu
+def test_a_block_of_a_smaller_size_is_never_handed_out_after_the_size_rose():
+    import cupy as cp
+
+    from headrace_kernels.gpu.memory import batch_block
+    from headrace_kernels.gpu.runtime import GpuContext
+
+    ctx = GpuContext(0)
+    with ctx.active():
+        small = batch_block(8 << 20, "decoded")
+        entry = ctx.memory.per_batch["decoded"]
+        old_pool = entry.pool
+        big = batch_block(16 << 20, "decoded")  # the size rises while the small block is held
+        del small  # its pool is retired: it does not come back to the free list
+        # a small block freed by another thread between the rise's clearing and its new pool
+        entry.free.append((old_pool.malloc(8 << 20), cp.cuda.get_current_stream().record(), old_pool))
+        again = batch_block(9 << 20, "decoded")
+        assert again.memory.mem.size == 16 << 20 and again.memory.ptr != big.memory.ptr
+        assert not entry.free
+    del big, again
+    ctx.release()
+    assert ctx.held_bytes == 0
