@@ -127,31 +127,6 @@ class LaneTimes:
         return f", lane parts {len(parts)} x {statistics.mean(parts) * 1e3:.2f} ms" if parts else ""
 
 
-WAITING = "headrace-waiting"
-
-
-@contextlib.contextmanager
-def lanes_wait_for_all():
-    """While in the block, the decoders' blocks come with an event recorded at their allocation (what the
-    pipeline's stream has queued then), as before each block had its own."""
-    import cupy
-
-    from headrace_kernels.gpu import decode
-    from headrace_kernels.gpu.memory import BatchBlock
-
-    original = decode.batch_block
-
-    def recorded_now(size: int, purpose: str):
-        block = original(size, purpose)
-        return BatchBlock(block.memory, cupy.cuda.get_current_stream().record())
-
-    decode.batch_block = recorded_now
-    try:
-        yield
-    finally:
-        decode.batch_block = original
-
-
 def machine_times() -> tuple[float, float, float]:
     """This process's CPU seconds, and the machine's (all cores) busy and stolen seconds, from /proc/stat."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -169,7 +144,7 @@ def one_round(name: str, pipe, log: BatchLog, rates: list[float], batches: int, 
     before, began, clock = machine_times(), time.perf_counter(), time.time()
     gc.callbacks.append(log.on_collection)
     try:
-        with sampler or contextlib.nullcontext(), lanes_wait_for_all() if name == WAITING else contextlib.nullcontext():
+        with sampler or contextlib.nullcontext():
             rates.append(log.run(pipe, batches))
     finally:
         gc.callbacks.remove(log.on_collection)
@@ -190,9 +165,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--batches", type=int, default=24, help="per round and library")
     parser.add_argument("--slow", type=float, default=1.5, help="a batch is slow over this many times the median")
-    parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali", WAITING],
-                        help=f"'{WAITING}': headrace whose decode lanes wait for all the pipeline's stream has "
-                        "queued when a batch is handed to them (before its blocks came with their own events)")
+    parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali"])
     parser.add_argument("--stacks", action="store_true", help="sample every thread's stack while headrace runs")
     parser.add_argument("--executor", nargs="*", default=[], metavar="NAME=VALUE",
                         help="executor options of headrace's pipeline")
@@ -204,7 +177,7 @@ def main() -> None:
         data = args.data or str(make_image_folder(Path(scratch) / "images", args.images, 10, size=(375, 500),
                                                   progress=True))
         count = sum(1 for p in Path(data).rglob("*") if p.is_file())
-        libs = {name: Library("dali" if name == "dali" else "headrace") for name in args.libs}
+        libs = {name: Library(name) for name in args.libs}
         pipes = {}
         for name, lib in libs.items():
             if name != "dali" and args.executor:
@@ -226,7 +199,7 @@ def main() -> None:
         medians = {name: statistics.median(r) for name, r in rates.items()}
         print(f"\n{args.case}, {count} JPEGs, batch {args.batch_size}: medians " +
               ", ".join(f"{k} {v:,.0f} img/s" for k, v in medians.items()) +
-              (f", headrace / DALI {medians['headrace'] / medians['dali']:.2f}x" if len(medians) == 2 else ""))
+              (f", headrace / DALI {medians['headrace'] / medians['dali']:.2f}x" if "dali" in medians else ""))
         slow = {name: summarize(name, logs[name], args.slow, args.batch_size) for name in libs}
         if sampler is not None and sampler.samples:
             spans = slow.get("headrace", [])

@@ -24,7 +24,7 @@ from headrace_kernels import nvimgcodec_capi as capi
 from headrace_kernels.cpu import decode as cpu_decode
 from headrace_kernels.cpu.decode import tiny_jpeg
 from headrace_kernels.gpu.decode_lanes import AHEAD_FROM, MEMBER_LANES, SPLIT_FROM, DecodeLane, LaneDecode, split
-from headrace_kernels.gpu.memory import batch_block
+from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.host_arrays import addresses_and_sizes
 from headrace_kernels.philox import batch_crop_windows
@@ -90,7 +90,6 @@ class Prepared:
     encoded: list
     shapes: np.ndarray | None = None
     memory: object = None  # with the C API: the batch's output allocation (`MixedDecoder.allocate`) ...
-    ready: object = None  # ... the event after which the pipeline's stream has done with that block (or None) ...
     addresses: np.ndarray | None = None  # ... each image's address in it ...
     images: list | None = None  # ... and the DeviceImage records the decode will fill
     ahead: LaneDecode | None = None  # its decode, where `MixedDecoder.start_ahead` handed it to the lanes ...
@@ -440,7 +439,7 @@ class MixedDecoder:
         shapes = prepared.shapes
         sizes = (shapes.prod(axis=1) + _ALIGN - 1) // _ALIGN * _ALIGN
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64)
-        memory, prepared.ready = batch_block(max(int(sizes.sum()), _ALIGN), "decoded images")
+        memory = batch_allocation(max(int(sizes.sum()), _ALIGN), "decoded images")
         prepared.memory, prepared.addresses = memory, memory.ptr + offsets
         prepared.images = [DeviceImage.at(memory, address, shape, stream)
                            for address, shape in zip(prepared.addresses.tolist(), map(tuple, shapes.tolist()),
@@ -484,7 +483,7 @@ class MixedDecoder:
             prepared.attempt = self._attempt
             parts = self._lane_parts(len(prepared.shapes))
             if len(parts) > 1:
-                ahead = self._hand_to_lanes(prepared, parts, gray)
+                ahead = self._hand_to_lanes(prepared, parts, stream, gray)
         if ahead is None:
             with self._lane(0).lock:
                 which = np.arange(len(prepared.shapes))
@@ -551,18 +550,16 @@ class MixedDecoder:
         except capi.CApiError:
             return None
 
-    def _hand_to_lanes(self, prepared: Prepared, parts: list[list[np.ndarray]], gray: bool) -> LaneDecode:
+    def _hand_to_lanes(self, prepared: Prepared, parts: list[list[np.ndarray]], stream, gray: bool) -> LaneDecode:
         """The batch's decode, lane j's calls (from `_lane_parts`) on lane j's thread, decoder and stream. The lanes'
-        streams wait for the batch block's event (`batch_block`): the pipeline's stream may still read it for the
-        batch that had it before. Only for that: an event recorded now would also hold the decode back until
-        the batch before has gone through its later steps (its resize waits for its own decode), one batch's
-        decode after the other's with the GPU steps between them."""
-        ready = prepared.ready
+        streams wait for what `stream` (the pipeline's, current when the batch's memory was allocated from its
+        pool) has queued so far: work still reading a block that came back to the pool before the decode writes
+        it."""
+        queued = stream.record()
 
         def part(j: int, calls: list[np.ndarray]):
             def work(lane: DecodeLane) -> np.ndarray:
-                if ready is not None:
-                    lane.stream.wait_event(ready)
+                lane.stream.wait_event(queued)
                 return self._decode_calls(self._lane_decoder(j, lane), prepared, calls, lane.stream, gray)
             return work
 
@@ -577,7 +574,8 @@ class MixedDecoder:
             return  # a small batch decodes faster in the step's own thread than after a hand-off to another
         self.allocate(prepared, stream)  # done by `prepare` already, where the step prepared it (the lanes warm
         prepared.attempt = self._attempt  # their decoders up themselves before their first part)
-        prepared.ahead = self._hand_to_lanes(prepared, self._lane_parts(len(prepared.shapes)), self.output_type == GRAY)
+        prepared.ahead = self._hand_to_lanes(prepared, self._lane_parts(len(prepared.shapes)), stream,
+                                             self.output_type == GRAY)
 
     def run(self, prepared: Prepared, stream, meanwhile=None) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU.

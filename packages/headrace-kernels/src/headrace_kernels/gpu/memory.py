@@ -8,12 +8,10 @@ large free blocks and the next batch's allocation no longer fits, so the pool ke
   so they never split a large block;
 - large requests are rounded up to one of 8 sizes per power of two (at most 12.5% more), so a freed block fits
   the next request of about its size;
-- what is made once per batch in a size that follows the random crops (the decoder's outputs) comes from a pool
-  per purpose in one size, the largest so far in 8 MiB steps: every freed block fits the next batch, and when a
-  larger batch raises the size the smaller blocks are returned to the device as they come back. Such a block is
-  written on another stream (a decode lane's), so it comes with the event after which the pipeline's stream has
-  done with it: recorded when its last view went, it covers exactly the readers queued before then, where an event
-  recorded at the next allocation would also make the decode wait for the batch before's later steps;
+- what is made once per batch in a size that follows the random crops (the decoder's outputs, the resize's
+  intermediate rows) comes from a pool per purpose in one size, the largest so far in 8 MiB steps: every freed
+  block fits the next batch, and when a larger batch raises the size the smaller blocks are returned to the
+  device as they come back;
 - scratch that only the pipeline's own kernels touch, between two launches of one step (the resize's vertical pass
   writes rows that its store pass reads), is one block per purpose shared by every batch (`stream_scratch`): all
   launches go to the pipeline's one stream, so batch i+1's passes start after batch i's have finished with it;
@@ -22,11 +20,8 @@ large free blocks and the next batch's allocation no longer fits, so the pool ke
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import threading
-import weakref
-from typing import NamedTuple
 
 from headrace_kernels.gpu.cupy_module import cupy
 
@@ -48,73 +43,20 @@ def batch_size_class(size: int) -> int:
     return max(-(-size // BATCH_STEP), 1) * BATCH_STEP
 
 
-class BatchBlock(NamedTuple):
-    """A per-batch block and the event after which the pipeline's stream has done with its last batch's use (None:
-    nothing to wait for)."""
-    memory: object  # cupy MemoryPointer
-    ready: object | None  # cupy Event
-
-
-class _Lease:
-    """One batch's hold on a per-batch block: when the last view of it goes, the block goes back to its pool's free
-    list with an event on the stream it was allocated on, recorded then. The pool and the stream are held weakly:
-    where they went first (a pipeline dropped, or collected in one cycle with its arrays, whose finalizers run in
-    any order), the block goes back to its CuPy pool and no event is recorded on a destroyed stream."""
-
-    __slots__ = ("block", "entry", "pool", "stream")
-
-    def __init__(self, block, entry: _PerBatch, stream):
-        self.block, self.entry, self.pool, self.stream = block, weakref.ref(entry), entry.pool, weakref.ref(stream)
-
-    def __del__(self) -> None:
-        entry, stream = self.entry(), self.stream()
-        if entry is None or stream is None or self.pool is not entry.pool:  # or the size rose meanwhile
-            return
-        try:
-            cp = cupy()
-            with cp.cuda.Device(self.block.device_id):
-                ready = cp.cuda.Event(block=False, disable_timing=True)
-                ready.record(stream)
-        except Exception:  # noqa: BLE001 - interpreter exit: the block is not reused
-            return
-        entry.free.append((self.block, ready, self.pool))
-
-
 class _PerBatch:
-    """A pool whose blocks all have one size: the largest request of its purpose so far, and the free blocks that
-    came back from their batches (`_Lease`). When the size rises, the pool is retired and a new one started; a
-    retired pool returns each block to the device as it comes back."""
+    """A pool whose blocks all have one size: the largest request of its purpose so far. When the size rises, the
+    pool is retired and a new one started; a retired pool returns each block to the device as it comes back."""
 
     def __init__(self):
         self.pool = cupy().cuda.MemoryPool()
         self.block_bytes = 0
         self.retired: list = []
-        self.free: collections.deque = collections.deque()  # (block, event, its pool): appended by any thread
 
     def pools(self) -> list:
         return [self.pool, *self.retired]
 
-    def free_bytes(self) -> int:
-        return sum(block.mem.size for block, _, _ in list(self.free))
-
-    def take(self):
-        """A free block of the current size and its event, or None. A block of a retired pool (freed while the
-        size rose, in another thread) goes back to that pool."""
-        while True:
-            try:
-                block, ready, pool = self.free.popleft()
-            except IndexError:
-                return None
-            if pool is self.pool:
-                return block, ready
-
-    def clear_free(self) -> None:
-        """Give the free blocks back to the pool (which returns them to the device when told to)."""
-        self.free.clear()
-
     def raise_to(self, size: int) -> None:
         self.block_bytes = size
-        self.clear_free()
         self.pool.free_all_blocks()
         if self.pool.used_bytes():
             self.retired.append(self.pool)
@@ -148,12 +90,9 @@ class PipelineMemory:
         return sum(pool.total_bytes() for pool in self.pools)
 
     def used_bytes(self) -> int:
-        free = sum(entry.free_bytes() for entry in list(self.per_batch.values()))
-        return sum(pool.used_bytes() for pool in self.pools) - free
+        return sum(pool.used_bytes() for pool in self.pools)
 
     def free_all_blocks(self) -> None:
-        for entry in list(self.per_batch.values()):
-            entry.clear_free()
         for pool in self.pools:
             pool.free_all_blocks()
 
@@ -163,12 +102,8 @@ class PipelineMemory:
             return self._bounded(self.small, size)
         return self._bounded(self.large, large_size(size))
 
-    def batch_block(self, size: int, purpose: str) -> BatchBlock:
-        """A block for this batch's `purpose`, in the size of the largest so far (8 MiB steps), with the event after
-        which the current stream (the pipeline's) has done with it. A new block waits for what that stream has
-        queued so far."""
-        cp = cupy()
-        stream = cp.cuda.get_current_stream()
+    def batch_allocation(self, size: int, purpose: str):
+        """A block for this batch's `purpose`, in the size of the largest so far (8 MiB steps)."""
         with self._lock:
             entry = self.per_batch.get(purpose)
             if entry is None:
@@ -179,18 +114,7 @@ class PipelineMemory:
             if wanted > entry.block_bytes:
                 entry.raise_to(wanted)  # smaller blocks would never fit again
             size, pool = entry.block_bytes, entry.pool
-            found = entry.take()
-        if found is not None:
-            block, ready = found
-        else:
-            block, ready = self._bounded(pool, size), stream.record()
-        lease = _Lease(block, entry, stream)
-        return BatchBlock(cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(block.ptr, size, lease, block.device_id), 0),
-                          ready)
-
-    def batch_allocation(self, size: int, purpose: str):
-        """`batch_block`'s memory: for a block only the pipeline's own stream uses."""
-        return self.batch_block(size, purpose).memory
+        return self._bounded(pool, size)
 
     def stream_scratch(self, size: int, purpose: str):
         """The one scratch block of `purpose`, at least `size` bytes, shared by every batch. Only for memory that
@@ -255,16 +179,7 @@ def stream_scratch(size: int, purpose: str):
     return memory.stream_scratch(size, purpose) if memory is not None else cupy().cuda.alloc(size)
 
 
-def batch_block(size: int, purpose: str) -> BatchBlock:
-    """A per-batch block for `purpose` from the active pipeline's memory (PipelineMemory.batch_block), else from
-    CuPy's current allocator, ready after what the current stream has queued so far."""
-    memory = active_memory()
-    if memory is not None:
-        return memory.batch_block(size, purpose)
-    cp = cupy()
-    return BatchBlock(cp.cuda.alloc(size), cp.cuda.get_current_stream().record())
-
-
 def batch_allocation(size: int, purpose: str):
-    """`batch_block`'s memory: for a block only the current stream uses."""
-    return batch_block(size, purpose).memory
+    """A per-batch block for `purpose` from the active pipeline's memory, else from CuPy's current allocator."""
+    memory = active_memory()
+    return memory.batch_allocation(size, purpose) if memory is not None else cupy().cuda.alloc(size)
