@@ -199,7 +199,7 @@ def main() -> None:
         medians = {name: statistics.median(r) for name, r in rates.items()}
         print(f"\n{args.case}, {count} JPEGs, batch {args.batch_size}: medians " +
               ", ".join(f"{k} {v:,.0f} img/s" for k, v in medians.items()) +
-              (f", headrace / DALI {medians['headrace'] / medians['dali']:.2f}x" if "dali" in medians else ""))
+              (f", headrace / DALI {medians['headrace'] / medians['dali']:.2f}x" if len(medians) == 2 else ""))
         slow = {name: summarize(name, logs[name], args.slow, args.batch_size) for name in libs}
         if sampler is not None and sampler.samples:
             spans = slow.get("headrace", [])
