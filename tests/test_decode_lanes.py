@@ -57,3 +57,13 @@ def test_a_failed_part_raises_only_once_every_part_is_done():
         with pytest.raises(RuntimeError, match="could not create"):
             LaneDecode([(parts[0], failed), (parts[1], running)], 130).statuses()
         assert running.done()
+
+
+def test_decoder_options_follow_the_nodes_arguments():
+    from headrace_kernels.gpu.decode import decoder_options
+
+    assert decoder_options({}, 256) == ""  # nvImageCodec's own defaults
+    assert decoder_options({"hybrid_huffman_threshold": 0}, 256) == "nvjpeg_cuda_decoder:hybrid_huffman_threshold=0"
+    hinted = decoder_options({"preallocate_width_hint": 500, "preallocate_height_hint": 0}, 256)
+    assert hinted == "nvjpeg_hw_decoder:preallocate_batch_size=256 nvjpeg_hw_decoder:preallocate_width_hint=500"
+    assert decoder_options({"preallocate_width_hint": 500, "preallocate_height_hint": 375}, 0) == ""  # no batch

@@ -111,6 +111,27 @@ def test_hybrid_huffman_threshold_reaches_the_cuda_decoder_and_still_matches_cpu
         _close(a, b, lossless=False)
 
 
+def test_preallocation_hints_reach_the_hardware_decoder_and_change_no_pixel():
+    rng = np.random.default_rng(6)
+    batch = [_jpeg(synthetic_image(rng, int(rng.integers(200, 400)), int(rng.integers(200, 500))), quality=90)
+             for _ in range(16)]
+    decoded = {}
+    for hints in ({}, {"preallocate_width_hint": 500, "preallocate_height_hint": 400}):
+        pipe = Pipeline(batch_size=16, num_threads=2, device_id=0, seed=1)
+        with pipe:
+            data = fn.external_source(source=lambda: batch, batch=True, dtype=types.UINT8)
+            pipe.set_outputs(fn.decoders.image(data, device="mixed", hw_decoder_load=1.0, **hints))
+        pipe.build()
+        (decoder,) = [k.decoder for k in pipe._executor.gpu.kernels() if hasattr(k, "decoder")]
+        assert ("preallocate_batch_size=16" in decoder.options) == bool(hints)
+        (images,) = pipe.run()
+        host = images.as_cpu()
+        decoded[bool(hints)] = [np.asarray(host.at(i)) for i in range(len(host))]
+        pipe.close()
+    for a, b in zip(decoded[False], decoded[True], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_training_pipeline_on_gpu_matches_cpu(image_folder):
     cpu = resnet50_train(data_dir=str(image_folder), batch_size=8, seed=5)
     gpu = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=5)

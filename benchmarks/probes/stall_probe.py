@@ -127,6 +127,9 @@ class LaneTimes:
         return f", lane parts {len(parts)} x {statistics.mean(parts) * 1e3:.2f} ms" if parts else ""
 
 
+VARIANT = "headrace*"
+
+
 def machine_times() -> tuple[float, float, float]:
     """This process's CPU seconds, and the machine's (all cores) busy and stolen seconds, from /proc/stat."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -166,6 +169,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=24, help="per round and library")
     parser.add_argument("--slow", type=float, default=1.5, help="a batch is slow over this many times the median")
     parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali"])
+    parser.add_argument("--variant", nargs="+", default=[], metavar="NAME=VALUE",
+                        help=f"also '{VARIANT}': headrace's pipeline with these decoder arguments "
+                        "(preallocate_width_hint=500), in the same rounds")
     parser.add_argument("--stacks", action="store_true", help="sample every thread's stack while headrace runs")
     parser.add_argument("--executor", nargs="*", default=[], metavar="NAME=VALUE",
                         help="executor options of headrace's pipeline")
@@ -178,6 +184,10 @@ def main() -> None:
                                                   progress=True))
         count = sum(1 for p in Path(data).rglob("*") if p.is_file())
         libs = {name: Library(name) for name in args.libs}
+        if args.variant:
+            libs[VARIANT] = Library("headrace", {k: float(v) if "." in v else int(v)
+                                                 for k, v in (item.split("=", 1) for item in args.variant)})
+        order = list(libs)
         pipes = {}
         for name, lib in libs.items():
             if name != "dali" and args.executor:
@@ -194,12 +204,13 @@ def main() -> None:
             for round_ in range(args.rounds):
                 notes = [one_round(name, pipes[name], logs[name], rates[name], args.batches, lanes,
                                    sampler if name != "dali" else None)
-                         for name in (args.libs if round_ % 2 == 0 else args.libs[::-1])]
+                         for name in (order if round_ % 2 == 0 else order[::-1])]
                 print(f"round {round_}: " + ", ".join(notes), flush=True)
         medians = {name: statistics.median(r) for name, r in rates.items()}
         print(f"\n{args.case}, {count} JPEGs, batch {args.batch_size}: medians " +
               ", ".join(f"{k} {v:,.0f} img/s" for k, v in medians.items()) +
-              (f", headrace / DALI {medians['headrace'] / medians['dali']:.2f}x" if len(medians) == 2 else ""))
+              "".join(f", {name} / DALI {medians[name] / medians['dali']:.2f}x" for name in medians
+                      if "dali" in medians and name != "dali"))
         slow = {name: summarize(name, logs[name], args.slow, args.batch_size) for name in libs}
         if sampler is not None and sampler.samples:
             spans = slow.get("headrace", [])

@@ -143,13 +143,20 @@ DEFAULT_HYBRID_HUFFMAN_THRESHOLD = 1_000_000
 """nvImageCodec's CUDA JPEG decoder's own hybrid_huffman_threshold (pixels), which DALI's default matches."""
 
 
-def decoder_options(args: dict) -> str:
+def decoder_options(args: dict, capacity: int = 0) -> str:
     """nvImageCodec's decoder options for a node's arguments: hybrid_huffman_threshold where it is not the
-    decoder's own default (images of more pixels are Huffman-decoded on the GPU, smaller ones on the CPU threads)."""
+    decoder's own default (images of more pixels are Huffman-decoded on the GPU, smaller ones on the CPU threads);
+    where preallocate_width_hint or _height_hint is given, the hardware decoder's resources made up front for a
+    batch of `capacity` images of about that size (DALI's hints; DALI also preallocates its batch without them)."""
+    options = []
     threshold = int(args.get("hybrid_huffman_threshold", DEFAULT_HYBRID_HUFFMAN_THRESHOLD))
-    if threshold == DEFAULT_HYBRID_HUFFMAN_THRESHOLD:
-        return ""
-    return f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={threshold}"
+    if threshold != DEFAULT_HYBRID_HUFFMAN_THRESHOLD:
+        options.append(f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={threshold}")
+    hints = {side: int(args.get(f"preallocate_{side}_hint", 0)) for side in ("width", "height")}
+    if capacity > 0 and any(hints.values()):
+        options.append(f"nvjpeg_hw_decoder:preallocate_batch_size={capacity}")
+        options.extend(f"nvjpeg_hw_decoder:preallocate_{side}_hint={hint}" for side, hint in hints.items() if hint)
+    return " ".join(options)
 
 
 class MixedDecoder:
@@ -177,7 +184,7 @@ class MixedDecoder:
         self.decoded_ahead = 0  # batches whose decode was handed to the lanes ahead (`start_ahead`)
         self.c_api = c_api and self.output_type != YCBCR and capi.available()
         self.ahead_from = AHEAD_FROM  # the smallest batch decoded ahead on a lane (`start_ahead`)
-        self.options = decoder_options(args)
+        self.options = decoder_options(args, capacity)
 
     def _backend_attempts(self) -> list[tuple[list[tuple[int, float]], str]]:
         """Backend lists (kind, load hint) to try in turn, most capable first: a GPU without a hardware decoder

@@ -41,8 +41,11 @@ DECODER_ARGS = (
         "threads (nvImageCodec's `hybrid_huffman_threshold`; its default and DALI's).", limits=Limits(0, 1 << 62)),
     Arg("use_fast_idct", "bool", False, _DALI_HINT),
     Arg("jpeg_fancy_upsampling", "bool", False, _DALI_HINT),
-    Arg("preallocate_width_hint", "int", 0, _DALI_HINT),
-    Arg("preallocate_height_hint", "int", 0, _DALI_HINT),
+    Arg("preallocate_width_hint", "int", 0, "Mixed only: where this or preallocate_height_hint is given, the "
+        "hardware JPEG decoder's resources are made with the decoder, for the pipeline's batch of images of about "
+        "this size, rather than at the decodes that first need them. 0: not given.", limits=Limits(0, 1 << 20)),
+    Arg("preallocate_height_hint", "int", 0, "Mixed only: the image height for the same (preallocate_width_hint).",
+        limits=Limits(0, 1 << 20)),
     Arg("device_memory_padding", "int", 16 << 20, _DALI_HINT),
     Arg("host_memory_padding", "int", 8 << 20, _DALI_HINT),
     Arg("device_memory_padding_jpeg2k", "int", 0, _DALI_HINT),
