@@ -27,11 +27,12 @@ from stack_samples import StackSampler, print_counts
 
 
 class BatchLog:
-    """Per round, the time each batch was handed out with the GPU stage's part timings at that moment (headrace);
-    and the collections that ran (start, seconds, generation)."""
+    """Per round, the time each batch was handed out with the GPU stage's part timings (headrace) and the device's
+    free memory at that moment (allocations and frees between batches: a library's own, or its decoder's); and the
+    collections that ran (start, seconds, generation)."""
 
     def __init__(self):
-        self.rounds: list[list[tuple[float, Counter]]] = []
+        self.rounds: list[list[tuple[float, Counter, int]]] = []
         self.collections: list[tuple[float, float, int]] = []
         self._began = 0.0
 
@@ -43,56 +44,63 @@ class BatchLog:
 
     def run(self, pipe, batches: int) -> float:
         """`batches` batches, each one's end logged as a round; images per second over them."""
+        import cupy
+
+        free = cupy.cuda.runtime.memGetInfo
         stage = getattr(getattr(pipe, "_executor", None), "gpu", None)
         timings = stage.timings if stage is not None else {}
         start = time.perf_counter()
-        ends = [(start, Counter(timings))]
+        ends = [(start, Counter(timings), free()[0])]
         count = 0
         for _ in range(batches):
             out = pipe.run()
             count += len(out[0])
-            ends.append((time.perf_counter(), Counter(timings)))
+            ends.append((time.perf_counter(), Counter(timings), free()[0]))
         out[0].as_cpu()  # waits for the last batch
-        ends[-1] = (time.perf_counter(), ends[-1][1])
+        ends[-1] = (time.perf_counter(), *ends[-1][1:])
         self.rounds.append(ends)
         return count / (ends[-1][0] - start)
 
-    def batches(self) -> list[tuple[float, float, Counter]]:
-        """(start, seconds, part seconds) of each batch but each round's first (computed ahead, while the other
-        library ran) and last (it waits for a copy to the host)."""
-        return [(ends[i - 1][0], ends[i][0] - ends[i - 1][0], ends[i][1] - ends[i - 1][1])
+    def batches(self) -> list[tuple[float, float, Counter, int]]:
+        """(start, seconds, part seconds, change of the device's free bytes) of each batch but each round's first
+        (computed ahead, while the other library ran) and last (it waits for a copy to the host)."""
+        return [(ends[i - 1][0], ends[i][0] - ends[i - 1][0], ends[i][1] - ends[i - 1][1], ends[i][2] - ends[i - 1][2])
                 for ends in self.rounds for i in range(2, len(ends) - 1)]
 
 
 def summarize(name: str, log: BatchLog, slow_factor: float, batch: int) -> list[tuple[float, float]]:
     """Print the batch times' spread, the slow batches and, for headrace, the parts' time in slow batches against
-    the rest; returns the slow batches' (start, end)."""
+    the rest; how often the device's free memory moved; returns the slow batches' (start, end)."""
     rows = log.batches()
-    times = sorted(seconds for _, seconds, _ in rows)
+    times = sorted(row[1] for row in rows)
     median = statistics.median(times)
     pick = [times[min(len(times) - 1, int(q * len(times)))] * 1e3 for q in (0.1, 0.5, 0.9, 0.99)]
-    slow = [(start, seconds, parts) for start, seconds, parts in rows if seconds > slow_factor * median]
-    share = sum(s for _, s, _ in slow) / sum(times)
+    slow = [row for row in rows if row[1] > slow_factor * median]
+    fast = [row for row in rows if row[1] <= slow_factor * median]
+    share = sum(row[1] for row in slow) / sum(times)
     print(f"\n{name}: {len(rows)} batches, ms p10 {pick[0]:.2f} p50 {pick[1]:.2f} p90 {pick[2]:.2f} p99 {pick[3]:.2f} "
           f"max {times[-1] * 1e3:.2f}; {len(slow)} over {slow_factor} x the median, {share:.1%} of the time "
           f"(at the median's pace: {batch / median:,.0f} img/s)")
     if slow:
-        print("  slowest: " + ", ".join(f"{s * 1e3:.1f}" for s in sorted((s for _, s, _ in slow), reverse=True)[:16])
+        print("  slowest: " + ", ".join(f"{s * 1e3:.1f}" for s in sorted((row[1] for row in slow), reverse=True)[:16])
               + " ms")
-    fast = [parts for _, seconds, parts in rows if seconds <= slow_factor * median]
-    if slow and any(parts for _, _, parts in rows):
-        names = sorted({k for _, _, parts in rows for k in parts})
+    if slow and any(row[2] for row in rows):
+        names = sorted({k for row in rows for k in row[2]})
         print(f"  {'GPU stage host ms per batch':78} {'slow':>8} {'rest':>8}")
         for key in names:
-            mean_slow = sum(p[key] for _, _, p in slow) / len(slow) * 1e3
-            mean_fast = sum(p[key] for p in fast) / max(1, len(fast)) * 1e3
+            mean_slow = sum(row[2][key] for row in slow) / len(slow) * 1e3
+            mean_fast = sum(row[2][key] for row in fast) / max(1, len(fast)) * 1e3
             print(f"  {key:78} {mean_slow:8.2f} {mean_fast:8.2f}")
+    moved = [row for row in rows if row[3]]
+    print(f"  device free memory moved in {len(moved)} of {len(rows)} batches ({sum(1 for row in slow if row[3])} of "
+          f"the {len(slow)} slow ones); largest moves " +
+          ", ".join(f"{row[3] / 2**20:+.1f}" for row in sorted(moved, key=lambda r: -abs(r[3]))[:8]) + " MiB")
     overlapping = [c for c in log.collections
-                   if any(start <= c[0] + c[1] and c[0] <= start + seconds for start, seconds, _ in slow)]
+                   if any(row[0] <= c[0] + c[1] and c[0] <= row[0] + row[1] for row in slow)]
     full = sum(1 for c in log.collections if c[2] == 2)
     print(f"  collections: {len(log.collections)} ({full} full, {sum(c[1] for c in log.collections) * 1e3:.0f} ms); "
           f"during slow batches {len(overlapping)} ({sum(c[1] for c in overlapping) * 1e3:.0f} ms)")
-    return [(start, start + seconds) for start, seconds, _ in slow]
+    return [(row[0], row[0] + row[1]) for row in slow]
 
 
 class LaneTimes:
