@@ -132,6 +132,30 @@ def test_preallocation_hints_reach_the_hardware_decoder_and_change_no_pixel():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("load", [1.0, 0.65])
+def test_nvimgcodecs_buffers_from_the_pool_change_no_pixel(load):
+    rng = np.random.default_rng(7)
+    batch = [_jpeg(synthetic_image(rng, int(rng.integers(200, 400)), int(rng.integers(200, 500))), quality=90)
+             for _ in range(16)]
+    decoded = {}
+    for memory in ("nvimgcodec", "pool"):
+        pipe = Pipeline(batch_size=16, num_threads=2, device_id=0, seed=1, executor_options={"decoder_memory": memory})
+        with pipe:
+            data = fn.external_source(source=lambda: batch, batch=True, dtype=types.UINT8)
+            pipe.set_outputs(fn.decoders.image(data, device="mixed", hw_decoder_load=load))
+        pipe.build()
+        (decoder,) = [k.decoder for k in pipe._executor.gpu.kernels() if hasattr(k, "decoder")]
+        assert decoder.pooled == (memory == "pool")
+        for _ in range(3):
+            (images,) = pipe.run()
+        host = images.as_cpu()
+        decoded[memory] = [np.asarray(host.at(i)) for i in range(len(host))]
+        pipe.release_memory()  # the pool's unused memory goes back (cuMemPoolTrimTo)
+        pipe.close()
+    for a, b in zip(decoded["nvimgcodec"], decoded["pool"], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_training_pipeline_on_gpu_matches_cpu(image_folder):
     cpu = resnet50_train(data_dir=str(image_folder), batch_size=8, seed=5)
     gpu = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=5)

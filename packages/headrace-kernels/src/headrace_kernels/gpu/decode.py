@@ -27,6 +27,7 @@ from headrace_kernels.gpu.decode_lanes import AHEAD_FROM, MEMBER_LANES, SPLIT_FR
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.host_arrays import addresses_and_sizes
+from headrace_kernels.nvimgcodec_memory import DecoderMemory
 from headrace_kernels.philox import batch_crop_windows
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
 
@@ -164,7 +165,7 @@ class MixedDecoder:
     hands `prepare` their window rule)."""
 
     def __init__(self, args: dict, device_id: int, num_threads: int, random_crop: bool, capacity: int = 0,
-                 c_api: bool = True):
+                 c_api: bool = True, memory: str = "nvimgcodec"):
         self.args, self.device_id, self.num_threads, self.random_crop = args, device_id, num_threads, random_crop
         self.capacity = capacity  # the largest batch it will see (the pipeline's batch_size): see _warm_up
         self._warmed = False
@@ -185,6 +186,7 @@ class MixedDecoder:
         self.c_api = c_api and self.output_type != YCBCR and capi.available()
         self.ahead_from = AHEAD_FROM  # the smallest batch decoded ahead on a lane (`start_ahead`)
         self.options = decoder_options(args, capacity)
+        self.pooled = memory == "pool" and self.c_api  # nvImageCodec's buffers from nvimgcodec_memory's pool
 
     def _backend_attempts(self) -> list[tuple[list[tuple[int, float]], str]]:
         """Backend lists (kind, load hint) to try in turn, most capable first: a GPU without a hardware decoder
@@ -273,8 +275,10 @@ class MixedDecoder:
             backends, label = attempts[index]
             try:
                 if self.c_api:
+                    allocator = DecoderMemory.shared(self.device_id).allocator(
+                        int(self.args.get("device_memory_padding", 16 << 20))) if self.pooled else 0
                     decoder = capi.Decoder(capi.Instance.shared(), self.device_id, self.num_threads, backends,
-                                           self.options)
+                                           self.options, allocator)
                 else:
                     decoder = nv.Decoder(device_id=self.device_id, max_num_cpu_threads=self.num_threads,
                                          backends=[nv.Backend(nv.BackendKind(kind), load_hint=load)
@@ -341,6 +345,8 @@ class MixedDecoder:
             for decoder in decoders:
                 if isinstance(decoder, capi.Decoder):
                     decoder.close()
+        if self.pooled and any(decoders):
+            DecoderMemory.shared(self.device_id).trim()  # what the closed decoders held goes back to the device
 
     def prepare(self, encoded: list, seed: int, first_sample: int, region=None) -> Prepared:
         """Parse every header and, for random crops, choose the windows (sample i's from the per-sample stream
@@ -657,7 +663,8 @@ class MixedDecodeKernel:
         self.seed = setup.seed
         self.decoder = MixedDecoder(setup.args, setup.device_id, setup.num_threads,
                                     random_crop=setup.op == "decoders.image_random_crop",
-                                    capacity=setup.batch_size, c_api=setup.options.nvimgcodec_capi)
+                                    capacity=setup.batch_size, c_api=setup.options.nvimgcodec_capi,
+                                    memory=setup.options.decoder_memory)
 
     def prepare(self, batch):
         encoded = batch.value(0)

@@ -13,6 +13,7 @@ from headrace.errors import SchemaError
 
 LOOKAHEAD_MODES = ("before", "after", "off")
 CPU_PROCESS_MODES = ("auto", "on", "off")
+DECODER_MEMORY_MODES = ("nvimgcodec", "pool")
 COALESCE_IMAGES = 256
 """The images of a coalesced run by default: the batch size from which the GPU stage's per-batch host work no
 longer dominates (benchmarks/HISTORY.md, SSD300 by batch size)."""
@@ -55,6 +56,12 @@ class ExecutorOptions:
     Only for pipelines whose sources are readers into host memory, with nothing skipped, no user code on the CPU
     and no CPU op output returned; elsewhere it is off. True and False mean 'on' and 'off'."""
 
+    decoder_memory: str = "nvimgcodec"
+    """Where the mixed decoders' library (nvImageCodec) takes its own device buffers from: its own allocation
+    ('nvimgcodec', the default), or a CUDA memory pool of headrace's on its decode streams ('pool', as DALI gives its
+    decoders its pool), each buffer rounded up to the node's device_memory_padding. The decoded images are the
+    pipeline's in either case."""
+
     def runs_cpu_process(self, merged_runs: bool) -> bool:
         """Whether the CPU stage goes to a worker process (where the pipeline allows it): `merged_runs` says that
         the GPU stage coalesces batches and runs their CPU ops merged."""
@@ -75,6 +82,9 @@ class ExecutorOptions:
         if self.cpu_process not in CPU_PROCESS_MODES:
             raise SchemaError(f"executor option 'cpu_process': expected one of {list(CPU_PROCESS_MODES)}, "
                               f"got {self.cpu_process!r}")
+        if self.decoder_memory not in DECODER_MEMORY_MODES:
+            raise SchemaError(f"executor option 'decoder_memory': expected one of {list(DECODER_MEMORY_MODES)}, "
+                              f"got {self.decoder_memory!r}")
         for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi"):
             if not isinstance(getattr(self, name), bool):
                 raise SchemaError(f"executor option '{name}': expected a bool, got {getattr(self, name)!r}")

@@ -1,0 +1,105 @@
+"""A CUDA memory pool for nvImageCodec's own device buffers (executor option `decoder_memory="pool"`), as DALI gives
+its decoders its pool: nvImageCodec allocates and frees on its decode streams (the driver's cuMemAllocFromPoolAsync
+and cuMemFreeAsync), each allocation rounded up to the node's device_memory_padding. Without an allocator it uses
+its own, which allocates with cudaMalloc and frees with cudaFree (a wait for the whole device) when its buffers
+grow. The two callbacks are numba cfuncs: nvImageCodec's threads call them without the GIL."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+
+import numba
+import numpy as np
+from numba import types
+
+from headrace_kernels.nvimgcodec_capi import CApiError, new, pointer
+
+CU_MEM_ALLOCATION_TYPE_PINNED = 1  # device memory that is not migrated
+CU_MEM_LOCATION_TYPE_DEVICE = 1
+CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4
+POOL_PROPS_BYTES = 128
+"""Room for CUmemPoolProps (88 bytes in CUDA 12 and 13), zeroed past the four fields set here."""
+
+
+def callbacks(allocate, free) -> tuple:
+    """The cfuncs of an nvimgcodecDeviceAllocator_t (device_malloc, device_free) that call the ctypes functions
+    `allocate(ptr, size, pool, stream)` and `free(address, stream)`, the context argument being the pool."""
+    signature = types.int32(types.voidptr, types.voidptr, types.uintp, types.voidptr)
+
+    @numba.cfunc(signature, nopython=True)
+    def device_malloc(ctx, ptr, size, stream):
+        return allocate(ptr, size, ctx, stream)
+
+    @numba.cfunc(signature, nopython=True)
+    def device_free(ctx, ptr, size, stream):
+        return free(ptr, stream)
+
+    return device_malloc, device_free
+
+
+@functools.cache
+def _driver() -> ctypes.CDLL:
+    cuda = ctypes.CDLL("libcuda.so.1")
+    declared = {"cuMemPoolCreate": [ctypes.c_void_p, ctypes.c_void_p],
+                "cuMemPoolSetAttribute": [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p],
+                "cuMemPoolTrimTo": [ctypes.c_void_p, ctypes.c_size_t],
+                "cuMemAllocFromPoolAsync": [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p],
+                "cuMemFreeAsync": [ctypes.c_void_p, ctypes.c_void_p]}  # a CUdeviceptr is passed as a pointer is
+    for name, argtypes in declared.items():
+        function = getattr(cuda, name)
+        function.argtypes, function.restype = argtypes, ctypes.c_int
+    return cuda
+
+
+def _check(status: int, what: str) -> None:
+    if status:
+        raise CApiError(f"{what} failed with CUresult {status}")
+
+
+class DecoderMemory:
+    """One device's pool for nvImageCodec's buffers, kept for the process (its unused memory goes back to the device
+    with `trim`), and its allocator structures by padding."""
+
+    _shared: dict[int, DecoderMemory] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, device_id: int):
+        cuda = _driver()
+        props = np.zeros(POOL_PROPS_BYTES // 4, np.int32)
+        props[0], props[2], props[3] = CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_DEVICE, device_id
+        handle = ctypes.c_void_p()
+        _check(cuda.cuMemPoolCreate(ctypes.byref(handle), props.ctypes.data), "cuMemPoolCreate")
+        self.pool = handle.value
+        keep = ctypes.c_uint64(2**64 - 1)  # freed memory stays in the pool until `trim`
+        _check(cuda.cuMemPoolSetAttribute(self.pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, ctypes.byref(keep)),
+               "cuMemPoolSetAttribute")
+        self._callbacks = callbacks(cuda.cuMemAllocFromPoolAsync, cuda.cuMemFreeAsync)
+        for function in self._callbacks:  # never freed: a decoder destroyed while the interpreter exits calls them
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(function))
+        self._allocators: dict[int, np.ndarray] = {}
+
+    @classmethod
+    def shared(cls, device_id: int) -> DecoderMemory:
+        with cls._lock:
+            memory = cls._shared.get(device_id)
+            if memory is None:
+                memory = cls._shared[device_id] = cls(device_id)
+            return memory
+
+    def allocator(self, padding: int) -> int:
+        """The address of an nvimgcodecDeviceAllocator_t on this pool that rounds allocations up to multiples of
+        `padding` bytes (0: none), kept as long as the pool."""
+        with self._lock:
+            struct = self._allocators.get(padding)
+            if struct is None:
+                struct = self._allocators[padding] = new("nvimgcodecDeviceAllocator_t")
+                device_malloc, device_free = self._callbacks
+                struct["device_malloc"], struct["device_free"] = device_malloc.address, device_free.address
+                struct["device_ctx"], struct["device_mem_padding"] = self.pool, padding
+            return pointer(struct)
+
+    def trim(self) -> None:
+        """Give the pool's unused memory back to the device."""
+        _check(_driver().cuMemPoolTrimTo(self.pool, 0), "cuMemPoolTrimTo")

@@ -1,0 +1,48 @@
+"""nvImageCodec's buffers from a CUDA memory pool (executor option decoder_memory="pool"): the allocator callbacks
+forward nvImageCodec's calls to the driver's stream-ordered allocation (here to recording stand-ins, called through
+the C function pointers nvImageCodec would call), and the option's values. The pool itself, with the driver, is
+tested on the GPU in tests/test_gpu_decode.py."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+
+from headrace import ExecutorOptions
+from headrace.errors import SchemaError
+from headrace_kernels.nvimgcodec_memory import callbacks
+
+DRIVER_ALLOC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
+DRIVER_FREE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+NVIMGCODEC_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.c_void_p)
+
+
+def test_the_callbacks_forward_to_the_pools_stream_ordered_allocation():
+    calls = []
+
+    def allocate(ptr, size, pool, stream):
+        calls.append(("allocate", size, pool, stream))
+        ctypes.c_uint64.from_address(ptr).value = 0x7F00_0000 + size
+        return 0
+
+    def free(address, stream):
+        calls.append(("free", address, stream))
+        return 2  # the driver's error code comes back to nvImageCodec
+
+    driver_alloc, driver_free = DRIVER_ALLOC(allocate), DRIVER_FREE(free)
+    device_malloc, device_free = callbacks(driver_alloc, driver_free)
+    pool, stream = 0x1000, 0x2000
+    out = ctypes.c_uint64(0)
+    assert NVIMGCODEC_CALLBACK(device_malloc.address)(pool, ctypes.addressof(out), 4096, stream) == 0
+    assert out.value == 0x7F00_0000 + 4096
+    assert NVIMGCODEC_CALLBACK(device_free.address)(pool, out.value, 4096, stream) == 2
+    assert calls == [("allocate", 4096, pool, stream), ("free", 0x7F00_0000 + 4096, stream)]
+
+
+def test_decoder_memory_option_values():
+    assert ExecutorOptions().decoder_memory == "nvimgcodec"
+    assert ExecutorOptions.from_strings({"decoder_memory": "pool"}).decoder_memory == "pool"
+    with pytest.raises(SchemaError, match="decoder_memory"):
+        ExecutorOptions(decoder_memory="cuda")
