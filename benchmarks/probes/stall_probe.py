@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import os
 import statistics
@@ -179,7 +180,7 @@ def main() -> None:
     parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali"])
     parser.add_argument("--variant", nargs="+", default=[], metavar="NAME=VALUE",
                         help=f"also '{VARIANT}': headrace's pipeline with these decoder arguments "
-                        "(preallocate_width_hint=500), in the same rounds")
+                        "(preallocate_width_hint=500) and executor options (decoder_memory=pool), in the same rounds")
     parser.add_argument("--stacks", action="store_true", help="sample every thread's stack while headrace runs")
     parser.add_argument("--executor", nargs="*", default=[], metavar="NAME=VALUE",
                         help="executor options of headrace's pipeline")
@@ -191,18 +192,23 @@ def main() -> None:
         data = args.data or str(make_image_folder(Path(scratch) / "images", args.images, 10, size=(375, 500),
                                                   progress=True))
         count = sum(1 for p in Path(data).rglob("*") if p.is_file())
+        from headrace import ExecutorOptions
+
+        executor = dict(item.split("=", 1) for item in args.executor)
         libs = {name: Library(name) for name in args.libs}
+        variant_executor = {}
         if args.variant:
-            libs[VARIANT] = Library("headrace", {k: float(v) if "." in v else int(v)
-                                                 for k, v in (item.split("=", 1) for item in args.variant)})
+            given = dict(item.split("=", 1) for item in args.variant)
+            known = {field.name for field in dataclasses.fields(ExecutorOptions)}
+            variant_executor = {**executor, **{k: v for k, v in given.items() if k in known}}
+            libs[VARIANT] = Library("headrace", {k: float(v) if "." in v else int(v) for k, v in given.items()
+                                                 if k not in known})
         order = list(libs)
         pipes = {}
         for name, lib in libs.items():
-            if name != "dali" and args.executor:
-                from headrace import ExecutorOptions
-
-                options = ExecutorOptions.from_strings(dict(item.split("=", 1) for item in args.executor))
-                lib.pipeline_def = _with_options(lib.pipeline_def, options)
+            chosen = variant_executor if name == VARIANT else executor if name != "dali" else {}
+            if chosen:
+                lib.pipeline_def = _with_options(lib.pipeline_def, ExecutorOptions.from_strings(chosen))
             pipes[name] = build(lib, body, data, load, args.batch_size, args.threads)[0]
             epoch_rate(pipes[name], -(-count // args.batch_size), 1)  # warm-up epoch
         logs = {name: BatchLog() for name in libs}
