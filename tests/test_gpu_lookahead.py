@@ -161,3 +161,41 @@ def test_batches_go_whole_to_lane_zero_until_the_second_decoder_is_made(tmp_path
     assert lanes_asked[0] == 1 and lanes_asked[-1] == 2, lanes_asked
     for i, (a, b) in enumerate(zip(decoded("off", 8), got, strict=True)):
         np.testing.assert_array_equal(a, b, err_msg=f"image {i}")
+
+
+@pytest.mark.gpu
+def test_threads_kept_near_the_gpu_give_the_same_bits(tmp_path):
+    """cpu_affinity='gpu': the pipeline's threads (the lanes among them) run on the GPU's NUMA node's CPUs where the
+    machine lists them (else where they were), with the same batches."""
+    import os
+    import threading
+
+    from headrace.data.synthetic import make_image_folder
+    from headrace_kernels.gpu.affinity import gpu_cpus
+
+    make_image_folder(tmp_path, num_images=160, num_classes=2, size=(48, 64), seed=4)
+    reference = _batches(tmp_path, "gpu", 2, count=3, batch_size=64)
+    seen = {}
+
+    def note(*_):
+        seen[threading.current_thread().name] = os.sched_getaffinity(0)
+
+    pipe = resnet50_train(data_dir=str(tmp_path), device="gpu", batch_size=64, num_threads=2, device_id=0, seed=7,
+                          executor_options={"cpu_affinity": "gpu"})
+    pipe.build()
+    got = []
+    for _ in range(3):
+        images, labels = pipe.run()
+        images = images.as_cpu()
+        got.append(np.stack([np.asarray(images.at(i)) for i in range(len(images))]))
+        got.append(np.stack([np.asarray(labels.at(i)) for i in range(len(labels))]))
+    (decoder,) = _decoders(pipe)
+    lanes = list(decoder._lanes)
+    assert lanes and all(lane.cpus == gpu_cpus(0) for lane in lanes)
+    for lane in lanes:
+        lane.submit(note).result()
+    expected = gpu_cpus(0) or os.sched_getaffinity(0)
+    assert seen and all(cpus == expected for cpus in seen.values()), (seen, expected)
+    pipe.close()
+    for a, b in zip(reference, got, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))

@@ -77,7 +77,8 @@ CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_s
         "slice 0": lambda fn, types: cut_slice(fn, types, 0.0), "image": cut_image, "chain": cut_chain,
         "full": cut_full, "full ahead": cut_full, "full 2 threads": cut_full, "full 1 a run": cut_full,
         "full coalesced 4": cut_full, "full coalesced 8": cut_full, "full process": cut_full,
-        "full at home": cut_full, "full queue 2": cut_full, "full pool": cut_full}
+        "full at home": cut_full, "full queue 2": cut_full, "full pool": cut_full,
+        "full near gpu": cut_full}
 AHEAD = {"full ahead"}
 """Cuts whose headrace build decodes every batch ahead on a decode lane (the decoders' ahead_from 1; DALI's mixed
 stage always runs ahead): headrace only."""
@@ -92,9 +93,10 @@ the other cuts take its default, 'auto': in a worker where batches coalesce with
 QUEUE_2 = {"full queue 2"}
 """Cuts whose headrace build hands out finished batches through a queue of 2 (the prefetch depth), not of a whole
 coalesced run plus one: the prefetch thread waits for the consumer before it starts the next run."""
-POOL = {"full pool"}
-"""Cuts whose headrace build gives nvImageCodec's own buffers a CUDA memory pool (executor option decoder_memory)."""
-HEADRACE_ONLY = AHEAD | set(THREADS) | set(COALESCED) | set(PROCESS) | QUEUE_2 | POOL
+OPTIONS = {"full pool": {"decoder_memory": "pool"}, "full near gpu": {"cpu_affinity": "gpu"}}
+"""Cuts whose headrace build sets these executor options: nvImageCodec's own buffers from a CUDA memory pool, the
+pipeline's threads on the GPU's NUMA node."""
+HEADRACE_ONLY = AHEAD | set(THREADS) | set(COALESCED) | set(PROCESS) | QUEUE_2 | set(OPTIONS)
 DATA: dict[str, str] = {}
 
 
@@ -102,7 +104,7 @@ def build(name: str, cut: str, batch_size: int, threads: int, executor: dict[str
     lib = example.library(name)
     given = {**(executor or {}), **({"coalesce_batches": str(COALESCED[cut])} if cut in COALESCED else {}),
              **({"cpu_process": PROCESS[cut]} if cut in PROCESS else {}),
-             **({"decoder_memory": "pool"} if cut in POOL else {})}
+             **OPTIONS.get(cut, {})}
     options = {"executor_options": ExecutorOptions.from_strings(given)} if name == "headrace" and given else {}
 
     @lib.pipeline_def(batch_size=batch_size, num_threads=THREADS.get(cut, threads), device_id=0, seed=7, **options)

@@ -637,6 +637,7 @@ class _Prefetcher:
 
     def _loop(self, iteration: int) -> None:
         try:
+            self.executor.keep_thread_near_gpu()
             self._compute(iteration)
         finally:
             self._drain_after_stop()

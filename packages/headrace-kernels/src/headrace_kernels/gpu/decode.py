@@ -23,6 +23,7 @@ from headrace_kernels import exif
 from headrace_kernels import nvimgcodec_capi as capi
 from headrace_kernels.cpu import decode as cpu_decode
 from headrace_kernels.cpu.decode import tiny_jpeg
+from headrace_kernels.gpu.affinity import gpu_cpus
 from headrace_kernels.gpu.decode_lanes import AHEAD_FROM, MEMBER_LANES, SPLIT_FROM, DecodeLane, LaneDecode, split
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
@@ -165,7 +166,7 @@ class MixedDecoder:
     hands `prepare` their window rule)."""
 
     def __init__(self, args: dict, device_id: int, num_threads: int, random_crop: bool, capacity: int = 0,
-                 c_api: bool = True, memory: str = "nvimgcodec"):
+                 c_api: bool = True, memory: str = "nvimgcodec", cpus: frozenset[int] | None = None):
         self.args, self.device_id, self.num_threads, self.random_crop = args, device_id, num_threads, random_crop
         self.capacity = capacity  # the largest batch it will see (the pipeline's batch_size): see _warm_up
         self._warmed = False
@@ -187,6 +188,7 @@ class MixedDecoder:
         self.ahead_from = AHEAD_FROM  # the smallest batch decoded ahead on a lane (`start_ahead`)
         self.options = decoder_options(args, capacity)
         self.pooled = memory == "pool" and self.c_api  # nvImageCodec's buffers from nvimgcodec_memory's pool
+        self.cpus = cpus  # where the lanes' threads run, and nvImageCodec's threads that they start (None: anywhere)
 
     def _backend_attempts(self) -> list[tuple[list[tuple[int, float]], str]]:
         """Backend lists (kind, load hint) to try in turn, most capable first: a GPU without a hardware decoder
@@ -313,7 +315,7 @@ class MixedDecoder:
     def _lane(self, j: int) -> DecodeLane:
         with self._lock:
             while len(self._lanes) <= j:
-                self._lanes.append(DecodeLane(self.device_id))
+                self._lanes.append(DecodeLane(self.device_id, self.cpus))
             return self._lanes[j]
 
     def _lane_decoder(self, j: int, lane: DecodeLane):
@@ -664,7 +666,8 @@ class MixedDecodeKernel:
         self.decoder = MixedDecoder(setup.args, setup.device_id, setup.num_threads,
                                     random_crop=setup.op == "decoders.image_random_crop",
                                     capacity=setup.batch_size, c_api=setup.options.nvimgcodec_capi,
-                                    memory=setup.options.decoder_memory)
+                                    memory=setup.options.decoder_memory,
+                                    cpus=gpu_cpus(setup.device_id) if setup.options.cpu_affinity == "gpu" else None)
 
     def prepare(self, batch):
         encoded = batch.value(0)

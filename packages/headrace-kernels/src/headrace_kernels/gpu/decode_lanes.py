@@ -14,6 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
+from headrace_kernels.gpu.affinity import keep_thread_on
 from headrace_kernels.gpu.cupy_module import cupy
 
 SPLIT_FROM = 64
@@ -29,9 +30,9 @@ class DecodeLane:
     """One decoder's thread, stream and lock: the parts handed to it decode in turn on its stream, and the caller
     may also decode on it directly, holding `lock` (one decode call at a time per decoder)."""
 
-    def __init__(self, device_id: int):
+    def __init__(self, device_id: int, cpus: frozenset[int] | None = None):
         cp = cupy()
-        self.device_id = device_id
+        self.device_id, self.cpus = device_id, cpus  # the CPUs its thread runs on (None: the scheduler's choice)
         with cp.cuda.Device(device_id):
             self.stream = cp.cuda.Stream(non_blocking=True)
         self.lock = threading.Lock()
@@ -42,7 +43,8 @@ class DecodeLane:
         """Run `work(self)` on the lane's thread, after the parts handed to it before."""
         with self._thread_lock:
             if self._thread is None:
-                self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-decode")
+                self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-decode", initializer=keep_thread_on,
+                                                  initargs=(self.cpus,))
             return self._thread.submit(self._run, work)
 
     def _run(self, work: Callable[[DecodeLane], np.ndarray]) -> np.ndarray:

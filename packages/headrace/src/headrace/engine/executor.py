@@ -15,6 +15,7 @@ from headrace.engine.skips import SkipLog, Skipped, check_replaceable
 from headrace.engine.workers import WorkerOptions
 from headrace.errors import SchemaError
 from headrace.graph import DataNode, OpNode, needed_nodes
+from headrace_kernels.gpu.affinity import gpu_cpus, keep_thread_on
 
 
 @contextlib.contextmanager
@@ -39,12 +40,14 @@ class Executor:
         self.outputs = outputs
         self.batch_size, self.seed = batch_size, seed
         self.num_threads = max(1, num_threads)
-        self.pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="headrace-cpu")
         self.buffers = BufferPool(per_key=prefetch_queue_depth + 2)
         gpu_nodes = gpu_stage_nodes(self.nodes)
         has_gpu = bool(gpu_nodes) or any(n.device != "cpu" for n in self.nodes)
         if has_gpu:  # no GPU is the first thing to say, before readers scan their folders
             check_device(device_id, self.nodes)
+        self.cpus = gpu_cpus(device_id or 0) if has_gpu and self.options.cpu_affinity == "gpu" else None
+        self.pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="headrace-cpu", initializer=keep_thread_on,
+                                       initargs=(self.cpus,))
         # Readers read in the thread that runs the CPU stage, as DALI's read in their loader's thread: a pool's GIL
         # hand-offs around every record's system calls and parsing cost more than reading cached files one by one
         # (benchmarks/HISTORY.md). parallel_reads gives them the pool, for storage whose latency a pool hides.
@@ -74,6 +77,10 @@ class Executor:
                 and not any(map(user_code, self.nodes))
             self.ahead = ReadAhead(self.cpu, overlap) if self.gpu is None and self.options.lookahead != "off" \
                 and not self.cpu.skipping and not self.cpu.fed else None
+
+    def keep_thread_near_gpu(self) -> None:
+        """Keep the calling thread (the prefetcher's) where the option cpu_affinity puts the GPU stage's threads."""
+        keep_thread_on(self.cpus)
 
     @property
     def batch_ops(self) -> dict:

@@ -14,6 +14,7 @@ from headrace.errors import SchemaError
 LOOKAHEAD_MODES = ("before", "after", "off")
 CPU_PROCESS_MODES = ("auto", "on", "off")
 DECODER_MEMORY_MODES = ("nvimgcodec", "pool")
+CPU_AFFINITY_MODES = ("off", "gpu")
 COALESCE_IMAGES = 256
 """The images of a coalesced run by default: the batch size from which the GPU stage's per-batch host work no
 longer dominates (benchmarks/HISTORY.md, SSD300 by batch size)."""
@@ -62,6 +63,11 @@ class ExecutorOptions:
     decoders its pool), each buffer rounded up to the node's device_memory_padding. The decoded images are the
     pipeline's in either case."""
 
+    cpu_affinity: str = "off"
+    """Where a GPU pipeline's own threads run: wherever the scheduler puts them ('off', the default), or on the CPUs
+    of the GPU's NUMA node ('gpu', where the machine lists them), with the threads they start (nvImageCodec's), as
+    DALI keeps its decoder threads on the GPU's cores."""
+
     def runs_cpu_process(self, merged_runs: bool) -> bool:
         """Whether the CPU stage goes to a worker process (where the pipeline allows it): `merged_runs` says that
         the GPU stage coalesces batches and runs their CPU ops merged."""
@@ -82,6 +88,9 @@ class ExecutorOptions:
         if self.cpu_process not in CPU_PROCESS_MODES:
             raise SchemaError(f"executor option 'cpu_process': expected one of {list(CPU_PROCESS_MODES)}, "
                               f"got {self.cpu_process!r}")
+        if self.cpu_affinity not in CPU_AFFINITY_MODES:
+            raise SchemaError(f"executor option 'cpu_affinity': expected one of {list(CPU_AFFINITY_MODES)}, "
+                              f"got {self.cpu_affinity!r}")
         if self.decoder_memory not in DECODER_MEMORY_MODES:
             raise SchemaError(f"executor option 'decoder_memory': expected one of {list(DECODER_MEMORY_MODES)}, "
                               f"got {self.decoder_memory!r}")
