@@ -149,6 +149,24 @@ def machine_times() -> tuple[float, float, float]:
     return used.user + used.system, busy, steal
 
 
+def print_topology(device_id: int = 0) -> None:
+    """The machine's NUMA nodes and their CPUs, the CPUs sysfs lists as local to the GPU, and the first CPU's SMT
+    siblings: where the scheduler may put a pipeline's threads (executor option cpu_affinity)."""
+    import cupy
+
+    from headrace_kernels.gpu.affinity import gpu_cpus
+
+    nodes = sorted(Path("/sys/devices/system/node").glob("node[0-9]*"))
+    listed = ", ".join(f"{n.name} {(n / 'cpulist').read_text().strip()}" for n in nodes) or "none listed"
+    bus = cupy.cuda.Device(device_id).pci_bus_id.lower()
+    local = Path("/sys/bus/pci/devices") / bus / "local_cpulist"
+    siblings = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+    print(f"CPUs {sorted(os.sched_getaffinity(0))}; NUMA {listed}; GPU {bus} local "
+          f"{local.read_text().strip() if local.exists() else '?'} (cpu_affinity='gpu' keeps threads on "
+          f"{sorted(gpu_cpus(device_id) or []) or 'nothing: no choice'}); cpu0's SMT siblings "
+          f"{siblings.read_text().strip() if siblings.exists() else '?'}", flush=True)
+
+
 def one_round(name: str, pipe, log: BatchLog, rates: list[float], batches: int, lanes: LaneTimes,
               sampler: StackSampler | None) -> str:
     """One library's round: its rate appended to `rates`; what it used (wall clock when it began, cores of this
@@ -188,6 +206,7 @@ def main() -> None:
     from headrace.data.synthetic import make_image_folder
 
     body, load = CASES[args.case]
+    print_topology()
     with tempfile.TemporaryDirectory() as scratch:
         data = args.data or str(make_image_folder(Path(scratch) / "images", args.images, 10, size=(375, 500),
                                                   progress=True))
