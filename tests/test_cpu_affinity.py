@@ -69,3 +69,9 @@ def test_cpu_affinity_option_values():
     assert ExecutorOptions.from_strings({"cpu_affinity": "gpu"}).cpu_affinity == "gpu"
     with pytest.raises(SchemaError, match="cpu_affinity"):
         ExecutorOptions(cpu_affinity="numa")
+
+
+def test_cpus_the_process_may_not_use_leave_the_thread_as_it_is():
+    before = os.sched_getaffinity(0)
+    keep_thread_on(frozenset({10_000}))  # no such CPU: the initializer of a thread pool must not raise
+    assert os.sched_getaffinity(0) == before

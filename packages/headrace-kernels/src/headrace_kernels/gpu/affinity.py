@@ -5,6 +5,7 @@ argument). A thread the scheduler moves to the other socket reads the pipeline's
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from pathlib import Path
@@ -44,7 +45,9 @@ def gpu_cpus(device_id: int) -> frozenset[int] | None:
 
 
 def keep_thread_on(cpus: frozenset[int] | None) -> None:
-    """Keep the calling thread (and the threads it starts from now on) on `cpus`; None leaves it as it is. A
-    ThreadPoolExecutor's initializer."""
+    """Keep the calling thread (and the threads it starts from now on) on `cpus`; None leaves it as it is, as does a
+    set the process may no longer use (a container's CPUs changed). A ThreadPoolExecutor's initializer: it must not
+    raise, or the pool breaks."""
     if cpus:
-        os.sched_setaffinity(0, cpus)
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, cpus)
