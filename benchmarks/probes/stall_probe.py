@@ -2,9 +2,11 @@
 rounds where DALI's holds). gpu_vs_dali.py's pipeline, each library's built once, alternating rounds; every batch's
 time (when `run()` hands it out), so a slow round shows as a few long batches or as every batch a little slower.
 For headrace also, per batch: the GPU stage's host time per part, Python's collections, and (--stacks) every
-thread's stack samples, split between the slow batches (over `--slow` x the median) and the rest.
+thread's stack samples, split between the slow batches (over `--slow` x the median) and the rest. `--variant`
+adds headrace's pipeline with other decoder arguments or executor options to the same rounds (an A/B in one process).
 
     python benchmarks/probes/stall_probe.py [--case "train 1.0"] [--images 2048] [--rounds 9] [--batches 24]
+    python benchmarks/probes/stall_probe.py --rounds 12 --variant cpu_affinity=gpu
 """
 
 from __future__ import annotations
@@ -236,7 +238,7 @@ def main() -> None:
         with LaneTimes() as lanes:
             for round_ in range(args.rounds):
                 notes = [one_round(name, pipes[name], logs[name], rates[name], args.batches, lanes,
-                                   sampler if name != "dali" else None)
+                                   sampler if name == "headrace" else None)
                          for name in (order if round_ % 2 == 0 else order[::-1])]
                 print(f"round {round_}: " + ", ".join(notes), flush=True)
         medians = {name: statistics.median(r) for name, r in rates.items()}
