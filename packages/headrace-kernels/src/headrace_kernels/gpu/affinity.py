@@ -44,6 +44,11 @@ def gpu_cpus(device_id: int) -> frozenset[int] | None:
     return cpus_near(cupy().cuda.Device(device_id).pci_bus_id)
 
 
+def pipeline_cpus(cpu_affinity: str, device_id: int) -> frozenset[int] | None:
+    """Where executor option cpu_affinity keeps a pipeline's threads: `gpu_cpus` for 'gpu', else None (anywhere)."""
+    return gpu_cpus(device_id) if cpu_affinity == "gpu" else None
+
+
 def keep_thread_on(cpus: frozenset[int] | None) -> None:
     """Keep the calling thread (and the threads it starts from now on) on `cpus`; None leaves it as it is, as does a
     set the process may no longer use (a container's CPUs changed). A ThreadPoolExecutor's initializer: it must not

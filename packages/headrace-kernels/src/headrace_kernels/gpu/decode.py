@@ -23,7 +23,7 @@ from headrace_kernels import exif
 from headrace_kernels import nvimgcodec_capi as capi
 from headrace_kernels.cpu import decode as cpu_decode
 from headrace_kernels.cpu.decode import tiny_jpeg
-from headrace_kernels.gpu.affinity import gpu_cpus
+from headrace_kernels.gpu.affinity import pipeline_cpus
 from headrace_kernels.gpu.decode_lanes import AHEAD_FROM, MEMBER_LANES, SPLIT_FROM, DecodeLane, LaneDecode, split
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
@@ -667,7 +667,7 @@ class MixedDecodeKernel:
                                     random_crop=setup.op == "decoders.image_random_crop",
                                     capacity=setup.batch_size, c_api=setup.options.nvimgcodec_capi,
                                     memory=setup.options.decoder_memory,
-                                    cpus=gpu_cpus(setup.device_id) if setup.options.cpu_affinity == "gpu" else None)
+                                    cpus=pipeline_cpus(setup.options.cpu_affinity, setup.device_id))
 
     def prepare(self, batch):
         encoded = batch.value(0)

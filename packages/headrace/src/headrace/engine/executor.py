@@ -15,7 +15,7 @@ from headrace.engine.skips import SkipLog, Skipped, check_replaceable
 from headrace.engine.workers import WorkerOptions
 from headrace.errors import SchemaError
 from headrace.graph import DataNode, OpNode, needed_nodes
-from headrace_kernels.gpu.affinity import gpu_cpus, keep_thread_on
+from headrace_kernels.gpu.affinity import keep_thread_on, pipeline_cpus
 
 
 @contextlib.contextmanager
@@ -45,7 +45,7 @@ class Executor:
         has_gpu = bool(gpu_nodes) or any(n.device != "cpu" for n in self.nodes)
         if has_gpu:  # no GPU is the first thing to say, before readers scan their folders
             check_device(device_id, self.nodes)
-        self.cpus = gpu_cpus(device_id or 0) if has_gpu and self.options.cpu_affinity == "gpu" else None
+        self.cpus = pipeline_cpus(self.options.cpu_affinity, device_id or 0) if has_gpu else None
         self.pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="headrace-cpu", initializer=keep_thread_on,
                                        initargs=(self.cpus,))
         # Readers read in the thread that runs the CPU stage, as DALI's read in their loader's thread: a pool's GIL

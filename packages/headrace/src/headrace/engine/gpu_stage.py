@@ -29,7 +29,7 @@ from headrace.engine.skips import gpu_skip_head, retry_skips, skips
 from headrace.errors import DeviceError, SampleError
 from headrace.graph import DataNode, OpNode
 from headrace.schema import frame_arguments
-from headrace_kernels.gpu.affinity import gpu_cpus, keep_thread_on
+from headrace_kernels.gpu.affinity import keep_thread_on, pipeline_cpus
 from headrace_kernels.registry import (
     GpuKernelEntry,
     KernelSetup,
@@ -241,7 +241,7 @@ class GpuStage:
         elif worker is not None:
             worker.close()
         self._done: dict[int, Any] = {}  # the later batches of a coalesced run: outputs, or the error they failed on
-        near = (gpu_cpus(self.ctx.device_id) if options.cpu_affinity == "gpu" else None,)  # each thread's initargs
+        near = (pipeline_cpus(options.cpu_affinity, self.ctx.device_id),)  # each thread's initargs
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-cpu-stage", initializer=keep_thread_on,
                                           initargs=near)
         self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-readers", initializer=keep_thread_on,

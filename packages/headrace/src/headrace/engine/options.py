@@ -15,6 +15,9 @@ LOOKAHEAD_MODES = ("before", "after", "off")
 CPU_PROCESS_MODES = ("auto", "on", "off")
 DECODER_MEMORY_MODES = ("nvimgcodec", "pool")
 CPU_AFFINITY_MODES = ("off", "gpu")
+WORD_OPTIONS = {"lookahead": LOOKAHEAD_MODES, "cpu_process": CPU_PROCESS_MODES, "cpu_affinity": CPU_AFFINITY_MODES,
+                "decoder_memory": DECODER_MEMORY_MODES}
+"""The options that take one of a few words, and those words."""
 COALESCE_IMAGES = 256
 """The images of a coalesced run by default: the batch size from which the GPU stage's per-batch host work no
 longer dominates (benchmarks/HISTORY.md, SSD300 by batch size)."""
@@ -80,20 +83,12 @@ class ExecutorOptions:
         return max(1, min(COALESCE_MAX, COALESCE_IMAGES // max(1, batch_size)))
 
     def __post_init__(self) -> None:
-        if self.lookahead not in LOOKAHEAD_MODES:
-            raise SchemaError(f"executor option 'lookahead': expected one of {list(LOOKAHEAD_MODES)}, "
-                              f"got {self.lookahead!r}")
         if isinstance(self.cpu_process, bool):
             object.__setattr__(self, "cpu_process", "on" if self.cpu_process else "off")
-        if self.cpu_process not in CPU_PROCESS_MODES:
-            raise SchemaError(f"executor option 'cpu_process': expected one of {list(CPU_PROCESS_MODES)}, "
-                              f"got {self.cpu_process!r}")
-        if self.cpu_affinity not in CPU_AFFINITY_MODES:
-            raise SchemaError(f"executor option 'cpu_affinity': expected one of {list(CPU_AFFINITY_MODES)}, "
-                              f"got {self.cpu_affinity!r}")
-        if self.decoder_memory not in DECODER_MEMORY_MODES:
-            raise SchemaError(f"executor option 'decoder_memory': expected one of {list(DECODER_MEMORY_MODES)}, "
-                              f"got {self.decoder_memory!r}")
+        for name, words in WORD_OPTIONS.items():
+            if getattr(self, name) not in words:
+                raise SchemaError(f"executor option '{name}': expected one of {list(words)}, "
+                                  f"got {getattr(self, name)!r}")
         for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi"):
             if not isinstance(getattr(self, name), bool):
                 raise SchemaError(f"executor option '{name}': expected a bool, got {getattr(self, name)!r}")

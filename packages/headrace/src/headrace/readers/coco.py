@@ -158,7 +158,9 @@ def parse_annotations(path: str, node: str, args: dict) -> list[Image]:
     masks = bool(args.get("polygon_masks") or args.get("masks") or args.get("pixelwise_masks"))
     boxes = _boxes(annotations, where)
     for number, entry in enumerate(annotations):
-        image = images.get(_int(entry.get("image_id"), f"{where}, annotation #{number}", "'image_id'"))
+        image_id = entry.get("image_id")  # checked by _int (which names the annotation) only where not a plain int
+        image = images.get(image_id if type(image_id) is int else _int(image_id, f"{where}, annotation #{number}",
+                                                                       "'image_id'"))
         if image is None:
             continue  # an annotation of an image the file does not list
         if entry.get("iscrowd", 0) and not args["include_iscrowd"]:
