@@ -1,7 +1,8 @@
 """device='mixed' decoders against the CPU decoder, the GPU pipeline end to end, bad files, and GPU memory.
 
 Tolerances: the hardware / CUDA JPEG decoders and libjpeg-turbo differ in IDCT and chroma upsampling, so decoded
-pixels agree in shape exactly and in value on average within 3 levels (99th percentile within 16); PNG is lossless
+pixels agree in shape exactly and in value on average within 3 levels (99th percentile within 16); without
+jpeg_fancy_upsampling (DALI's default) the GPU's chroma is replicated rather than interpolated. PNG is lossless
 and decodes identically. Random-crop windows come from the same per-sample stream, so crop shapes are identical."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from headrace import Pipeline, fn, types
 from headrace.data.synthetic import make_image_folder, synthetic_image
 from headrace.demo import resnet50_train
 from headrace.errors import SampleError
-from tests.gpu_helpers import cpu_and_gpu
+from tests.gpu_helpers import cpu_and_gpu, run_graph
 
 pytestmark = pytest.mark.gpu
 
@@ -130,6 +131,26 @@ def test_preallocation_hints_reach_the_hardware_decoder_and_change_no_pixel():
         pipe.close()
     for a, b in zip(decoded[False], decoded[True], strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("hw_decoder_load", [0.0, 1.0])
+def test_fancy_upsampling_off_replicates_chroma_and_on_matches_cpu(hw_decoder_load):
+    # 4:2:0 JPEGs (Pillow's default at quality 90) on the CUDA decoder (load 0) and the hardware one (load 1):
+    # jpeg_fancy_upsampling=True interpolates chroma as the CPU decoder does; False (DALI's default) replicates
+    # it, which moves pixels at colour edges and so lies further from the CPU decode
+    rng = np.random.default_rng(7)
+    batch = [_jpeg(synthetic_image(rng, int(rng.integers(120, 300)), int(rng.integers(120, 300))), quality=90)
+             for _ in range(8)]
+    cpu = run_graph(batch, lambda d, dev: fn.decoders.image(d), "cpu")
+    distance = {}
+    for fancy in (True, False):
+        gpu = run_graph(batch, lambda d, dev, fancy=fancy: fn.decoders.image(
+            d, device="mixed", hw_decoder_load=hw_decoder_load, jpeg_fancy_upsampling=fancy), "gpu", upload=False)
+        for a, b in zip(cpu, gpu, strict=True):
+            _close(a, b, lossless=False)
+        distance[fancy] = np.mean([np.abs(a.astype(np.int16) - b.astype(np.int16)).mean()
+                                   for a, b in zip(cpu, gpu, strict=True)])
+    assert distance[True] < distance[False], distance
 
 
 @pytest.mark.parametrize("load", [1.0, 0.65])

@@ -2,11 +2,11 @@
 rounds where DALI's holds). gpu_vs_dali.py's pipeline, each library's built once, alternating rounds; every batch's
 time (when `run()` hands it out), so a slow round shows as a few long batches or as every batch a little slower.
 For headrace also, per batch: the GPU stage's host time per part, Python's collections, and (--stacks) every
-thread's stack samples, split between the slow batches (over `--slow` x the median) and the rest. `--variant`
+thread's stack samples, split between the slow batches (over `--slow` x the median) and the rest. Each `--variant`
 adds headrace's pipeline with other decoder arguments or executor options to the same rounds (an A/B in one process).
 
     python benchmarks/probes/stall_probe.py [--case "train 1.0"] [--images 2048] [--rounds 9] [--batches 24]
-    python benchmarks/probes/stall_probe.py --rounds 12 --variant cpu_affinity=gpu
+    python benchmarks/probes/stall_probe.py --rounds 12 --variant cpu_affinity=gpu --variant decoder_memory=pool
 """
 
 from __future__ import annotations
@@ -138,9 +138,6 @@ class LaneTimes:
         return f", lane parts {len(parts)} x {statistics.mean(parts) * 1e3:.2f} ms" if parts else ""
 
 
-VARIANT = "headrace*"
-
-
 def machine_times() -> tuple[float, float, float]:
     """This process's CPU seconds, and the machine's (all cores) busy and stolen seconds, from /proc/stat."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -198,9 +195,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=24, help="per round and library")
     parser.add_argument("--slow", type=float, default=1.5, help="a batch is slow over this many times the median")
     parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali"])
-    parser.add_argument("--variant", nargs="+", default=[], metavar="NAME=VALUE",
-                        help=f"also '{VARIANT}': headrace's pipeline with these decoder arguments "
-                        "(preallocate_width_hint=500) and executor options (decoder_memory=pool), in the same rounds")
+    parser.add_argument("--variant", nargs="+", action="append", default=[], metavar="NAME=VALUE",
+                        help="also headrace's pipeline with these decoder arguments (preallocate_width_hint=500) and "
+                        "executor options (decoder_memory=pool), in the same rounds; repeat for more variants")
     parser.add_argument("--stacks", action="store_true", help="sample every thread's stack while headrace runs")
     parser.add_argument("--executor", nargs="*", default=[], metavar="NAME=VALUE",
                         help="executor options of headrace's pipeline")
@@ -217,17 +214,17 @@ def main() -> None:
 
         executor = dict(item.split("=", 1) for item in args.executor)
         libs = {name: Library(name) for name in args.libs}
-        variant_executor = {}
-        if args.variant:
-            given = dict(item.split("=", 1) for item in args.variant)
-            known = {field.name for field in dataclasses.fields(ExecutorOptions)}
-            variant_executor = {**executor, **{k: v for k, v in given.items() if k in known}}
-            libs[VARIANT] = Library("headrace", {k: float(v) if "." in v else int(v) for k, v in given.items()
-                                                 if k not in known})
+        executors = {"headrace": executor}
+        known = {field.name for field in dataclasses.fields(ExecutorOptions)}
+        for items in args.variant:
+            given = dict(item.split("=", 1) for item in items)
+            name = "headrace[" + " ".join(items) + "]"
+            executors[name] = {**executor, **{k: v for k, v in given.items() if k in known}}
+            libs[name] = Library("headrace", {k: _value(v) for k, v in given.items() if k not in known})
         order = list(libs)
         pipes = {}
         for name, lib in libs.items():
-            chosen = variant_executor if name == VARIANT else executor if name != "dali" else {}
+            chosen = executors.get(name, {})
             if chosen:
                 lib.pipeline_def = _with_options(lib.pipeline_def, ExecutorOptions.from_strings(chosen))
             pipes[name] = build(lib, body, data, load, args.batch_size, args.threads)[0]
@@ -257,6 +254,13 @@ def main() -> None:
         for pipe in pipes.values():
             if hasattr(pipe, "close"):
                 pipe.close()
+
+
+def _value(text: str) -> bool | int | float:
+    """A decoder argument's value from the command line: true / false, an int or a float."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return float(text) if "." in text else int(text)
 
 
 def _with_options(pipeline_def, options):

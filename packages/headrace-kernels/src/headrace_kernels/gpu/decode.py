@@ -149,8 +149,12 @@ def decoder_options(args: dict, capacity: int = 0) -> str:
     """nvImageCodec's decoder options for a node's arguments: hybrid_huffman_threshold where it is not the
     decoder's own default (images of more pixels are Huffman-decoded on the GPU, smaller ones on the CPU threads);
     where preallocate_width_hint or _height_hint is given, the hardware decoder's resources made up front for a
-    batch of `capacity` images of about that size (DALI's hints; DALI also preallocates its batch without them)."""
+    batch of `capacity` images of about that size (DALI's hints; DALI also preallocates its batch without them);
+    where jpeg_fancy_upsampling is given false (DALI's default), chroma upsampled by replication rather than
+    nvImageCodec's default interpolation (libjpeg-turbo's fancy upsampling, which the CPU decoder uses)."""
     options = []
+    if "jpeg_fancy_upsampling" in args and not args["jpeg_fancy_upsampling"]:
+        options.extend(f"{module}:fancy_upsampling=0" for module in ("nvjpeg_cuda_decoder", "nvjpeg_hw_decoder"))
     threshold = int(args.get("hybrid_huffman_threshold", DEFAULT_HYBRID_HUFFMAN_THRESHOLD))
     if threshold != DEFAULT_HYBRID_HUFFMAN_THRESHOLD:
         options.append(f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={threshold}")

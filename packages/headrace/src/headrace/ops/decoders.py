@@ -40,7 +40,8 @@ DECODER_ARGS = (
         "Huffman-decodes images of more pixels (height x width) than this on the GPU, and smaller ones on the CPU "
         "threads (nvImageCodec's `hybrid_huffman_threshold`; its default and DALI's).", limits=Limits(0, 1 << 62)),
     Arg("use_fast_idct", "bool", False, _DALI_HINT),
-    Arg("jpeg_fancy_upsampling", "bool", False, _DALI_HINT),
+    Arg("jpeg_fancy_upsampling", "bool", False, "Mixed only: upsample JPEG chroma by interpolation, as the CPU "
+        "decoder (libjpeg-turbo) does; false (DALI's default): by replication, as DALI's mixed decoder does."),
     Arg("preallocate_width_hint", "int", 0, "Mixed only: where this or preallocate_height_hint is given, the "
         "hardware JPEG decoder's resources are made with the decoder, for the pipeline's batch of images of about "
         "this size, rather than at the decodes that first need them. 0: not given.", limits=Limits(0, 1 << 20)),
