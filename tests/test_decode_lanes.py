@@ -69,4 +69,4 @@ def test_decoder_options_follow_the_nodes_arguments():
     assert decoder_options({"preallocate_width_hint": 500, "preallocate_height_hint": 375}, 0) == ""  # no batch
     replicated = "nvjpeg_cuda_decoder:fancy_upsampling=0 nvjpeg_hw_decoder:fancy_upsampling=0"
     assert decoder_options({"jpeg_fancy_upsampling": False}, 256) == replicated  # DALI's default
-    assert decoder_options({"jpeg_fancy_upsampling": True}, 256) == ""
+    assert decoder_options({"jpeg_fancy_upsampling": True}, 256) == ""  # headrace's default, as nvImageCodec's

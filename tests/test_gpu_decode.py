@@ -1,9 +1,10 @@
 """device='mixed' decoders against the CPU decoder, the GPU pipeline end to end, bad files, and GPU memory.
 
 Tolerances: the hardware / CUDA JPEG decoders and libjpeg-turbo differ in IDCT and chroma upsampling, so decoded
-pixels agree in shape exactly and in value on average within 3 levels (99th percentile within 16); without
-jpeg_fancy_upsampling (DALI's default) the GPU's chroma is replicated rather than interpolated. PNG is lossless
-and decodes identically. Random-crop windows come from the same per-sample stream, so crop shapes are identical."""
+pixels agree in shape exactly and in value on average within 3 levels (99th percentile within 16), with
+jpeg_fancy_upsampling (headrace's default); without it (DALI's default) the GPU replicates chroma rather than
+interpolating it, which lies further from the CPU decode. PNG is lossless and decodes identically. Random-crop
+windows come from the same per-sample stream, so crop shapes are identical."""
 
 from __future__ import annotations
 
@@ -137,7 +138,7 @@ def test_preallocation_hints_reach_the_hardware_decoder_and_change_no_pixel():
 def test_fancy_upsampling_off_replicates_chroma_and_on_matches_cpu(hw_decoder_load):
     # 4:2:0 JPEGs (Pillow's default at quality 90) on the CUDA decoder (load 0) and the hardware one (load 1):
     # jpeg_fancy_upsampling=True interpolates chroma as the CPU decoder does; False (DALI's default) replicates
-    # it, which moves pixels at colour edges and so lies further from the CPU decode
+    # it, which moves pixels at colour edges: further from the CPU decode, beyond _close's bounds on these images
     rng = np.random.default_rng(7)
     batch = [_jpeg(synthetic_image(rng, int(rng.integers(120, 300)), int(rng.integers(120, 300))), quality=90)
              for _ in range(8)]
@@ -146,8 +147,9 @@ def test_fancy_upsampling_off_replicates_chroma_and_on_matches_cpu(hw_decoder_lo
     for fancy in (True, False):
         gpu = run_graph(batch, lambda d, dev, fancy=fancy: fn.decoders.image(
             d, device="mixed", hw_decoder_load=hw_decoder_load, jpeg_fancy_upsampling=fancy), "gpu", upload=False)
-        for a, b in zip(cpu, gpu, strict=True):
-            _close(a, b, lossless=False)
+        if fancy:
+            for a, b in zip(cpu, gpu, strict=True):
+                _close(a, b, lossless=False)
         distance[fancy] = np.mean([np.abs(a.astype(np.int16) - b.astype(np.int16)).mean()
                                    for a, b in zip(cpu, gpu, strict=True)])
     assert distance[True] < distance[False], distance

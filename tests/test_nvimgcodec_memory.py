@@ -11,10 +11,12 @@ import pytest
 
 from headrace import ExecutorOptions
 from headrace.errors import SchemaError
-from headrace_kernels.nvimgcodec_memory import callbacks
+from headrace_kernels.nvimgcodec_memory import callbacks, pinned_callbacks
 
 DRIVER_ALLOC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
 DRIVER_FREE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+HOST_ALLOC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint)
+HOST_FREE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 NVIMGCODEC_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                        ctypes.c_void_p)
 
@@ -39,6 +41,27 @@ def test_the_callbacks_forward_to_the_pools_stream_ordered_allocation():
     assert out.value == 0x7F00_0000 + 4096
     assert NVIMGCODEC_CALLBACK(device_free.address)(pool, out.value, 4096, stream) == 2
     assert calls == [("allocate", 4096, pool, stream), ("free", 0x7F00_0000 + 4096, stream)]
+
+
+def test_the_pinned_callbacks_forward_to_page_locked_host_allocation():
+    calls = []
+
+    def allocate(ptr, size, flags):
+        calls.append(("allocate", size, flags))
+        ctypes.c_uint64.from_address(ptr).value = 0x5000_0000
+        return 0
+
+    def free(address):
+        calls.append(("free", address))
+        return 0
+
+    host_alloc, host_free = HOST_ALLOC(allocate), HOST_FREE(free)
+    pinned_malloc, pinned_free = pinned_callbacks(host_alloc, host_free)
+    out = ctypes.c_uint64(0)
+    assert NVIMGCODEC_CALLBACK(pinned_malloc.address)(0, ctypes.addressof(out), 1 << 20, 0x2000) == 0
+    assert out.value == 0x5000_0000
+    assert NVIMGCODEC_CALLBACK(pinned_free.address)(0, out.value, 1 << 20, 0x2000) == 0
+    assert calls == [("allocate", 1 << 20, 0), ("free", 0x5000_0000)]
 
 
 def test_decoder_memory_option_values():

@@ -25,7 +25,8 @@ from headrace_kernels.host_arrays import addresses_and_sizes
 SUPPORTED = range(900, 1000)  # nvImageCodec 0.9.x: MAKE_SEMANTIC_VERSION(major, minor, patch)
 
 # nvimgcodecStructureType_t
-ST_INSTANCE_CREATE_INFO, ST_DEVICE_ALLOCATOR, ST_DECODE_PARAMS, ST_ORIENTATION, ST_REGION = 2, 3, 5, 7, 8
+ST_INSTANCE_CREATE_INFO, ST_DEVICE_ALLOCATOR, ST_PINNED_ALLOCATOR, ST_DECODE_PARAMS = 2, 3, 4, 5
+ST_ORIENTATION, ST_REGION = 7, 8
 ST_CODE_STREAM_VIEW, ST_IMAGE_INFO, ST_IMAGE_PLANE_INFO, ST_BACKEND, ST_BACKEND_PARAMS = 9, 11, 12, 17, 29
 ST_EXECUTION_PARAMS, ST_PROPERTIES = 30, 1
 # enums
@@ -76,6 +77,8 @@ EXECUTION_PARAMS = _with_header([("device_allocator", "<u8", 24), ("pinned_alloc
                                  ("backends", "<u8", 72)], 80)
 DEVICE_ALLOCATOR = _with_header([("device_malloc", "<u8", 24), ("device_free", "<u8", 32), ("device_ctx", "<u8", 40),
                                  ("device_mem_padding", "<u8", 48)], 56)
+PINNED_ALLOCATOR = _with_header([("pinned_malloc", "<u8", 24), ("pinned_free", "<u8", 32), ("pinned_ctx", "<u8", 40),
+                                 ("pinned_mem_padding", "<u8", 48)], 56)
 INSTANCE_CREATE_INFO = _with_header([("load_builtin_modules", "<i4", 24), ("load_extension_modules", "<i4", 28),
                                      ("extension_modules_path", "<u8", 32), ("create_debug_messenger", "<i4", 40),
                                      ("debug_messenger_desc", "<u8", 48), ("message_severity", "<u4", 56),
@@ -90,6 +93,7 @@ STRUCTS = {  # C name: (layout, nvimgcodecStructureType_t)
     "nvimgcodecBackendParams_t": (BACKEND_PARAMS, ST_BACKEND_PARAMS), "nvimgcodecBackend_t": (BACKEND, ST_BACKEND),
     "nvimgcodecExecutionParams_t": (EXECUTION_PARAMS, ST_EXECUTION_PARAMS),
     "nvimgcodecDeviceAllocator_t": (DEVICE_ALLOCATOR, ST_DEVICE_ALLOCATOR),
+    "nvimgcodecPinnedAllocator_t": (PINNED_ALLOCATOR, ST_PINNED_ALLOCATOR),
     "nvimgcodecInstanceCreateInfo_t": (INSTANCE_CREATE_INFO, ST_INSTANCE_CREATE_INFO)}
 
 
@@ -345,7 +349,7 @@ class Decoder:
     (none in 0.9: fancy upsampling on, as libjpeg-turbo's default)."""
 
     def __init__(self, instance: Instance, device_id: int, num_threads: int, backends: list[tuple[int, float]],
-                 options: str = "", device_allocator: int = 0):
+                 options: str = "", allocators: tuple[int, int] = (0, 0)):
         self.instance, self.lib = instance, instance.lib
         self.backends = new("nvimgcodecBackend_t", len(backends))
         for i, (kind, load) in enumerate(backends):
@@ -354,7 +358,10 @@ class Decoder:
             self.backends[i]["params"]["load_hint_policy"] = LOAD_HINT_FIXED
         params = new("nvimgcodecExecutionParams_t")
         params["device_id"] = device_id
-        params["device_allocator"] = device_allocator  # 0: nvImageCodec's own (nvimgcodec_memory has a pool's)
+        # (device, pinned) allocators' addresses; 0: nvImageCodec's own (nvimgcodec_memory has a pool's). nvJPEG
+        # takes custom allocators only as a pair, and nvImageCodec 0.9 reads the pinned one's padding wherever a
+        # device allocator is given
+        params["device_allocator"], params["pinned_allocator"] = allocators
         params["max_num_cpu_threads"] = num_threads
         params["num_backends"] = len(backends)
         params["backends"] = self.backends.ctypes.data

@@ -2,7 +2,9 @@
 its decoders its pool: nvImageCodec allocates and frees on its decode streams (the driver's cuMemAllocFromPoolAsync
 and cuMemFreeAsync), each allocation rounded up to the node's device_memory_padding. Without an allocator it uses
 its own, which allocates with cudaMalloc and frees with cudaFree (a wait for the whole device) when its buffers
-grow. The two callbacks are numba cfuncs: nvImageCodec's threads call them without the GIL."""
+grow. nvJPEG takes custom allocators only as a pair, so pinned host buffers come through one too: the driver's
+cuMemHostAlloc and cuMemFreeHost (nvJPEG's own choice), rounded up to host_memory_padding. The callbacks are numba
+cfuncs: nvImageCodec's threads call them without the GIL."""
 
 from __future__ import annotations
 
@@ -39,6 +41,22 @@ def callbacks(allocate, free) -> tuple:
     return device_malloc, device_free
 
 
+def pinned_callbacks(allocate, free) -> tuple:
+    """The cfuncs of an nvimgcodecPinnedAllocator_t (pinned_malloc, pinned_free) that call the ctypes functions
+    `allocate(ptr, size, flags=0)` and `free(address)`: page-locked host memory, freed once the device is idle."""
+    signature = types.int32(types.voidptr, types.voidptr, types.uintp, types.voidptr)
+
+    @numba.cfunc(signature, nopython=True)
+    def pinned_malloc(ctx, ptr, size, stream):
+        return allocate(ptr, size, 0)
+
+    @numba.cfunc(signature, nopython=True)
+    def pinned_free(ctx, ptr, size, stream):
+        return free(ptr)
+
+    return pinned_malloc, pinned_free
+
+
 @functools.cache
 def _driver() -> ctypes.CDLL:
     cuda = ctypes.CDLL("libcuda.so.1")
@@ -46,7 +64,9 @@ def _driver() -> ctypes.CDLL:
                 "cuMemPoolSetAttribute": [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p],
                 "cuMemPoolTrimTo": [ctypes.c_void_p, ctypes.c_size_t],
                 "cuMemAllocFromPoolAsync": [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p],
-                "cuMemFreeAsync": [ctypes.c_void_p, ctypes.c_void_p]}  # a CUdeviceptr is passed as a pointer is
+                "cuMemFreeAsync": [ctypes.c_void_p, ctypes.c_void_p],  # a CUdeviceptr is passed as a pointer is
+                "cuMemHostAlloc": [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint],
+                "cuMemFreeHost": [ctypes.c_void_p]}
     for name, argtypes in declared.items():
         function = getattr(cuda, name)
         function.argtypes, function.restype = argtypes, ctypes.c_int
@@ -76,9 +96,11 @@ class DecoderMemory:
         _check(cuda.cuMemPoolSetAttribute(self.pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, ctypes.byref(keep)),
                "cuMemPoolSetAttribute")
         self._callbacks = callbacks(cuda.cuMemAllocFromPoolAsync, cuda.cuMemFreeAsync)
-        for function in self._callbacks:  # never freed: a decoder destroyed while the interpreter exits calls them
+        self._pinned_callbacks = pinned_callbacks(cuda.cuMemHostAlloc, cuda.cuMemFreeHost)
+        # never freed: a decoder destroyed while the interpreter exits calls them
+        for function in self._callbacks + self._pinned_callbacks:
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(function))
-        self._allocators: dict[int, np.ndarray] = {}
+        self._allocators: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     @classmethod
     def shared(cls, device_id: int) -> DecoderMemory:
@@ -88,17 +110,19 @@ class DecoderMemory:
                 memory = cls._shared[device_id] = cls(device_id)
             return memory
 
-    def allocator(self, padding: int) -> int:
-        """The address of an nvimgcodecDeviceAllocator_t on this pool that rounds allocations up to multiples of
-        `padding` bytes (0: none), kept as long as the pool."""
+    def allocators(self, device_padding: int, host_padding: int) -> tuple[int, int]:
+        """The addresses of an nvimgcodecDeviceAllocator_t on this pool and of an nvimgcodecPinnedAllocator_t, which
+        round allocations up to multiples of these paddings (0: none), kept as long as the pool."""
         with self._lock:
-            struct = self._allocators.get(padding)
-            if struct is None:
-                struct = self._allocators[padding] = new("nvimgcodecDeviceAllocator_t")
-                device_malloc, device_free = self._callbacks
-                struct["device_malloc"], struct["device_free"] = device_malloc.address, device_free.address
-                struct["device_ctx"], struct["device_mem_padding"] = self.pool, padding
-            return pointer(struct)
+            pair = self._allocators.get((device_padding, host_padding))
+            if pair is None:
+                device, pinned = new("nvimgcodecDeviceAllocator_t"), new("nvimgcodecPinnedAllocator_t")
+                device["device_malloc"], device["device_free"] = (f.address for f in self._callbacks)
+                device["device_ctx"], device["device_mem_padding"] = self.pool, device_padding
+                pinned["pinned_malloc"], pinned["pinned_free"] = (f.address for f in self._pinned_callbacks)
+                pinned["pinned_mem_padding"] = host_padding
+                pair = self._allocators[(device_padding, host_padding)] = (device, pinned)
+            return pointer(pair[0]), pointer(pair[1])
 
     def trim(self) -> None:
         """Give the pool's unused memory back to the device."""

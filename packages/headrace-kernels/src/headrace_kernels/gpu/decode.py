@@ -150,10 +150,10 @@ def decoder_options(args: dict, capacity: int = 0) -> str:
     decoder's own default (images of more pixels are Huffman-decoded on the GPU, smaller ones on the CPU threads);
     where preallocate_width_hint or _height_hint is given, the hardware decoder's resources made up front for a
     batch of `capacity` images of about that size (DALI's hints; DALI also preallocates its batch without them);
-    where jpeg_fancy_upsampling is given false (DALI's default), chroma upsampled by replication rather than
+    where jpeg_fancy_upsampling is false (DALI's default), chroma upsampled by replication rather than
     nvImageCodec's default interpolation (libjpeg-turbo's fancy upsampling, which the CPU decoder uses)."""
     options = []
-    if "jpeg_fancy_upsampling" in args and not args["jpeg_fancy_upsampling"]:
+    if not args.get("jpeg_fancy_upsampling", True):
         options.extend(f"{module}:fancy_upsampling=0" for module in ("nvjpeg_cuda_decoder", "nvjpeg_hw_decoder"))
     threshold = int(args.get("hybrid_huffman_threshold", DEFAULT_HYBRID_HUFFMAN_THRESHOLD))
     if threshold != DEFAULT_HYBRID_HUFFMAN_THRESHOLD:
@@ -281,10 +281,11 @@ class MixedDecoder:
             backends, label = attempts[index]
             try:
                 if self.c_api:
-                    allocator = DecoderMemory.shared(self.device_id).allocator(
-                        int(self.args.get("device_memory_padding", 16 << 20))) if self.pooled else 0
+                    allocators = DecoderMemory.shared(self.device_id).allocators(
+                        int(self.args.get("device_memory_padding", 16 << 20)),
+                        int(self.args.get("host_memory_padding", 8 << 20))) if self.pooled else (0, 0)
                     decoder = capi.Decoder(capi.Instance.shared(), self.device_id, self.num_threads, backends,
-                                           self.options, allocator)
+                                           self.options, allocators)
                 else:
                     decoder = nv.Decoder(device_id=self.device_id, max_num_cpu_threads=self.num_threads,
                                          backends=[nv.Backend(nv.BackendKind(kind), load_hint=load)

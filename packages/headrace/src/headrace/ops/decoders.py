@@ -40,15 +40,18 @@ DECODER_ARGS = (
         "Huffman-decodes images of more pixels (height x width) than this on the GPU, and smaller ones on the CPU "
         "threads (nvImageCodec's `hybrid_huffman_threshold`; its default and DALI's).", limits=Limits(0, 1 << 62)),
     Arg("use_fast_idct", "bool", False, _DALI_HINT),
-    Arg("jpeg_fancy_upsampling", "bool", False, "Mixed only: upsample JPEG chroma by interpolation, as the CPU "
-        "decoder (libjpeg-turbo) does; false (DALI's default): by replication, as DALI's mixed decoder does."),
+    Arg("jpeg_fancy_upsampling", "bool", True, "Mixed only: upsample JPEG chroma by interpolation, as the CPU "
+        "decoder (libjpeg-turbo) does, so that mixed and CPU decodes agree closely; false: by replication, as DALI's "
+        "mixed decoder does by default (DALI's default is false; headrace's keeps GPU and CPU pixels close)."),
     Arg("preallocate_width_hint", "int", 0, "Mixed only: where this or preallocate_height_hint is given, the "
         "hardware JPEG decoder's resources are made with the decoder, for the pipeline's batch of images of about "
         "this size, rather than at the decodes that first need them. 0: not given.", limits=Limits(0, 1 << 20)),
     Arg("preallocate_height_hint", "int", 0, "Mixed only: the image height for the same (preallocate_width_hint).",
         limits=Limits(0, 1 << 20)),
-    Arg("device_memory_padding", "int", 16 << 20, _DALI_HINT),
-    Arg("host_memory_padding", "int", 8 << 20, _DALI_HINT),
+    Arg("device_memory_padding", "int", 16 << 20, "Mixed only, with the executor option decoder_memory='pool': "
+        "the decoder's device buffers grow in steps of this many bytes."),
+    Arg("host_memory_padding", "int", 8 << 20, "Mixed only, with the executor option decoder_memory='pool': the "
+        "decoder's pinned host buffers grow in steps of this many bytes."),
     Arg("device_memory_padding_jpeg2k", "int", 0, _DALI_HINT),
     Arg("host_memory_padding_jpeg2k", "int", 0, _DALI_HINT),
     Arg("affine", "bool", True, _DALI_HINT),
