@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from headrace.single_tensors import TensorCPU, TensorGPU, copy_to_device, copy_to_host
+from headrace_kernels.gpu import events
 from headrace_kernels.gpu.ragged import PackedSamples
 
 
@@ -266,7 +267,7 @@ class TensorListGPU(_TensorList):
         import cupy
 
         with cupy.cuda.Device(self.device_id):
-            cupy.cuda.ExternalStream(consumer_stream).wait_event(self.stream.record())
+            events.wait(cupy.cuda.ExternalStream(consumer_stream), events.record(self.stream))
 
     def __dlpack__(self, stream=None, **kwargs):
         array = self.as_array()

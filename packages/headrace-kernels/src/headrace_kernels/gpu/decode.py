@@ -23,6 +23,7 @@ from headrace_kernels import exif
 from headrace_kernels import nvimgcodec_capi as capi
 from headrace_kernels.cpu import decode as cpu_decode
 from headrace_kernels.cpu.decode import tiny_jpeg
+from headrace_kernels.gpu import events
 from headrace_kernels.gpu.affinity import pipeline_cpus
 from headrace_kernels.gpu.decode_lanes import AHEAD_FROM, MEMBER_LANES, SPLIT_FROM, DecodeLane, LaneDecode, split
 from headrace_kernels.gpu.memory import batch_allocation
@@ -575,11 +576,11 @@ class MixedDecoder:
         streams wait for what `stream` (the pipeline's, current when the batch's memory was allocated from its
         pool) has queued so far: work still reading a block that came back to the pool before the decode writes
         it."""
-        queued = stream.record()
+        queued = events.record(stream)
 
         def part(j: int, calls: list[np.ndarray]):
             def work(lane: DecodeLane) -> np.ndarray:
-                lane.stream.wait_event(queued)
+                events.wait(lane.stream, queued)
                 return self._decode_calls(self._lane_decoder(j, lane), prepared, calls, lane.stream, gray)
             return work
 

@@ -15,6 +15,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from headrace_kernels.gpu import events
 from headrace_kernels.gpu.cupy_module import cupy
 from headrace_kernels.gpu.memory import SMALL_BYTES, large_size
 from headrace_kernels.gpu.ragged import PackedSamples
@@ -33,7 +34,7 @@ _lock = threading.Lock()
 
 
 def _hold_until_read(stream, memory) -> None:
-    event = stream.record()
+    event = events.record(stream)
     with _lock:
         _in_flight[:] = [(e, m) for e, m in _in_flight if not e.done]
         _in_flight.append((event, memory))

@@ -29,6 +29,7 @@ from headrace.engine.skips import gpu_skip_head, retry_skips, skips
 from headrace.errors import DeviceError, SampleError
 from headrace.graph import DataNode, OpNode
 from headrace.schema import frame_arguments
+from headrace_kernels.gpu import events
 from headrace_kernels.gpu.affinity import keep_thread_on, pipeline_cpus
 from headrace_kernels.registry import (
     GpuKernelEntry,
@@ -455,7 +456,7 @@ class GpuStage:
                 if self.lookahead:
                     self._look_ahead(iteration)
             self._run_steps(self.steps[self.skip_until:], values, collectors, info)
-            self._previous = (self.ctx.stream.record(), values)
+            self._previous = (events.record(self.ctx.stream), values)
             return values, sources, collectors
 
     def _run_coalesced(self, iteration: int):
@@ -488,7 +489,7 @@ class GpuStage:
             except Exception:  # noqa: BLE001 - again member by member: only the batch with the bad sample fails
                 values = None
             else:
-                self._previous = (self.ctx.stream.record(), values)
+                self._previous = (events.record(self.ctx.stream), values)
                 for m, member in enumerate(members):
                     self._done[first + m] = self._member_outputs(member, values, m * self.batch_size)
                 return
@@ -520,7 +521,7 @@ class GpuStage:
             self._run_steps(self.steps, values, collectors, info)
         except Exception as exc:  # noqa: BLE001 - handed to whoever asks for this batch
             return exc
-        self._previous = (self.ctx.stream.record(), values)
+        self._previous = (events.record(self.ctx.stream), values)
         return values, sources, collectors
 
     def _sync_previous(self) -> None:
