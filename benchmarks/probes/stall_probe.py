@@ -199,12 +199,20 @@ def main() -> None:
                         help="also headrace's pipeline with these decoder arguments (preallocate_width_hint=500) and "
                         "executor options (decoder_memory=pool), in the same rounds; repeat for more variants")
     parser.add_argument("--stacks", action="store_true", help="sample every thread's stack while headrace runs")
+    parser.add_argument("--cupy-events", action="store_true",
+                        help="record and wait for events through CuPy, which holds the interpreter lock meanwhile, "
+                        "instead of headrace_kernels.gpu.events (an A/B between two processes)")
     parser.add_argument("--executor", nargs="*", default=[], metavar="NAME=VALUE",
                         help="executor options of headrace's pipeline")
     args = parser.parse_args()
     from headrace.data.synthetic import make_image_folder
 
     body, load = CASES[args.case]
+    if args.cupy_events:
+        from headrace_kernels.gpu import events
+
+        events.record = lambda stream: stream.record()
+        events.wait = lambda stream, event: stream.wait_event(event)
     print_topology()
     with tempfile.TemporaryDirectory() as scratch:
         data = args.data or str(make_image_folder(Path(scratch) / "images", args.images, 10, size=(375, 500),
