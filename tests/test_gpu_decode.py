@@ -158,6 +158,33 @@ def test_fancy_upsampling_off_replicates_chroma_and_on_matches_cpu(hw_decoder_lo
         assert distance[True] <= distance[False], distance
 
 
+@pytest.mark.parametrize("hw_decoder_load", [1.0, 0.65])
+def test_encoded_bytes_in_pinned_memory_change_no_pixel(hw_decoder_load):
+    # batches of 128 go to the decode lanes (split over two at load 1): each lane's stream holds the pinned block
+    rng = np.random.default_rng(8)
+    batch = [_jpeg(synthetic_image(rng, int(rng.integers(100, 300)), int(rng.integers(100, 300))), quality=90)
+             for _ in range(128)]
+    decoded = {}
+    for pinned in (False, True):
+        pipe = Pipeline(batch_size=128, num_threads=2, device_id=0, seed=1)
+        with pipe:
+            data = fn.external_source(source=lambda: batch, batch=True, dtype=types.UINT8)
+            pipe.set_outputs(fn.decoders.image_random_crop(data, device="mixed", hw_decoder_load=hw_decoder_load))
+        pipe.build()
+        (decoder,) = [k.decoder for k in pipe._executor.gpu.kernels() if hasattr(k, "decoder")]
+        decoder.pinned_input = pinned
+        runs = []
+        for _ in range(3):
+            (images,) = pipe.run()
+            host = images.as_cpu()
+            runs.append([np.asarray(host.at(i)) for i in range(len(host))])
+        decoded[pinned] = runs
+        pipe.close()
+    for a_run, b_run in zip(decoded[False], decoded[True], strict=True):
+        for a, b in zip(a_run, b_run, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("load", [1.0, 0.65])
 def test_nvimgcodecs_buffers_from_the_pool_change_no_pixel(load):
     rng = np.random.default_rng(7)

@@ -198,7 +198,8 @@ def main() -> None:
     parser.add_argument("--variant", nargs="+", action="append", default=[], metavar="NAME=VALUE",
                         help="also headrace's pipeline with these decoder arguments (preallocate_width_hint=500) and "
                         "executor options (decoder_memory=pool), in the same rounds; repeat for more variants; lanes=N "
-                        "splits its large batches over N decode lanes")
+                        "splits its large batches over N decode lanes, pinned=1 hands nvImageCodec the encoded "
+                        "bytes in pinned host memory")
     parser.add_argument("--stacks", action="store_true", help="sample every thread's stack while headrace runs")
     parser.add_argument("--cupy-events", action="store_true",
                         help="record and wait for events through CuPy, which holds the interpreter lock meanwhile, "
@@ -226,11 +227,13 @@ def main() -> None:
         executors = {"headrace": executor}
         known = {field.name for field in dataclasses.fields(ExecutorOptions)}
         lanes: dict[str, int] = {}  # a variant's `lanes=N`: its mixed decoders split large batches over N lanes
+        pinned: dict[str, bool] = {}  # `pinned=1`: they hand nvImageCodec the encoded bytes in pinned memory
         for items in args.variant:
             given = dict(item.split("=", 1) for item in items)
             name = "headrace[" + " ".join(items) + "]"
             executors[name] = {**executor, **{k: v for k, v in given.items() if k in known}}
             lanes[name] = int(given.pop("lanes", 0))
+            pinned[name] = bool(int(given.pop("pinned", 0)))
             libs[name] = Library("headrace", {k: _value(v) for k, v in given.items() if k not in known})
         order = list(libs)
         pipes = {}
@@ -239,11 +242,13 @@ def main() -> None:
             if chosen:
                 lib.pipeline_def = _with_options(lib.pipeline_def, ExecutorOptions.from_strings(chosen))
             pipes[name] = build(lib, body, data, load, args.batch_size, args.threads)[0]
-            if lanes.get(name):
+            if lanes.get(name) or pinned.get(name):
                 decoders = [k.decoder for k in pipes[name]._executor.gpu.kernels() if hasattr(k, "decoder")]
                 for decoder in decoders:
-                    decoder.lane_count = lambda n=lanes[name]: n
-                print(f"{name}: {len(decoders)} mixed decoder(s) now split over {lanes[name]} lane(s)")
+                    if lanes.get(name):
+                        decoder.lane_count = lambda n=lanes[name]: n
+                    decoder.pinned_input = pinned.get(name, False)
+                print(f"{name}: {len(decoders)} mixed decoder(s) changed")
             epoch_rate(pipes[name], -(-count // args.batch_size), 1)  # warm-up epoch
         logs = {name: BatchLog() for name in libs}
         rates: dict[str, list[float]] = {name: [] for name in libs}

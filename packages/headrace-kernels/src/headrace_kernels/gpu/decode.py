@@ -28,6 +28,7 @@ from headrace_kernels.gpu.affinity import pipeline_cpus
 from headrace_kernels.gpu.decode_lanes import AHEAD_FROM, MEMBER_LANES, SPLIT_FROM, DecodeLane, LaneDecode, split
 from headrace_kernels.gpu.memory import batch_allocation
 from headrace_kernels.gpu.runtime import cupy
+from headrace_kernels.gpu.staging import hold_until_read, pinned_copies
 from headrace_kernels.host_arrays import addresses_and_sizes
 from headrace_kernels.nvimgcodec_memory import DecoderMemory
 from headrace_kernels.philox import batch_crop_windows
@@ -97,6 +98,7 @@ class Prepared:
     images: list | None = None  # ... and the DeviceImage records the decode will fill
     ahead: LaneDecode | None = None  # its decode, where `MixedDecoder.start_ahead` handed it to the lanes ...
     attempt: int = 0  # ... and which of the decoder's backend attempts decoded it
+    pinned: object = None  # the pinned host block `encoded` lies in (MixedDecoder.pinned_input), held per stream
 
 
 def _parse(data, max_pixels: int = 0):
@@ -174,6 +176,7 @@ class MixedDecoder:
                  c_api: bool = True, memory: str = "nvimgcodec", cpus: frozenset[int] | None = None):
         self.args, self.device_id, self.num_threads, self.random_crop = args, device_id, num_threads, random_crop
         self.capacity = capacity  # the largest batch it will see (the pipeline's batch_size): see _warm_up
+        self.pinned_input = False  # hand nvImageCodec the encoded bytes copied into pinned host memory (C API)
         self._warmed = False
         self.output_type = int(args["output_type"])
         self.hw_load = float(args["hw_decoder_load"])
@@ -425,6 +428,9 @@ class MixedDecoder:
                 raise SampleFailureError(i, f"expected encoded bytes (1-D uint8), got {array.dtype} with shape "
                                             f"{array.shape}")
             arrays.append(array if array.flags.c_contiguous else np.ascontiguousarray(array))
+        pinned = None
+        if self.pinned_input and arrays:
+            arrays, pinned = pinned_copies(arrays)
         located = addresses_and_sizes(arrays)  # read by the header parse and the EXIF scan
         streams = capi.CodeStreams(capi.Instance.shared(), arrays, located)
         _refuse_oversized(streams, self.max_pixels)
@@ -437,7 +443,7 @@ class MixedDecoder:
                 turned = (rotated // 90) % 2 == 1
                 heights, widths = _displayed(turned, heights, widths)
             shapes = np.stack([heights, widths, channels], axis=1)
-            return Prepared(streams, [None] * len(arrays), arrays, shapes)
+            return Prepared(streams, [None] * len(arrays), arrays, shapes, pinned=pinned)
         args = self.args
         if args["adjust_orientation"]:  # windows in the displayed frame, as the CPU kernel and the decoder take them
             turned = self._turned(arrays, located)
@@ -450,7 +456,7 @@ class MixedDecoder:
         streams.cut(boxes)
         _raise_first_failure(streams)
         shapes = np.stack([boxes[:, 2], boxes[:, 3], channels], axis=1)
-        return Prepared(streams, [tuple(b) for b in boxes.tolist()], arrays, shapes)
+        return Prepared(streams, [tuple(b) for b in boxes.tolist()], arrays, shapes, pinned=pinned)
 
     def allocate(self, prepared: Prepared, stream) -> None:
         """The batch's output memory (one block of the pipeline's per-batch pool) and its image records, ahead of
@@ -534,6 +540,8 @@ class MixedDecoder:
             finally:  # the decode writes into the batch's memory: always waited for
                 meanwhile = None
                 statuses.append(started.finish() if started is not None else np.zeros(len(part), np.uint32))
+        if prepared.pinned is not None:  # the decoder's copies of the encoded bytes may still be queued on `stream`
+            hold_until_read(stream, prepared.pinned)
         return statuses[0] if len(statuses) == 1 else np.concatenate(statuses)
 
     def _call_parts(self, items) -> list[slice]:

@@ -33,7 +33,8 @@ only once its event has passed."""
 _lock = threading.Lock()
 
 
-def _hold_until_read(stream, memory) -> None:
+def hold_until_read(stream, memory) -> None:
+    """Keep `memory` (pinned host memory) from CuPy's pool until `stream` has passed the work queued so far."""
     event = events.record(stream)
     with _lock:
         _in_flight[:] = [(e, m) for e, m in _in_flight if not e.done]
@@ -62,6 +63,19 @@ def _pack(arrays: list[np.ndarray], packed: np.ndarray, offsets: list[int]) -> N
     _gather()(np.uint64(packed.ctypes.data) + np.asarray(offsets, np.uint64), sources, sizes)
 
 
+def pinned_copies(arrays: list[np.ndarray]) -> tuple[list[np.ndarray], Any]:
+    """Contiguous uint8 arrays copied back to back into one block of pinned host memory (CuPy's pinned pool), as
+    views of it, and the block: give it to `hold_until_read` on each stream that reads the views asynchronously."""
+    cp = cupy()
+    sizes = np.array([a.nbytes for a in arrays], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    total = int(sizes.sum())
+    memory = _pinned(cp, total)
+    packed = np.frombuffer(memory, np.uint8, max(total, 1))
+    _pack(arrays, packed, offsets.tolist())
+    return [packed[o:o + n] for o, n in zip(offsets.tolist(), sizes.tolist(), strict=True)], memory
+
+
 def _aligned(size: int) -> int:
     return -(-size // ALIGN) * ALIGN
 
@@ -87,7 +101,7 @@ def _sent(cp, host: np.ndarray, pinned, stream):
     device = cp.empty(host.shape, host.dtype)
     if host.nbytes:
         device.data.copy_from_host_async(host.ctypes.data, host.nbytes, stream)
-    _hold_until_read(stream, pinned)
+    hold_until_read(stream, pinned)
     return device
 
 
@@ -147,7 +161,7 @@ def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, PackedSamples | list |
     device = cp.empty(max(total, 1), np.uint8)
     if total:
         device.data.copy_from_host_async(packed.ctypes.data, total, stream)
-    _hold_until_read(stream, pinned)
+    hold_until_read(stream, pinned)
     itemsize = first.dtype.itemsize
     if one_type and (tight or ALIGN % itemsize == 0):  # one typed buffer
         flat = cp.ndarray((device.nbytes // itemsize,), first.dtype, memptr=device.data)
