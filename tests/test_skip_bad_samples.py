@@ -268,7 +268,7 @@ def stand_in_gpu(monkeypatch):
     import headrace.engine.executor as executor
     import headrace.engine.gpu_stage as gpu_stage
     from headrace_kernels.cpu import decode as cpu_decode
-    from headrace_kernels.gpu import runtime
+    from headrace_kernels.gpu import events, runtime
     from headrace_kernels.registry import GpuKernelEntry, SampleFailureError
 
     class Stream:
@@ -312,6 +312,7 @@ def stand_in_gpu(monkeypatch):
             return out
 
     real = gpu_stage.get_gpu_kernel
+    monkeypatch.setattr(events, "record", lambda stream: stream.record())  # the stand-in stream's, not the driver's
     monkeypatch.setattr(gpu_stage, "check_device", lambda device_id, nodes: None)
     monkeypatch.setattr(executor, "check_device", lambda device_id, nodes: None)
     monkeypatch.setattr(runtime, "GpuContext", Context)

@@ -39,6 +39,7 @@ class Event:
     `Stream.wait_event` takes it too."""
 
     def __init__(self):
+        self.ptr = 0
         handle = ctypes.c_void_p()
         status = _driver().cuEventCreate(ctypes.byref(handle), CU_EVENT_DISABLE_TIMING)
         if status == CUDA_ERROR_INVALID_CONTEXT:  # a thread that has made no runtime call yet: make it current
