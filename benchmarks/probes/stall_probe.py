@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cupti_trace import CuptiTrace
 from gpu_vs_dali import CASES, Library, build, epoch_rate
 from stack_samples import StackSampler, print_counts
 
@@ -206,6 +207,9 @@ def main() -> None:
                         "instead of headrace_kernels.gpu.events (an A/B between two processes)")
     parser.add_argument("--executor", nargs="*", default=[], metavar="NAME=VALUE",
                         help="executor options of headrace's pipeline")
+    parser.add_argument("--cupti", action="store_true",
+                        help="record CUDA calls, kernels and copies with CUPTI (cupti-python) and compare headrace's "
+                        "batches in its slow rounds (under 0.8 x its median rate) with the rest")
     args = parser.parse_args()
     from headrace.data.synthetic import make_image_folder
 
@@ -253,7 +257,13 @@ def main() -> None:
         logs = {name: BatchLog() for name in libs}
         rates: dict[str, list[float]] = {name: [] for name in libs}
         sampler = StackSampler() if args.stacks else None
-        with LaneTimes() as lanes:
+        trace = None
+        if args.cupti:
+            try:
+                trace = CuptiTrace()
+            except Exception as exc:  # noqa: BLE001 - no cupti-python or libcupti here: run without the trace
+                print(f"no CUPTI trace: {type(exc).__name__}: {exc}")
+        with LaneTimes() as lanes, trace or contextlib.nullcontext():
             for round_ in range(args.rounds):
                 notes = [one_round(name, pipes[name], logs[name], rates[name], args.batches, lanes,
                                    sampler if name == "headrace" else None)
@@ -272,9 +282,21 @@ def main() -> None:
             print()
             print_counts(in_slow, f"headrace's stack samples during its slow batches ({len(spans)}):", 10)
             print_counts(rest, "headrace's stack samples during the rest:", 10)
+        if trace is not None:
+            trace.compare(*round_spans(logs["headrace"], rates["headrace"]))
         for pipe in pipes.values():
             if hasattr(pipe, "close"):
                 pipe.close()
+
+
+def round_spans(log: BatchLog, rates: list[float], cut: float = 0.8) -> tuple[list, list]:
+    """The (start, end) of every batch of the rounds under `cut` x the median rate, and of the other rounds'."""
+    median = statistics.median(rates)
+    slow, rest = [], []
+    for ends, rate in zip(log.rounds, rates, strict=True):
+        spans = [(ends[i - 1][0], ends[i][0]) for i in range(2, len(ends) - 1)]
+        (slow if rate < cut * median else rest).extend(spans)
+    return slow, rest
 
 
 def _value(text: str) -> bool | int | float:
