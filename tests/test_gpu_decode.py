@@ -64,6 +64,33 @@ def _close(cpu: np.ndarray, gpu: np.ndarray, lossless: bool) -> None:
         assert diff.mean() <= 3.0 and np.percentile(diff, 99) <= 16, (diff.mean(), np.percentile(diff, 99))
 
 
+def _fed_decodes(batch: list, decode, setup=None, runs: int = 1, executor_options=None,
+                 release: bool = False) -> list[list[np.ndarray]]:
+    """`runs` batches of `decode(data)` (a mixed decoder node) over the fed `batch`, as host arrays; `setup` gets
+    the built pipeline's MixedDecoder first (to check or change it)."""
+    pipe = Pipeline(batch_size=len(batch), num_threads=2, device_id=0, seed=1, executor_options=executor_options)
+    with pipe:
+        pipe.set_outputs(decode(fn.external_source(source=lambda: batch, batch=True, dtype=types.UINT8)))
+    pipe.build()
+    (decoder,) = [k.decoder for k in pipe._executor.gpu.kernels() if hasattr(k, "decoder")]
+    if setup is not None:
+        setup(decoder)
+    decoded = []
+    for _ in range(runs):
+        host = pipe.run()[0].as_cpu()
+        decoded.append([np.asarray(host.at(i)) for i in range(len(host))])
+    if release:
+        pipe.release_memory()
+    pipe.close()
+    return decoded
+
+
+def _assert_same(a_runs: list[list[np.ndarray]], b_runs: list[list[np.ndarray]]) -> None:
+    for a_run, b_run in zip(a_runs, b_runs, strict=True):
+        for a, b in zip(a_run, b_run, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("output_type", [types.RGB, types.GRAY, types.BGR])
 def test_mixed_decode_matches_cpu(output_type):
     encoded = _encoded_set()
@@ -119,19 +146,11 @@ def test_preallocation_hints_reach_the_hardware_decoder_and_change_no_pixel():
              for _ in range(16)]
     decoded = {}
     for hints in ({}, {"preallocate_width_hint": 500, "preallocate_height_hint": 400}):
-        pipe = Pipeline(batch_size=16, num_threads=2, device_id=0, seed=1)
-        with pipe:
-            data = fn.external_source(source=lambda: batch, batch=True, dtype=types.UINT8)
-            pipe.set_outputs(fn.decoders.image(data, device="mixed", hw_decoder_load=1.0, **hints))
-        pipe.build()
-        (decoder,) = [k.decoder for k in pipe._executor.gpu.kernels() if hasattr(k, "decoder")]
-        assert ("preallocate_batch_size=16" in decoder.options) == bool(hints)
-        (images,) = pipe.run()
-        host = images.as_cpu()
-        decoded[bool(hints)] = [np.asarray(host.at(i)) for i in range(len(host))]
-        pipe.close()
-    for a, b in zip(decoded[False], decoded[True], strict=True):
-        np.testing.assert_array_equal(a, b)
+        def check(decoder, hints=hints):
+            assert ("preallocate_batch_size=16" in decoder.options) == bool(hints)
+        decoded[bool(hints)] = _fed_decodes(batch, lambda data, hints=hints: fn.decoders.image(
+            data, device="mixed", hw_decoder_load=1.0, **hints), check)
+    _assert_same(decoded[False], decoded[True])
 
 
 @pytest.mark.parametrize("hw_decoder_load", [0.0, 1.0])
@@ -166,23 +185,10 @@ def test_encoded_bytes_in_pinned_memory_change_no_pixel(hw_decoder_load):
              for _ in range(128)]
     decoded = {}
     for pinned in (False, True):
-        pipe = Pipeline(batch_size=128, num_threads=2, device_id=0, seed=1)
-        with pipe:
-            data = fn.external_source(source=lambda: batch, batch=True, dtype=types.UINT8)
-            pipe.set_outputs(fn.decoders.image_random_crop(data, device="mixed", hw_decoder_load=hw_decoder_load))
-        pipe.build()
-        (decoder,) = [k.decoder for k in pipe._executor.gpu.kernels() if hasattr(k, "decoder")]
-        decoder.pinned_input = pinned
-        runs = []
-        for _ in range(3):
-            (images,) = pipe.run()
-            host = images.as_cpu()
-            runs.append([np.asarray(host.at(i)) for i in range(len(host))])
-        decoded[pinned] = runs
-        pipe.close()
-    for a_run, b_run in zip(decoded[False], decoded[True], strict=True):
-        for a, b in zip(a_run, b_run, strict=True):
-            np.testing.assert_array_equal(a, b)
+        decoded[pinned] = _fed_decodes(
+            batch, lambda data: fn.decoders.image_random_crop(data, device="mixed", hw_decoder_load=hw_decoder_load),
+            lambda decoder, pinned=pinned: setattr(decoder, "pinned_input", pinned), runs=3)
+    _assert_same(decoded[False], decoded[True])
 
 
 @pytest.mark.parametrize("load", [1.0, 0.65])
@@ -192,21 +198,13 @@ def test_nvimgcodecs_buffers_from_the_pool_change_no_pixel(load):
              for _ in range(16)]
     decoded = {}
     for memory in ("nvimgcodec", "pool"):
-        pipe = Pipeline(batch_size=16, num_threads=2, device_id=0, seed=1, executor_options={"decoder_memory": memory})
-        with pipe:
-            data = fn.external_source(source=lambda: batch, batch=True, dtype=types.UINT8)
-            pipe.set_outputs(fn.decoders.image(data, device="mixed", hw_decoder_load=load))
-        pipe.build()
-        (decoder,) = [k.decoder for k in pipe._executor.gpu.kernels() if hasattr(k, "decoder")]
-        assert decoder.pooled == (memory == "pool")
-        for _ in range(3):
-            (images,) = pipe.run()
-        host = images.as_cpu()
-        decoded[memory] = [np.asarray(host.at(i)) for i in range(len(host))]
-        pipe.release_memory()  # the pool's unused memory goes back (cuMemPoolTrimTo)
-        pipe.close()
-    for a, b in zip(decoded["nvimgcodec"], decoded["pool"], strict=True):
-        np.testing.assert_array_equal(a, b)
+        def check(decoder, memory=memory):
+            assert decoder.pooled == (memory == "pool")
+        runs = _fed_decodes(batch, lambda data: fn.decoders.image(data, device="mixed", hw_decoder_load=load), check,
+                            runs=3, executor_options={"decoder_memory": memory},
+                            release=True)  # the pool's unused memory goes back (cuMemPoolTrimTo)
+        decoded[memory] = runs[-1:]
+    _assert_same(decoded["nvimgcodec"], decoded["pool"])
 
 
 def test_training_pipeline_on_gpu_matches_cpu(image_folder):

@@ -230,14 +230,12 @@ def main() -> None:
         libs = {name: Library(name) for name in args.libs}
         executors = {"headrace": executor}
         known = {field.name for field in dataclasses.fields(ExecutorOptions)}
-        lanes: dict[str, int] = {}  # a variant's `lanes=N`: its mixed decoders split large batches over N lanes
-        pinned: dict[str, bool] = {}  # `pinned=1`: they hand nvImageCodec the encoded bytes in pinned memory
+        hooks: dict[str, dict] = {}  # a variant's settings of its mixed decoders themselves (DECODER_HOOKS)
         for items in args.variant:
             given = dict(item.split("=", 1) for item in items)
             name = "headrace[" + " ".join(items) + "]"
             executors[name] = {**executor, **{k: v for k, v in given.items() if k in known}}
-            lanes[name] = int(given.pop("lanes", 0))
-            pinned[name] = bool(int(given.pop("pinned", 0)))
+            hooks[name] = dict(DECODER_HOOKS[k](given.pop(k)) for k in list(given) if k in DECODER_HOOKS)
             libs[name] = Library("headrace", {k: _value(v) for k, v in given.items() if k not in known})
         order = list(libs)
         pipes = {}
@@ -246,12 +244,11 @@ def main() -> None:
             if chosen:
                 lib.pipeline_def = _with_options(lib.pipeline_def, ExecutorOptions.from_strings(chosen))
             pipes[name] = build(lib, body, data, load, args.batch_size, args.threads)[0]
-            if lanes.get(name) or pinned.get(name):
+            if hooks.get(name):
                 decoders = [k.decoder for k in pipes[name]._executor.gpu.kernels() if hasattr(k, "decoder")]
                 for decoder in decoders:
-                    if lanes.get(name):
-                        decoder.lane_count = lambda n=lanes[name]: n
-                    decoder.pinned_input = pinned.get(name, False)
+                    for attribute, value in hooks[name].items():
+                        setattr(decoder, attribute, value)
                 print(f"{name}: {len(decoders)} mixed decoder(s) changed")
             epoch_rate(pipes[name], -(-count // args.batch_size), 1)  # warm-up epoch
         logs = {name: BatchLog() for name in libs}
@@ -287,6 +284,12 @@ def main() -> None:
         for pipe in pipes.values():
             if hasattr(pipe, "close"):
                 pipe.close()
+
+
+DECODER_HOOKS = {"lanes": lambda text: ("lane_count", lambda n=int(text): n),
+                 "pinned": lambda text: ("pinned_input", bool(int(text)))}
+"""Variant settings that change a built pipeline's MixedDecoder objects: `lanes=N` splits large batches over N
+decode lanes, `pinned=1` hands nvImageCodec the encoded bytes in pinned host memory."""
 
 
 def round_spans(log: BatchLog, rates: list[float], cut: float = 0.8) -> tuple[list, list]:
