@@ -11,6 +11,7 @@ device ran kernels and copies. Needs cupti-python and a libcupti no newer than t
 from __future__ import annotations
 
 import bisect
+import threading
 import time
 from collections import Counter, defaultdict
 
@@ -93,28 +94,31 @@ class CuptiTrace:
             return i if i >= 0 and t <= spans[i][1] else None
         return find
 
-    def _totals(self, spans: list[tuple[float, float]]) -> tuple[Counter, Counter, Counter, Counter]:
-        """Per API name and per thread, the seconds of calls begun within `spans`, and the calls' count; per kind
-        of device work, its seconds."""
+    def _totals(self, spans: list[tuple[float, float]]) -> tuple[Counter, Counter, Counter, Counter, Counter]:
+        """Per API name, per thread and per (thread, name), the seconds of calls begun within `spans`, and the
+        calls' count; per kind of device work, its seconds."""
         find = self._span_of(sorted(spans))
-        by_name, by_thread, counts, device = Counter(), Counter(), Counter(), Counter()
+        by_name, by_thread, counts, device, pairs = Counter(), Counter(), Counter(), Counter(), Counter()
         for start, end, name, thread in self.calls:
             if find(start) is not None:
                 by_name[name] += (end - start) / 1e9
                 by_thread[thread] += (end - start) / 1e9
+                pairs[thread, name] += (end - start) / 1e9
                 counts[name] += 1
         for start, end, what in self.device:
             if find(start) is not None:
                 device[what] += (end - start) / 1e9
-        return by_name, by_thread, counts, device
+        return by_name, by_thread, counts, device, pairs
 
     def compare(self, slow: list[tuple[float, float]], rest: list[tuple[float, float]], top: int = 16) -> None:
         """Print, per batch, the calls' and the device's time in the slow batches against the rest."""
         if not slow or not rest:
             print(f"CUPTI: {len(self.calls)} calls, {len(self.device)} device records; no slow batches to compare")
             return
-        (s_name, s_thread, s_count, s_dev), (r_name, r_thread, r_count, r_dev) = self._totals(slow), \
-            self._totals(rest)
+        (s_name, s_thread, s_count, s_dev, s_pair), (r_name, r_thread, r_count, r_dev, r_pair) = \
+            self._totals(slow), self._totals(rest)
+        # CUPTI's thread id: pthread_self's low 32 bits, as seen
+        thread_names = {t.ident & 0xFFFFFFFF: t.name for t in threading.enumerate() if t.ident is not None}
         ns, nr = len(slow), len(rest)
         print(f"\nCUPTI, ms per batch in {ns} slow batches against {nr} others ({len(self.calls)} API calls, "
               f"{len(self.device)} device records):")
@@ -128,9 +132,13 @@ class CuptiTrace:
             threads[thread][0] = seconds / ns
         for thread, seconds in r_thread.items():
             threads[thread][1] = seconds / nr
-        print("  API time per thread (ms per batch, slow / rest): " + ", ".join(
-            f"{thread}: {a * 1e3:.1f} / {b * 1e3:.1f}" for thread, (a, b) in
-            sorted(threads.items(), key=lambda item: -item[1][0])[:8]))
+        print("  API time per thread (ms per batch, slow / rest), with each thread's calls that take most:")
+        for thread, (a, b) in sorted(threads.items(), key=lambda item: -item[1][0])[:8]:
+            calls = sorted({name for t, name in set(s_pair) | set(r_pair) if t == thread},
+                           key=lambda name: -s_pair[thread, name])[:4]
+            print(f"    {thread_names.get(thread & 0xFFFFFFFF, thread)}: {a * 1e3:.1f} / {b * 1e3:.1f}  (" + ", ".join(
+                f"{name} {s_pair[thread, name] / ns * 1e3:.2f} / {r_pair[thread, name] / nr * 1e3:.2f}"
+                for name in calls) + ")")
         print("  device time (ms per batch, slow / rest): " + ", ".join(
             f"{what}: {s_dev[what] / ns * 1e3:.2f} / {r_dev[what] / nr * 1e3:.2f}"
             for what in sorted(set(s_dev) | set(r_dev))))

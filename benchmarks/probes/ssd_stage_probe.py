@@ -9,12 +9,14 @@ rounds, medians and ratios; then headrace's GPU-stage host time per step for eac
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -78,10 +80,11 @@ CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_s
         "full": cut_full, "full ahead": cut_full, "full 2 threads": cut_full, "full 1 a run": cut_full,
         "full coalesced 4": cut_full, "full coalesced 8": cut_full, "full process": cut_full,
         "full at home": cut_full, "full queue 2": cut_full, "full pool": cut_full,
-        "full near gpu": cut_full}
-AHEAD = {"full ahead"}
-"""Cuts whose headrace build decodes every batch ahead on a decode lane (the decoders' ahead_from 1; DALI's mixed
-stage always runs ahead): headrace only."""
+        "full near gpu": cut_full, "full huffman 0": cut_full, "full pool huffman 0": cut_full,
+        "full sets 2": cut_full}
+DECODER_ATTRIBUTES = {"full ahead": {"ahead_from": 1}, "full sets 2": {"lane_sets": 2}}
+"""Cuts whose headrace build sets these attributes of its mixed decoders: every batch decoded ahead on a decode lane
+(ahead_from 1; DALI's mixed stage always runs ahead), batches handed to two sets of lanes in turn."""
 THREADS = {"full 2 threads": 2}
 """Cuts built with their own num_threads (nvImageCodec's CPU threads too): headrace only."""
 COALESCED = {"full 1 a run": 1, "full coalesced 4": 4, "full coalesced 8": 8}
@@ -93,10 +96,16 @@ the other cuts take its default, 'auto': in a worker where batches coalesce with
 QUEUE_2 = {"full queue 2"}
 """Cuts whose headrace build hands out finished batches through a queue of 2 (the prefetch depth), not of a whole
 coalesced run plus one: the prefetch thread waits for the consumer before it starts the next run."""
-OPTIONS = {"full pool": {"decoder_memory": "pool"}, "full near gpu": {"cpu_affinity": "gpu"}}
+OPTIONS = {"full pool": {"decoder_memory": "pool"}, "full near gpu": {"cpu_affinity": "gpu"},
+           "full pool huffman 0": {"decoder_memory": "pool"}}
 """Cuts whose headrace build sets these executor options: nvImageCodec's own buffers from a CUDA memory pool, the
 pipeline's threads on the GPU's NUMA node."""
-HEADRACE_ONLY = AHEAD | set(THREADS) | set(COALESCED) | set(PROCESS) | QUEUE_2 | set(OPTIONS)
+DECODER_ARGS = {"full huffman 0": {"hybrid_huffman_threshold": 0},
+                "full pool huffman 0": {"hybrid_huffman_threshold": 0}}
+"""Cuts whose headrace build gives its image decoder these arguments: Huffman decoding on the GPU for every image
+the CUDA decoder takes (DALI's default leaves images under 10^6 pixels to the host threads; the same pixels)."""
+HEADRACE_ONLY = set(DECODER_ATTRIBUTES) | set(THREADS) | set(COALESCED) | set(PROCESS) | QUEUE_2 | set(OPTIONS) | \
+    set(DECODER_ARGS)
 DATA: dict[str, str] = {}
 
 
@@ -107,20 +116,36 @@ def build(name: str, cut: str, batch_size: int, threads: int, executor: dict[str
              **OPTIONS.get(cut, {})}
     options = {"executor_options": ExecutorOptions.from_strings(given)} if name == "headrace" and given else {}
 
+    fn = _WithDecoderArgs(lib.fn, DECODER_ARGS[cut]) if name == "headrace" and cut in DECODER_ARGS else lib.fn
+
     @lib.pipeline_def(batch_size=batch_size, num_threads=THREADS.get(cut, threads), device_id=0, seed=7, **options)
     def pipe():
-        out = CUTS[cut](lib.fn, lib.types)
+        out = CUTS[cut](fn, lib.types)
         return out if isinstance(out, tuple) else (out,)
 
     built = pipe()
     built.build()
     if cut in QUEUE_2:
         built.prefetch_queue_depth = 3 - built._executor.batches_per_run  # the prefetcher's queue: 2 batches
-    if cut in AHEAD:
-        for kernel in built._executor.gpu.kernels():
-            if hasattr(kernel, "decoder"):
-                kernel.decoder.ahead_from = 1
+    for kernel in built._executor.gpu.kernels() if cut in DECODER_ATTRIBUTES else ():
+        if hasattr(kernel, "decoder"):
+            for attribute, value in DECODER_ATTRIBUTES[cut].items():
+                setattr(kernel.decoder, attribute, value)
     return built
+
+
+class _WithDecoderArgs:
+    """A library's `fn` whose `decoders.*` ops take these arguments too."""
+
+    def __init__(self, fn, extra: dict):
+        self._fn, self._extra = fn, extra
+
+    def __getattr__(self, name: str):
+        found = getattr(self._fn, name)
+        if name != "decoders":
+            return found
+        return SimpleNamespace(**{op: functools.partial(getattr(found, op), **self._extra)
+                                  for op in ("image", "image_crop", "image_slice", "image_random_crop")})
 
 
 class ThreadTimes:
