@@ -6,7 +6,7 @@ of a new process, and the GPU memory it holds after a warm-up epoch, after more 
 (each library's own pools, given back: `release_memory()`, DALI's `ReleaseUnusedMemory()`), with where headrace's
 is held.
 
-    python benchmarks/gpu_vs_dali.py [--images 2048] [--batch-size 256] [--threads 8] [--rounds 7] [--epochs 3]
+    python benchmarks/gpu_vs_dali.py [--images 2048] [--batch-size 256] [--threads 8] [--rounds 7] [--epochs 12]
     python benchmarks/gpu_vs_dali.py --fresh [--libs dali headrace] [--epochs 5]
     (DALI's GPU build: ../shared/tools/dali-gpu/README.md says how it reaches the GPU machine)
 """
@@ -240,7 +240,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--epochs", type=int, default=3, help="per round and side")
+    parser.add_argument("--epochs", type=int, default=12,
+                        help="per round and side: a round of a few epochs measures the work a pipeline did ahead "
+                             "while the other ran, not its steady rate (benchmarks/README.md)")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--data", help="a folder of class folders of JPEGs (default: generate --images)")
     parser.add_argument("--fresh", action="store_true",

@@ -81,10 +81,13 @@ CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_s
         "full coalesced 4": cut_full, "full coalesced 8": cut_full, "full process": cut_full,
         "full at home": cut_full, "full queue 2": cut_full, "full pool": cut_full,
         "full near gpu": cut_full, "full huffman 0": cut_full, "full pool huffman 0": cut_full,
-        "full sets 2": cut_full}
-DECODER_ATTRIBUTES = {"full ahead": {"ahead_from": 1}, "full sets 2": {"lane_sets": 2}}
+        "full reads pooled": cut_full}
+DECODER_ATTRIBUTES = {"full ahead": {"ahead_from": 1}}
 """Cuts whose headrace build sets these attributes of its mixed decoders: every batch decoded ahead on a decode lane
-(ahead_from 1; DALI's mixed stage always runs ahead), batches handed to two sets of lanes in turn."""
+(ahead_from 1; DALI's mixed stage always runs ahead)."""
+READER_ATTRIBUTES = {"full reads pooled": {"pooled_reads_from": 2}}
+"""Cuts whose headrace build sets these attributes of its readers (in the worker process too): every batch's files
+read in runs on the pool's workers, as before 2026-11-29."""
 THREADS = {"full 2 threads": 2}
 """Cuts built with their own num_threads (nvImageCodec's CPU threads too): headrace only."""
 COALESCED = {"full 1 a run": 1, "full coalesced 4": 4, "full coalesced 8": 8}
@@ -104,8 +107,8 @@ DECODER_ARGS = {"full huffman 0": {"hybrid_huffman_threshold": 0},
                 "full pool huffman 0": {"hybrid_huffman_threshold": 0}}
 """Cuts whose headrace build gives its image decoder these arguments: Huffman decoding on the GPU for every image
 the CUDA decoder takes (DALI's default leaves images under 10^6 pixels to the host threads; the same pixels)."""
-HEADRACE_ONLY = set(DECODER_ATTRIBUTES) | set(THREADS) | set(COALESCED) | set(PROCESS) | QUEUE_2 | set(OPTIONS) | \
-    set(DECODER_ARGS)
+HEADRACE_ONLY = set(DECODER_ATTRIBUTES) | set(READER_ATTRIBUTES) | set(THREADS) | set(COALESCED) | set(PROCESS) | \
+    QUEUE_2 | set(OPTIONS) | set(DECODER_ARGS)
 DATA: dict[str, str] = {}
 
 
@@ -127,6 +130,9 @@ def build(name: str, cut: str, batch_size: int, threads: int, executor: dict[str
     built.build()
     if cut in QUEUE_2:
         built.prefetch_queue_depth = 3 - built._executor.batches_per_run  # the prefetcher's queue: 2 batches
+    for reader in built._executor.cpu.batch_ops.values() if cut in READER_ATTRIBUTES else ():
+        for attribute, value in READER_ATTRIBUTES[cut].items():
+            setattr(reader, attribute, value)
     for kernel in built._executor.gpu.kernels() if cut in DECODER_ATTRIBUTES else ():
         if hasattr(kernel, "decoder"):
             for attribute, value in DECODER_ATTRIBUTES[cut].items():
@@ -236,7 +242,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, default=24, help="timed batches per round")
+    parser.add_argument("--batches", type=int, default=1024,
+                        help="timed batches per round: a round of a few hundred batches measures the work a "
+                             "pipeline did ahead while the other ran, not its steady rate (benchmarks/README.md)")
     parser.add_argument("--cuts", nargs="+", default=["cpu", "slice", "chain", "full"], choices=list(CUTS))
     parser.add_argument("--yappi", type=int, default=0, metavar="BATCHES",
                         help="also profile that many batches of each headrace cut with yappi (CPU time, every thread)")

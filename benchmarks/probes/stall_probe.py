@@ -287,11 +287,9 @@ def main() -> None:
 
 
 DECODER_HOOKS = {"lanes": lambda text: ("lane_count", lambda n=int(text): n),
-                 "pinned": lambda text: ("pinned_input", bool(int(text))),
-                 "sets": lambda text: ("lane_sets", int(text))}
+                 "pinned": lambda text: ("pinned_input", bool(int(text)))}
 """Variant settings that change a built pipeline's MixedDecoder objects: `lanes=N` splits large batches over N
-decode lanes, `pinned=1` hands nvImageCodec the encoded bytes in pinned host memory, `sets=N` hands batches to N
-sets of lanes in turn (one set's host half runs while the other's decode is on the device)."""
+decode lanes, `pinned=1` hands nvImageCodec the encoded bytes in pinned host memory."""
 
 
 def round_spans(log: BatchLog, rates: list[float], cut: float = 0.8) -> tuple[list, list]:

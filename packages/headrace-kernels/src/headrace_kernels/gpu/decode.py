@@ -177,8 +177,6 @@ class MixedDecoder:
         self.args, self.device_id, self.num_threads, self.random_crop = args, device_id, num_threads, random_crop
         self.capacity = capacity  # the largest batch it will see (the pipeline's batch_size): see _warm_up
         self.pinned_input = False  # hand nvImageCodec the encoded bytes copied into pinned host memory (C API)
-        self.lane_sets = 1  # batches handed to the lanes take turns over this many sets of lanes
-        self._handed = 0  # batches handed to the lanes so far (which set the next one takes)
         self._warmed = False
         self.output_type = int(args["output_type"])
         self.hw_load = float(args["hw_decoder_load"])
@@ -587,8 +585,6 @@ class MixedDecoder:
         pool) has queued so far: work still reading a block that came back to the pool before the decode writes
         it."""
         queued = events.record(stream)
-        first = (self._handed % self.lane_sets) * len(parts)  # this batch's set of lanes
-        self._handed += 1
 
         def part(j: int, calls: list[np.ndarray]):
             def work(lane: DecodeLane) -> np.ndarray:
@@ -596,7 +592,7 @@ class MixedDecoder:
                 return self._decode_calls(self._lane_decoder(j, lane), prepared, calls, lane.stream, gray)
             return work
 
-        return LaneDecode([(np.concatenate(calls), self._lane(first + j).submit(part(first + j, calls)))
+        return LaneDecode([(np.concatenate(calls), self._lane(j).submit(part(j, calls)))
                            for j, calls in enumerate(parts)], len(prepared.shapes))
 
     def start_ahead(self, prepared: Prepared, stream) -> None:
