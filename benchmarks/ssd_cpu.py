@@ -274,8 +274,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup-batches", type=int, help="untimed batches before each library's timed epochs "
                         "(default 2; 8 on the GPU)")
     parser.add_argument("--epochs", type=int,
-                        help="timed epochs per library per round (default: 1 on the CPU; on the GPU as many as make "
-                             "32,768 images: shorter rounds measure the work a pipeline did ahead while the other ran)")
+                        help="timed epochs per library per round (default: as many as make 1,024 images on the CPU, "
+                             "32,768 on the GPU: shorter rounds measure the work a pipeline did ahead while the other "
+                             "ran)")
     parser.add_argument("--rounds", type=int, default=6, help="rounds; the order alternates (A B, B A, ...)")
     parser.add_argument("--only", nargs="+", choices=LIBRARIES, default=list(LIBRARIES))
     parser.add_argument("--seed", type=int, default=42)
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
     data = (args.data, args.annotations) if args.data else make_dataset(args.workdir, args.images, args.seed)
     if args.epochs is None:
         images = len(json.loads(Path(data[1]).read_text())["images"]) if args.data else args.images
-        args.epochs = -(-32768 // images) if gpu else 1
+        args.epochs = -(-(32768 if gpu else 1024) // images)
     if args.ops:
         op_times(args, data)
         return

@@ -193,7 +193,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--batches", type=int, default=24, help="per round and library")
+    parser.add_argument("--batches", type=int, default=96, help="per round and library (about a second)")
     parser.add_argument("--slow", type=float, default=1.5, help="a batch is slow over this many times the median")
     parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali"])
     parser.add_argument("--variant", nargs="+", action="append", default=[], metavar="NAME=VALUE",
