@@ -141,32 +141,6 @@ def test_the_worker_starts_from_the_readers_state(ssd_nodes):
         _assert_same_group(home.run_group(4, 2, True), worker.run_group(4, 2, True))
 
 
-def test_the_worker_readers_take_the_pipelines_reader_settings(ssd_nodes):
-    """What the pipeline set on its readers after build (READER_SETTINGS: feeds_gpu, pooled_reads_from) goes to the
-    worker with the first request, and the worker's readers take it."""
-    from headrace.engine.cpu_worker import start
-
-    stage = _stage(ssd_nodes)
-    stage.batch_ops["Reader"].feeds_gpu, stage.batch_ops["Reader"].pooled_reads_from = True, 5
-    with _worker(stage, ssd_nodes[0]) as worker:
-        sent = []
-        pipe = worker._requests
-
-        class Recording:
-            def send(self, message):
-                sent.append(message)
-                pipe.send(message)
-
-        worker._requests = Recording()
-        worker.run_group(0, 2, True)
-        worker._requests = pipe
-    (first,) = [message for message in sent if message[0] == "start"]
-    assert first[2]["Reader"] == {"feeds_gpu": True, "pooled_reads_from": 5}
-    away = _stage(ssd_nodes)
-    start(away, {}, first[2])
-    assert away.batch_ops["Reader"].feeds_gpu is True and away.batch_ops["Reader"].pooled_reads_from == 5
-
-
 def test_a_read_error_names_its_batch_and_sample_as_at_home(tmp_path):
     from headrace.data.synthetic import make_image_folder
 

@@ -3,7 +3,7 @@ each stage (the CPU ops alone, + image_slice, + the image chain, the whole graph
 other hw_decoder_load values), each cut built by both libraries in one process on the same files, alternating
 rounds, medians and ratios; then headrace's GPU-stage host time per step for each cut. A probe for issue 20.
 
-    python benchmarks/probes/ssd_stage_probe.py [--images 256] [--rounds 5] [--batches 24] [--cuts cpu slice full]
+    python benchmarks/probes/ssd_stage_probe.py [--images 256] [--rounds 5] [--batches 1024] [--cuts cpu slice full]
 """
 
 from __future__ import annotations
@@ -81,13 +81,10 @@ CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_s
         "full coalesced 4": cut_full, "full coalesced 8": cut_full, "full process": cut_full,
         "full at home": cut_full, "full queue 2": cut_full, "full pool": cut_full,
         "full near gpu": cut_full, "full huffman 0": cut_full, "full pool huffman 0": cut_full,
-        "full reads pooled": cut_full}
+        "full parallel reads": cut_full}
 DECODER_ATTRIBUTES = {"full ahead": {"ahead_from": 1}}
 """Cuts whose headrace build sets these attributes of its mixed decoders: every batch decoded ahead on a decode lane
 (ahead_from 1; DALI's mixed stage always runs ahead)."""
-READER_ATTRIBUTES = {"full reads pooled": {"pooled_reads_from": 2}}
-"""Cuts whose headrace build sets these attributes of its readers (in the worker process too): every batch's files
-read in runs on the pool's workers, as before 2026-11-29."""
 THREADS = {"full 2 threads": 2}
 """Cuts built with their own num_threads (nvImageCodec's CPU threads too): headrace only."""
 COALESCED = {"full 1 a run": 1, "full coalesced 4": 4, "full coalesced 8": 8}
@@ -100,14 +97,14 @@ QUEUE_2 = {"full queue 2"}
 """Cuts whose headrace build hands out finished batches through a queue of 2 (the prefetch depth), not of a whole
 coalesced run plus one: the prefetch thread waits for the consumer before it starts the next run."""
 OPTIONS = {"full pool": {"decoder_memory": "pool"}, "full near gpu": {"cpu_affinity": "gpu"},
-           "full pool huffman 0": {"decoder_memory": "pool"}}
+           "full pool huffman 0": {"decoder_memory": "pool"}, "full parallel reads": {"parallel_reads": "true"}}
 """Cuts whose headrace build sets these executor options: nvImageCodec's own buffers from a CUDA memory pool, the
-pipeline's threads on the GPU's NUMA node."""
+pipeline's threads on the GPU's NUMA node, the readers' files read on the pool's threads."""
 DECODER_ARGS = {"full huffman 0": {"hybrid_huffman_threshold": 0},
                 "full pool huffman 0": {"hybrid_huffman_threshold": 0}}
 """Cuts whose headrace build gives its image decoder these arguments: Huffman decoding on the GPU for every image
 the CUDA decoder takes (DALI's default leaves images under 10^6 pixels to the host threads; the same pixels)."""
-HEADRACE_ONLY = set(DECODER_ATTRIBUTES) | set(READER_ATTRIBUTES) | set(THREADS) | set(COALESCED) | set(PROCESS) | \
+HEADRACE_ONLY = set(DECODER_ATTRIBUTES) | set(THREADS) | set(COALESCED) | set(PROCESS) | \
     QUEUE_2 | set(OPTIONS) | set(DECODER_ARGS)
 DATA: dict[str, str] = {}
 
@@ -130,9 +127,6 @@ def build(name: str, cut: str, batch_size: int, threads: int, executor: dict[str
     built.build()
     if cut in QUEUE_2:
         built.prefetch_queue_depth = 3 - built._executor.batches_per_run  # the prefetcher's queue: 2 batches
-    for reader in built._executor.cpu.batch_ops.values() if cut in READER_ATTRIBUTES else ():
-        for attribute, value in READER_ATTRIBUTES[cut].items():
-            setattr(reader, attribute, value)
     for kernel in built._executor.gpu.kernels() if cut in DECODER_ATTRIBUTES else ():
         if hasattr(kernel, "decoder"):
             for attribute, value in DECODER_ATTRIBUTES[cut].items():

@@ -26,8 +26,6 @@ from headrace.graph import OpNode
 from headrace_kernels.worker_pool import WorkerError
 
 _START = "from headrace.engine.cpu_worker import main; main()"
-READER_SETTINGS = ("feeds_gpu", "pooled_reads_from")
-"""The readers' attributes the pipeline sets after build that the worker's readers take too (at the first batch)."""
 
 
 def _nodes_allow(cpu_nodes: list[OpNode]) -> bool:
@@ -125,8 +123,8 @@ class CpuStageProcess:
             try:
                 if first_request:  # now, not at build: a checkpoint is restored into the readers in between
                     states = {name: op.get_state() for name, op in self.cpu.batch_ops.items()}
-                    attributes = {name: {key: getattr(op, key) for key in READER_SETTINGS if hasattr(op, key)}
-                                  for name, op in self.cpu.batch_ops.items()}
+                    attributes = {name: {"feeds_gpu": op.feeds_gpu} for name, op in self.cpu.batch_ops.items()
+                                  if hasattr(op, "feeds_gpu")}
                     self._requests.send(("start", states, attributes, self._keys))
                     self._started = True
                 ahead, self._ahead = self._ahead, None

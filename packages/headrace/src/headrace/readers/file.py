@@ -155,12 +155,6 @@ class FileReader:
     are read into copies, not mapped. Mapping a batch's files beside the decoder's and CUDA's threads made the GPU
     training pipeline 0.90x as fast (benchmarks/HISTORY.md); CPU consumers gain from it."""
 
-    pooled_reads_from = 128
-    """The smallest batch whose files are read on the pool's workers (in runs, one per worker). A smaller batch is
-    read in one call that releases the GIL once: handing runs to the workers cost more than reading 32 cached files
-    (benchmarks/HISTORY.md, 2026-11-29: 1.54 against 0.36 ms on 2 vCPUs), and it made the worker process of the
-    SSD300 GPU pipeline its bottleneck."""
-
     op = "readers.file"
     permutes_data_set = True
     """random_shuffle (buffer mode) first permutes the whole data set, as DALI's file-like loaders do (records in
@@ -408,10 +402,9 @@ class FileReader:
         return [self.batch_data(indices), labels], self.sources(indices)
 
     def batch_data(self, indices: list[int]) -> list:
-        """What `_read_batch` makes of these samples, read on the pool's workers where there is one and the batch
-        has `pooled_reads_from` files or more."""
+        """What `_read_batch` makes of these samples, read on the pool's workers where there is one."""
         workers = getattr(self.pool, "_max_workers", 1) if self.pool is not None else 1
-        if workers > 1 and len(indices) >= max(self.pooled_reads_from, 2):
+        if workers > 1 and len(indices) > 1:
             # one task per worker, each reading a contiguous run of files: a future per file cost more host time
             # than the read of a cached ~100 KB file
             step = -(-len(indices) // workers)
