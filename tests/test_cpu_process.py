@@ -112,6 +112,9 @@ def test_the_worker_computes_batch_by_batch(ssd_nodes):
     with _worker(away, ssd_nodes[0]) as worker:
         for iteration in range(4):
             _assert_same_values(home.run(iteration)[0], worker.run(iteration)[0])
+        # what a probe reads: the time spent waiting for answers and unpacking them, the blocks the answers came in
+        assert worker.timings["waiting for the worker's answer"] > 0 and worker.timings["unpacking its answer"] > 0
+        assert worker.timings["blocks mapped"] >= 1
 
 
 def test_a_run_asked_out_of_turn_drops_the_one_computed_ahead(ssd_nodes):

@@ -13,8 +13,9 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import warnings
-from collections import deque
+from collections import Counter, deque
 from multiprocessing.connection import Connection
 
 import numpy as np
@@ -73,6 +74,7 @@ class CpuStageProcess:
         self._ahead: tuple | None = None  # the request sent ahead, whose answer is the next to come
         self._freed: deque[int] = deque()  # blocks whose last view went (any thread): handed back with the next ask
         self._blocks = BlockReader(self._freed.append)
+        self.timings: Counter = Counter()  # seconds waiting for the worker's answers and unpacking them, for probes
         requests_read, requests_write = os.pipe()
         replies_read, replies_write = os.pipe()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -132,7 +134,9 @@ class CpuStageProcess:
                     self._drop(self._replies.recv())
                 if ahead != request:
                     self._send(request)
+                waited = time.perf_counter()
                 reply = self._replies.recv()
+                self.timings["waiting for the worker's answer"] += time.perf_counter() - waited
             except (EOFError, OSError):  # BrokenPipeError among them
                 if first_request:
                     return self._go_home(self._died())
@@ -173,6 +177,15 @@ class CpuStageProcess:
             return self.cpu.run_group(first, count, merge)
         if reply[0] == "error":
             raise reply[1]
+        unpacking = time.perf_counter()
+        try:
+            return self._unpack(reply)
+        finally:
+            self.timings["unpacking its answer"] += time.perf_counter() - unpacking
+            self.timings["blocks mapped"] = len(self._blocks.maps)
+
+    def _unpack(self, reply: tuple) -> tuple[dict | None, list]:
+        """The run's values from the worker's "ok" answer, as views of its shared block."""
         _, merged_records, member_records, states, where, dropped = reply
         self._blocks.drop(dropped)
         block = self._blocks.batch(*where) if where is not None else np.zeros(0, np.uint8)
