@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cupti_trace import CuptiTrace
+from cupti_trace import SYNC_CALLS, CuptiTrace
 from gpu_vs_dali import CASES, Library, build, epoch_rate
 from stack_samples import StackSampler, print_counts
 
@@ -207,9 +207,11 @@ def main() -> None:
                         "instead of headrace_kernels.gpu.events (an A/B between two processes)")
     parser.add_argument("--executor", nargs="*", default=[], metavar="NAME=VALUE",
                         help="executor options of headrace's pipeline")
-    parser.add_argument("--cupti", action="store_true",
-                        help="record CUDA calls, kernels and copies with CUPTI (cupti-python) and compare headrace's "
-                        "batches in its slow rounds (under 0.8 x its median rate) with the rest")
+    parser.add_argument("--cupti", nargs="*", metavar="NAME_PART",
+                        help="record CUDA calls with CUPTI (cupti-python) and compare headrace's batches in its slow "
+                        "rounds (under 0.8 x its median rate) with the rest: the calls whose names hold one of these "
+                        "parts (default: the synchronizing ones, cupti_trace.SYNC_CALLS), or 'all': every call, "
+                        "kernel and copy (which slowed the pipelines 3-10x)")
     args = parser.parse_args()
     from headrace.data.synthetic import make_image_folder
 
@@ -255,9 +257,9 @@ def main() -> None:
         rates: dict[str, list[float]] = {name: [] for name in libs}
         sampler = StackSampler() if args.stacks else None
         trace = None
-        if args.cupti:
+        if args.cupti is not None:
             try:
-                trace = CuptiTrace()
+                trace = CuptiTrace() if args.cupti == ["all"] else CuptiTrace(calls=tuple(args.cupti) or SYNC_CALLS)
             except Exception as exc:  # noqa: BLE001 - no cupti-python or libcupti here: run without the trace
                 print(f"no CUPTI trace: {type(exc).__name__}: {exc}")
         with LaneTimes() as lanes, trace or contextlib.nullcontext():
