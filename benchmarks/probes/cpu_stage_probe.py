@@ -2,10 +2,13 @@
 COCO reader, random_bbox_crop and the draws over a coalesced run (`CpuStage.run_group`), then the wire
 (`cpu_worker.pack_group`: the values the GPU stage reads, packed into a shared block), with and without the
 encoded bytes, and with the executor option parallel_reads (the files read in runs on the pool's threads);
-alternating, medians; then a profile of the worker's run. No GPU needed: it runs where the worker would, on the GPU
-machine's host or here. A probe for issue 20.
+alternating, medians; then a profile of the worker's run. `--consume MS ...` then runs a real worker process the
+way the GPU stage uses it (a readers thread asking one and two runs ahead, a consumer that takes a run every MS
+without using the CPU and holds the last three) and prints how long the consumer waited. No GPU needed: it runs
+where the worker would, on the GPU machine's host or here. A probe for issue 20.
 
     python benchmarks/probes/cpu_stage_probe.py [--images 512] [--runs 30] [--batch-size 32] [--group 8]
+                                                [--consume 10 20]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import ssd_pipeline as example  # noqa: E402
 from headrace import fn, pipeline_def, types  # noqa: E402
 from headrace.batch import BufferPool  # noqa: E402
 from headrace.engine.column_wire import Blocks  # noqa: E402
+from headrace.engine.cpu_process import CpuStageProcess  # noqa: E402
 from headrace.engine.cpu_stage import CpuStage  # noqa: E402
 from headrace.engine.cpu_worker import pack_group  # noqa: E402
 
@@ -36,9 +40,9 @@ RAW_ANNOTATIONS = {("Reader", 1), ("Reader", 2)}
 
 
 def ssd_cpu_stage(root: str, annotations: str, batch_size: int, threads: int,
-                  parallel_reads: bool) -> tuple[CpuStage, frozenset]:
-    """The CPU stage the worker builds for the SSD300 GPU pipeline (its readers fed to the GPU), and the keys of the
-    values it sends."""
+                  parallel_reads: bool) -> tuple[CpuStage, frozenset, list, int]:
+    """The CPU stage the worker builds for the SSD300 GPU pipeline (its readers fed to the GPU), the keys of the
+    values it sends, its nodes and its seed."""
     @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=None, seed=7)
     def ssd():
         return example.ssd300_training(fn, types, root, annotations, device="cpu")
@@ -54,7 +58,35 @@ def ssd_cpu_stage(root: str, annotations: str, batch_size: int, threads: int,
                      pool)
     stage.batch_ops["Reader"].feeds_gpu = True
     keys = frozenset((node.name, k) for node in nodes for k in range(len(node.outputs))) - RAW_ANNOTATIONS
-    return stage, keys
+    return stage, keys, nodes, seed
+
+
+def consumer_waits(nodes: list, seed: int, keys: frozenset, batch_size: int, group: int, threads: int,
+                   consume: float, runs: int) -> tuple[float, float]:
+    """(median wait for a run in ms, the worker's unpacking in ms a run) with a consumer taking a run every
+    `consume` seconds, as the GPU stage does: a readers thread asks for runs one and two ahead."""
+    stage = CpuStage(nodes, [], batch_size, threads, seed, BufferPool(per_key=2), None,
+                     ThreadPoolExecutor(threads, thread_name_prefix="headrace-cpu"))
+    stage.batch_ops["Reader"].feeds_gpu = True
+    worker = CpuStageProcess(nodes, batch_size, threads, seed, False).bind(stage, set(keys))
+    readers, reads, held, waits = ThreadPoolExecutor(1), {}, [], []
+    try:
+        for index in range(runs + 5):  # the first five warm up
+            first = index * group
+            for ahead in (first, first + group, first + 2 * group):
+                if ahead not in reads:
+                    reads[ahead] = readers.submit(worker.run_group, ahead, group, True)
+            start = time.perf_counter()
+            held.append(reads.pop(first).result())
+            if index >= 5:
+                waits.append(time.perf_counter() - start)
+            del held[:-3]  # what is still decoding or queued holds its blocks
+            time.sleep(consume)
+        return statistics.median(waits) * 1e3, worker.timings["unpacking its answer"] / (runs + 5) * 1e3
+    finally:
+        held.clear()
+        readers.shutdown()
+        worker.close()
 
 
 def main() -> None:
@@ -64,11 +96,13 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8, help="batches in a coalesced run")
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--runs", type=int, default=30, help="timed runs per variant")
+    parser.add_argument("--consume", type=float, nargs="*", default=[], metavar="MS",
+                        help="then run a worker process with a consumer taking a run every MS")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         root, annotations = example.write_coco_set(scratch, args.images, size=(480, 640))
-        stage, keys = ssd_cpu_stage(root, annotations, args.batch_size, args.threads, False)
-        pooled, _ = ssd_cpu_stage(root, annotations, args.batch_size, args.threads, True)
+        stage, keys, nodes, seed = ssd_cpu_stage(root, annotations, args.batch_size, args.threads, False)
+        pooled = ssd_cpu_stage(root, annotations, args.batch_size, args.threads, True)[0]
         blocks = Blocks()
         without_bytes = keys - {("Reader", 0)}
         variants = {
@@ -107,6 +141,11 @@ def main() -> None:
         print("\nthe worker's runs (CPU stage + wire), by own time:")
         pstats.Stats(profile).sort_stats("tottime").print_stats(18)
         blocks.close()
+        for consume in args.consume:
+            waited, unpacked = consumer_waits(nodes, seed, keys, args.batch_size, args.group, args.threads,
+                                              consume / 1e3, args.runs)
+            print(f"a worker process, a run taken every {consume:g} ms: the consumer waited {waited:.2f} ms a run "
+                  f"(median); unpacking took {unpacked:.2f} ms a run")
 
 
 if __name__ == "__main__":
