@@ -114,6 +114,7 @@ def test_the_worker_computes_batch_by_batch(ssd_nodes):
             _assert_same_values(home.run(iteration)[0], worker.run(iteration)[0])
         # what a probe reads: the time spent waiting for answers and unpacking them, the blocks the answers came in
         assert worker.timings["waiting for the worker's answer"] > 0 and worker.timings["unpacking its answer"] > 0
+        assert worker.timings["the worker's compute"] > 0 and worker.timings["from its answer to here"] > 0
         assert worker.timings["blocks mapped"] >= 1
 
 

@@ -107,7 +107,8 @@ the CUDA decoder takes (DALI's default leaves images under 10^6 pixels to the ho
 HEADRACE_ONLY = set(DECODER_ATTRIBUTES) | set(THREADS) | set(COALESCED) | set(PROCESS) | \
     QUEUE_2 | set(OPTIONS) | set(DECODER_ARGS)
 DATA: dict[str, str] = {}
-WORKER_TIMINGS = ("waiting for the worker's answer", "unpacking its answer")
+WORKER_TIMINGS = ("waiting for the worker's answer", "the worker's compute", "from its answer to here",
+                  "unpacking its answer")
 """The pipeline process's timings of its CPU stage's worker (CpuStageProcess.timings), seconds."""
 
 
@@ -289,9 +290,10 @@ def main() -> None:
                 for name, total in sorted(stage.timings.items(), key=lambda kv: -kv[1]):
                     print(f"  {name:50} {total / args.batches * 1e3:8.2f}")
                 if worker:
-                    waited, unpacked = (worker[key] / args.batches * 1e3 for key in WORKER_TIMINGS)
-                    print(f"  the CPU stage's worker: waiting for its answers {waited:.2f}, unpacking them "
-                          f"{unpacked:.2f} ms per batch; {worker['blocks mapped']} shared blocks mapped")
+                    waited, computed, came, unpacked = (worker[key] / args.batches * 1e3 for key in WORKER_TIMINGS)
+                    print(f"  the CPU stage's worker, ms per batch: waiting for its answers {waited:.2f}; its compute "
+                          f"{computed:.2f}; from its answer to the readers' thread {came:.2f}; unpacking "
+                          f"{unpacked:.2f}; {worker['blocks mapped']} shared blocks mapped")
                 print("  wall / CPU time of its own thread (the rest: waiting for the GIL, the device, a lock), "
                       "ms per batch:")
                 for name, (wall, cpu) in sorted(times.totals.items(), key=lambda kv: -kv[1][0]):

@@ -74,7 +74,7 @@ class CpuStageProcess:
         self._ahead: tuple | None = None  # the request sent ahead, whose answer is the next to come
         self._freed: deque[int] = deque()  # blocks whose last view went (any thread): handed back with the next ask
         self._blocks = BlockReader(self._freed.append)
-        self.timings: Counter = Counter()  # seconds waiting for the worker's answers and unpacking them, for probes
+        self.timings: Counter = Counter()  # seconds waiting for the worker's answers, their parts, unpacking them
         requests_read, requests_write = os.pipe()
         replies_read, replies_write = os.pipe()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -137,6 +137,9 @@ class CpuStageProcess:
                 waited = time.perf_counter()
                 reply = self._replies.recv()
                 self.timings["waiting for the worker's answer"] += time.perf_counter() - waited
+                if reply[0] == "ok":  # (its compute, from its answer to here: the pipe, the GIL, unpickling)
+                    self.timings["the worker's compute"] += reply[7] - reply[6]
+                    self.timings["from its answer to here"] += time.monotonic() - reply[7]
             except (EOFError, OSError):  # BrokenPipeError among them
                 if first_request:
                     return self._go_home(self._died())
@@ -186,7 +189,7 @@ class CpuStageProcess:
 
     def _unpack(self, reply: tuple) -> tuple[dict | None, list]:
         """The run's values from the worker's "ok" answer, as views of its shared block."""
-        _, merged_records, member_records, states, where, dropped = reply
+        _, merged_records, member_records, states, where, dropped = reply[:6]
         self._blocks.drop(dropped)
         block = self._blocks.batch(*where) if where is not None else np.zeros(0, np.uint8)
         self.cpu.states_after.update(states)

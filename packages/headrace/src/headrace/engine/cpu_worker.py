@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 
@@ -70,7 +71,7 @@ def serve(requests: Connection, replies: Connection) -> None:
     """Answer requests until asked to stop: ("setup", setup) builds the stage and ("start", states, attributes, keys)
     sets its readers and the values to send (no answer; after a failure every request is answered "setup-error"),
     ("free", block numbers) takes blocks back (no answer), ("group", first, count, merge, record_states) computes
-    batches."""
+    batches (pack_group's answer, with the time.monotonic() it began and ended at)."""
     blocks = Blocks()
     try:
         _serve(requests, replies, blocks)
@@ -113,7 +114,8 @@ def _serve(requests: Connection, replies: Connection, blocks: Blocks) -> None:
         try:
             _, first, count, merge, record_states = message
             stage.record_states = record_states
-            reply = pack_group(stage, first, count, merge, keys, blocks)
+            started = time.monotonic()  # the clock the pipeline's process reads too: how long the answer took
+            reply = (*pack_group(stage, first, count, merge, keys, blocks), started, time.monotonic())
         except BaseException as exc:  # noqa: BLE001 - handed to the pipeline's process, which raises it
             reply = ("error", portable(exc))
         try:
