@@ -33,6 +33,13 @@ def _jpeg(image: np.ndarray, **save) -> np.ndarray:
     return np.frombuffer(buffer.getvalue(), dtype=np.uint8)
 
 
+def _random_jpegs(seed: int, count: int, heights: tuple[int, int], widths: tuple[int, int]) -> list[np.ndarray]:
+    """`count` synthetic images of random sizes in [heights) x [widths), as quality-90 JPEGs (4:2:0)."""
+    rng = np.random.default_rng(seed)
+    return [_jpeg(synthetic_image(rng, int(rng.integers(*heights)), int(rng.integers(*widths))), quality=90)
+            for _ in range(count)]
+
+
 def _exif_rotated(image: np.ndarray) -> np.ndarray:
     exif = Image.Exif()
     exif[0x0112] = 6  # rotate 90 degrees clockwise to display
@@ -104,10 +111,8 @@ def test_mixed_decode_matches_cpu(output_type):
 
 @pytest.mark.parametrize("hw_decoder_load", [0.0, 0.65, 1.0])
 def test_mixed_random_crop_windows_match_cpu(hw_decoder_load):
-    rng = np.random.default_rng(3)
     # the EXIF-rotated file included: both devices draw its window in the displayed (turned) frame
-    batch = [_jpeg(synthetic_image(rng, int(rng.integers(60, 300)), int(rng.integers(60, 300))), quality=90)
-             for _ in range(24)] + list(_encoded_set().values())
+    batch = _random_jpegs(3, 24, (60, 300), (60, 300)) + list(_encoded_set().values())
 
     def graph(d, dev):
         return fn.decoders.image_random_crop(d, device="mixed" if dev == "gpu" else "cpu",
@@ -127,9 +132,7 @@ def test_hybrid_huffman_threshold_reaches_the_cuda_decoder_and_still_matches_cpu
     assert decoder_options({"hybrid_huffman_threshold": threshold}) == \
         f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={threshold}"
     assert decoder_options({"hybrid_huffman_threshold": 1_000_000}) == ""  # the decoder's own default
-    rng = np.random.default_rng(5)
-    batch = [_jpeg(synthetic_image(rng, int(rng.integers(60, 300)), int(rng.integers(60, 300))), quality=90)
-             for _ in range(12)]
+    batch = _random_jpegs(5, 12, (60, 300), (60, 300))
 
     def graph(d, dev):
         return fn.decoders.image(d, device="mixed" if dev == "gpu" else "cpu", hw_decoder_load=0.0,
@@ -141,9 +144,7 @@ def test_hybrid_huffman_threshold_reaches_the_cuda_decoder_and_still_matches_cpu
 
 
 def test_preallocation_hints_reach_the_hardware_decoder_and_change_no_pixel():
-    rng = np.random.default_rng(6)
-    batch = [_jpeg(synthetic_image(rng, int(rng.integers(200, 400)), int(rng.integers(200, 500))), quality=90)
-             for _ in range(16)]
+    batch = _random_jpegs(6, 16, (200, 400), (200, 500))
     decoded = {}
     for hints in ({}, {"preallocate_width_hint": 500, "preallocate_height_hint": 400}):
         def check(decoder, hints=hints):
@@ -158,9 +159,7 @@ def test_fancy_upsampling_off_replicates_chroma_and_on_matches_cpu(hw_decoder_lo
     # 4:2:0 JPEGs (Pillow's default at quality 90) on the CUDA decoder (load 0) and the hardware one (load 1):
     # jpeg_fancy_upsampling=True interpolates chroma as the CPU decoder does; False (DALI's default) replicates
     # it, which moves pixels at colour edges: further from the CPU decode, beyond _close's bounds on these images
-    rng = np.random.default_rng(7)
-    batch = [_jpeg(synthetic_image(rng, int(rng.integers(120, 300)), int(rng.integers(120, 300))), quality=90)
-             for _ in range(8)]
+    batch = _random_jpegs(7, 8, (120, 300), (120, 300))
     cpu = run_graph(batch, lambda d, dev: fn.decoders.image(d), "cpu")
     distance = {}
     for fancy in (True, False):
@@ -180,9 +179,7 @@ def test_fancy_upsampling_off_replicates_chroma_and_on_matches_cpu(hw_decoder_lo
 @pytest.mark.parametrize("hw_decoder_load", [1.0, 0.65])
 def test_encoded_bytes_in_pinned_memory_change_no_pixel(hw_decoder_load):
     # batches of 128 go to the decode lanes (split over two at load 1): each lane's stream holds the pinned block
-    rng = np.random.default_rng(8)
-    batch = [_jpeg(synthetic_image(rng, int(rng.integers(100, 300)), int(rng.integers(100, 300))), quality=90)
-             for _ in range(128)]
+    batch = _random_jpegs(8, 128, (100, 300), (100, 300))
     decoded = {}
     for pinned in (False, True):
         decoded[pinned] = _fed_decodes(
@@ -193,9 +190,7 @@ def test_encoded_bytes_in_pinned_memory_change_no_pixel(hw_decoder_load):
 
 @pytest.mark.parametrize("load", [1.0, 0.65])
 def test_nvimgcodecs_buffers_from_the_pool_change_no_pixel(load):
-    rng = np.random.default_rng(7)
-    batch = [_jpeg(synthetic_image(rng, int(rng.integers(200, 400)), int(rng.integers(200, 500))), quality=90)
-             for _ in range(16)]
+    batch = _random_jpegs(7, 16, (200, 400), (200, 500))
     decoded = {}
     for memory in ("nvimgcodec", "pool"):
         def check(decoder, memory=memory):

@@ -69,3 +69,31 @@ def test_decoder_memory_option_values():
     assert ExecutorOptions.from_strings({"decoder_memory": "pool"}).decoder_memory == "pool"
     with pytest.raises(SchemaError, match="decoder_memory"):
         ExecutorOptions(decoder_memory="cuda")
+
+
+def test_every_driver_function_called_is_declared_once(monkeypatch):
+    """The driver functions that the events and the pool call are all in cuda_driver.DECLARED, which a stand-in
+    libcuda (none on a machine without a GPU) gets declared: argument types and a CUresult."""
+    import inspect
+    import re
+
+    from headrace_kernels import cuda_driver, nvimgcodec_memory
+    from headrace_kernels.gpu import events
+
+    called = set()
+    for module in (events, nvimgcodec_memory):
+        called |= set(re.findall(r"\b(?:driver\(\)|cuda)\.(cu\w+)", inspect.getsource(module)))
+    assert called and called <= set(cuda_driver.DECLARED), called - set(cuda_driver.DECLARED)
+
+    class Function:
+        argtypes = restype = None
+
+    stand_in = type("Lib", (), {name: Function() for name in cuda_driver.DECLARED})()
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: stand_in if name == "libcuda.so.1" else None)
+    cuda_driver.driver.cache_clear()
+    try:
+        cuda = cuda_driver.driver()
+        assert all(getattr(cuda, name).restype is ctypes.c_int and getattr(cuda, name).argtypes == argtypes
+                   for name, argtypes in cuda_driver.DECLARED.items())
+    finally:
+        cuda_driver.driver.cache_clear()

@@ -9,13 +9,13 @@ cfuncs: nvImageCodec's threads call them without the GIL."""
 from __future__ import annotations
 
 import ctypes
-import functools
 import threading
 
 import numba
 import numpy as np
 from numba import types
 
+from headrace_kernels.cuda_driver import driver
 from headrace_kernels.nvimgcodec_capi import CApiError, new, pointer
 
 CU_MEM_ALLOCATION_TYPE_PINNED = 1  # device memory that is not migrated
@@ -57,22 +57,6 @@ def pinned_callbacks(allocate, free) -> tuple:
     return pinned_malloc, pinned_free
 
 
-@functools.cache
-def _driver() -> ctypes.CDLL:
-    cuda = ctypes.CDLL("libcuda.so.1")
-    declared = {"cuMemPoolCreate": [ctypes.c_void_p, ctypes.c_void_p],
-                "cuMemPoolSetAttribute": [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p],
-                "cuMemPoolTrimTo": [ctypes.c_void_p, ctypes.c_size_t],
-                "cuMemAllocFromPoolAsync": [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p],
-                "cuMemFreeAsync": [ctypes.c_void_p, ctypes.c_void_p],  # a CUdeviceptr is passed as a pointer is
-                "cuMemHostAlloc": [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint],
-                "cuMemFreeHost": [ctypes.c_void_p]}
-    for name, argtypes in declared.items():
-        function = getattr(cuda, name)
-        function.argtypes, function.restype = argtypes, ctypes.c_int
-    return cuda
-
-
 def _check(status: int, what: str) -> None:
     if status:
         raise CApiError(f"{what} failed with CUresult {status}")
@@ -86,7 +70,7 @@ class DecoderMemory:
     _lock = threading.Lock()
 
     def __init__(self, device_id: int):
-        cuda = _driver()
+        cuda = driver()
         props = np.zeros(POOL_PROPS_BYTES // 4, np.int32)
         props[0], props[2], props[3] = CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_DEVICE, device_id
         handle = ctypes.c_void_p()
@@ -126,4 +110,4 @@ class DecoderMemory:
 
     def trim(self) -> None:
         """Give the pool's unused memory back to the device."""
-        _check(_driver().cuMemPoolTrimTo(self.pool, 0), "cuMemPoolTrimTo")
+        _check(driver().cuMemPoolTrimTo(self.pool, 0), "cuMemPoolTrimTo")

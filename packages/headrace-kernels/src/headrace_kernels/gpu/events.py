@@ -6,23 +6,11 @@ Python thread of the pipeline then waits with it. ctypes releases the lock for t
 from __future__ import annotations
 
 import ctypes
-import functools
+
+from headrace_kernels.cuda_driver import driver
 
 CU_EVENT_DISABLE_TIMING = 2
 CUDA_SUCCESS, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_READY = 0, 201, 600
-
-
-@functools.cache
-def _driver() -> ctypes.CDLL:
-    cuda = ctypes.CDLL("libcuda.so.1")
-    declared = {"cuEventCreate": [ctypes.c_void_p, ctypes.c_uint], "cuEventDestroy_v2": [ctypes.c_void_p],
-                "cuEventRecord": [ctypes.c_void_p, ctypes.c_void_p],
-                "cuEventSynchronize": [ctypes.c_void_p], "cuEventQuery": [ctypes.c_void_p],
-                "cuStreamWaitEvent": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]}
-    for name, argtypes in declared.items():
-        function = getattr(cuda, name)
-        function.argtypes, function.restype = argtypes, ctypes.c_int
-    return cuda
 
 
 class EventError(RuntimeError):
@@ -41,23 +29,23 @@ class Event:
     def __init__(self):
         self.ptr = 0
         handle = ctypes.c_void_p()
-        status = _driver().cuEventCreate(ctypes.byref(handle), CU_EVENT_DISABLE_TIMING)
+        status = driver().cuEventCreate(ctypes.byref(handle), CU_EVENT_DISABLE_TIMING)
         if status == CUDA_ERROR_INVALID_CONTEXT:  # a thread that has made no runtime call yet: make it current
             from headrace_kernels.gpu.cupy_module import cupy
 
             runtime = cupy().cuda.runtime
             runtime.setDevice(runtime.getDevice())
-            status = _driver().cuEventCreate(ctypes.byref(handle), CU_EVENT_DISABLE_TIMING)
+            status = driver().cuEventCreate(ctypes.byref(handle), CU_EVENT_DISABLE_TIMING)
         _check(status, "cuEventCreate")
         self.ptr = handle.value or 0
 
     def synchronize(self) -> None:
         """Wait for the work queued before the record."""
-        _check(_driver().cuEventSynchronize(self.ptr), "cuEventSynchronize")
+        _check(driver().cuEventSynchronize(self.ptr), "cuEventSynchronize")
 
     @property
     def done(self) -> bool:
-        status = _driver().cuEventQuery(self.ptr)
+        status = driver().cuEventQuery(self.ptr)
         if status == CUDA_ERROR_NOT_READY:
             return False
         _check(status, "cuEventQuery")
@@ -66,7 +54,7 @@ class Event:
     def __del__(self):
         if self.ptr:
             try:
-                _driver().cuEventDestroy_v2(self.ptr)  # a status at interpreter exit, context gone, is no matter
+                driver().cuEventDestroy_v2(self.ptr)  # a status at interpreter exit, context gone, is no matter
             except Exception:  # noqa: BLE001 - ctypes itself torn down at exit
                 pass
             self.ptr = 0
@@ -75,10 +63,10 @@ class Event:
 def record(stream) -> Event:
     """A new event recorded on `stream` (anything with a CUDA stream handle as `ptr`)."""
     event = Event()
-    _check(_driver().cuEventRecord(event.ptr, stream.ptr), "cuEventRecord")
+    _check(driver().cuEventRecord(event.ptr, stream.ptr), "cuEventRecord")
     return event
 
 
 def wait(stream, event) -> None:
     """Make `stream`'s later work wait for `event` (ours or CuPy's)."""
-    _check(_driver().cuStreamWaitEvent(stream.ptr, event.ptr, 0), "cuStreamWaitEvent")
+    _check(driver().cuStreamWaitEvent(stream.ptr, event.ptr, 0), "cuStreamWaitEvent")
