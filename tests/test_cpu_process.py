@@ -17,9 +17,11 @@ import pytest
 
 from headrace import ExecutorOptions, fn, pipeline_def, types
 from headrace.batch import BufferPool
+from headrace.engine import column_wire
 from headrace.engine.column_wire import BlockReader, Blocks, BlockWriter, block_paths, pack_column, unpack_column
 from headrace.engine.cpu_process import CpuStageProcess, may_run_in_process, runs_in_process
 from headrace.engine.cpu_stage import CpuStage
+from headrace.engine.cpu_worker import pack_group
 from headrace.errors import SchemaError
 from headrace_kernels.columns import Column
 from headrace_kernels.worker_pool import WorkerError
@@ -253,6 +255,71 @@ def test_columns_travel_as_they_are():
         gc.collect()
         assert freed == [number]  # every view gone: the block goes back to the writer
     finally:
+        blocks.close()
+
+
+def _bytes_in(run: column_wire.RunBlock, sizes: list[int], seed: int) -> list[np.ndarray]:
+    """Samples of these sizes written into the run's block back to back, as a reader reads a batch's files."""
+    buffer = run.allocate(sum(sizes))
+    buffer[:] = np.random.default_rng(seed).integers(0, 256, len(buffer), dtype=np.uint8)
+    starts = np.cumsum(sizes) - sizes
+    return [buffer[s:s + n] for s, n in zip(starts.tolist(), sizes, strict=True)]
+
+
+@pytest.mark.parametrize("fits", [True, False])
+def test_samples_read_into_the_run_block_are_not_copied(fits):
+    blocks, freed = Blocks(), []
+    try:
+        writer = BlockWriter()
+        pack_column([np.zeros(1000, np.uint8)], writer)
+        blocks.free(blocks.write(writer)[0])  # the first answer sizes the next run's block
+        run = blocks.take_run_block()
+        assert run is not None and len(run.array) >= 1000
+        assert run.allocate(len(run.array) + 1) is None  # no room: the reader makes its own buffer
+        files = _bytes_in(run, [300, 0, 200], seed=1) + _bytes_in(run, [100], seed=2)  # two batches, back to back
+        writer = BlockWriter(run)
+        records = [pack_column(files, writer), pack_column([np.arange(3, dtype=np.int64)], writer)]
+        assert records[0][1][0] == 0  # the files' record points where they were read
+        if not fits:  # a later value too large for the run's block: all of it goes in another block
+            records.append(pack_column([np.ones(len(run.array), np.uint8)], writer))
+        number, path = blocks.write(writer)
+        assert (number == run.number) == fits and (run.number in blocks.free_numbers) != fits
+        block = BlockReader(freed.append).batch(number, path)
+        got = [unpack_column(record, block) for record in records]
+        for x, y in zip(files, got[0], strict=True):
+            np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(got[1][0], np.arange(3))
+        in_place = [part for part in writer.parts if part[2]]
+        assert len(in_place) == 1 and in_place[0][1].nbytes == 600
+    finally:
+        blocks.close()
+
+
+def test_readers_read_into_the_answers_block(ssd_nodes, monkeypatch):
+    allocated = []
+    real = column_wire.RunBlock.allocate
+
+    def allocate(self, nbytes):
+        allocated.append(nbytes)
+        return real(self, nbytes)
+
+    monkeypatch.setattr(column_wire.RunBlock, "allocate", allocate)
+    home, there = _stage(ssd_nodes), _stage(ssd_nodes)
+    there.batch_ops["Reader"].feeds_gpu = True  # read into copies, as the worker's readers are
+    blocks, reader, keys = Blocks(), BlockReader(lambda number: None), frozenset(_keys(there))
+    held = []
+    try:
+        for first in range(0, 8, 2):
+            reply = pack_group(there, first, 2, True, keys, blocks)
+            block = reader.batch(*reply[4])
+            merged = {key: unpack_column(record, block) for key, record in reply[1].items()}
+            _assert_same_values(home.run_group(first, 2, True)[0], merged)
+            held.append(merged)  # the answers' blocks stay in use: each run takes another
+            assert there.batch_ops["Reader"].read_into is None
+        assert len(allocated) == 6  # the second run on: every batch's files read into the answer's block
+        assert len(blocks.mapped) == 4
+    finally:
+        held.clear()
         blocks.close()
 
 

@@ -121,12 +121,16 @@ class BatchFileReader:
         ends = starts + np.maximum(sizes, 0)
         return [buffer[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
 
-    def read(self, indices: list[int], fallback) -> list[np.ndarray]:
-        """Copies of the files, in one buffer."""
+    def read(self, indices: list[int], fallback, into=None) -> list[np.ndarray]:
+        """Copies of the files, in one buffer: `into(nbytes)` where given and it returns a uint8 array (a worker's
+        shared block, so the bytes need no second copy), else a new one."""
         fds, sizes, odd = self._open(indices)
         sizes_ok = np.maximum(sizes, 0)
         ends = np.cumsum(sizes_ok)
-        buffer = np.empty(max(int(ends[-1]) if len(indices) else 0, 1), np.uint8)
+        total = max(int(ends[-1]) if len(indices) else 0, 1)
+        buffer = into(total) if into is not None else None
+        if buffer is None:
+            buffer = np.empty(total, np.uint8)
         starts = ends - sizes_ok
         got = np.zeros(len(indices), np.int64)
         _loops()[1](fds, sizes, np.uint64(buffer.ctypes.data) + starts.astype(np.uint64), got)

@@ -1,5 +1,6 @@
 """A CPU stage's values (columns of host arrays) moved between processes: every array copied once into one
-shared-memory file (a block), the rest (layouts, sources, states) pickled beside it. The receiver maps the block
+shared-memory file (a block), or read into it in the first place (a reader's files: `RunBlock`), the rest
+(layouts, sources, states) pickled beside it. The receiver maps the block
 read-only and gets views into it; when the last view is freed, the block's number goes back to the writer, which
 writes a later batch into it. Both sides keep their blocks mapped: no page is faulted in or zeroed per batch."""
 
@@ -66,13 +67,43 @@ def _new_block(number: int, size: int) -> tuple[str, mmap.mmap]:
     raise OSError(errno.ENOSPC, "no room for a shared block")  # not reached: the last folder's error is raised
 
 
+class RunBlock:
+    """The block a worker's next answer goes in, taken before the run: `allocate(n)` hands out its bytes back to
+    back (None once it has no room), so a reader reads its files straight into it and they are not copied again."""
+
+    def __init__(self, number: int, array: np.ndarray):
+        self.number, self.array, self.used = number, array, 0
+        self.address = array.__array_interface__["data"][0]
+
+    def allocate(self, nbytes: int) -> np.ndarray | None:
+        if self.used + nbytes > len(self.array):
+            return None
+        start, self.used = self.used, self.used + nbytes
+        return self.array[start:self.used]
+
+    def offset_of(self, flats: list[np.ndarray]) -> int | None:
+        """Where C-contiguous arrays that lie back to back in this block's handed-out bytes start, else None (empty
+        arrays lie nowhere: numpy gives an empty slice its base's address)."""
+        flats = [flat for flat in flats if flat.size]
+        if not flats:
+            return None
+        start = at = flats[0].__array_interface__["data"][0] - self.address
+        for flat in flats:
+            if flat.__array_interface__["data"][0] - self.address != at:
+                return None
+            at += flat.nbytes
+        return start if 0 <= start and at <= self.used else None
+
+
 class BlockWriter:
     """Lays arrays out in one block: `add` reserves a place for an array, `add_joined` for 1-D arrays laid back to
-    back, each returning its record (offset, dtype, shape); `write_into` copies them all into a block."""
+    back, each returning its record (offset, dtype, shape); `write_into` copies them all into a block. Arrays that
+    already lie in `run`'s block keep their place there (and are copied only if the answer goes in another)."""
 
-    def __init__(self):
-        self.parts: list[tuple[int, np.ndarray | list[np.ndarray]]] = []
-        self.size = 0
+    def __init__(self, run: RunBlock | None = None):
+        self.run = run
+        self.parts: list[tuple[int, np.ndarray | list[np.ndarray], bool]] = []  # (offset, array(s), in place)
+        self.size = _aligned(run.used) if run is not None else 0
 
     def _reserve(self, nbytes: int) -> int:
         offset = self.size
@@ -81,19 +112,30 @@ class BlockWriter:
 
     def add(self, array: np.ndarray) -> tuple[int, str, tuple[int, ...]]:
         array = np.ascontiguousarray(array)
-        offset = self._reserve(array.nbytes)
-        self.parts.append((offset, array))
+        offset = self.run.offset_of([array]) if self.run is not None else None
+        if offset is not None:
+            self.parts.append((offset, array, True))
+        else:
+            offset = self._reserve(array.nbytes)
+            self.parts.append((offset, array, False))
         return offset, array.dtype.str, array.shape
 
     def add_joined(self, flats: list[np.ndarray], dtype: np.dtype, total: int) -> tuple[int, str, tuple[int, ...]]:
-        offset = self._reserve(total * dtype.itemsize)
-        if total:
-            self.parts.append((offset, flats))
+        offset = self.run.offset_of(flats) if self.run is not None else None
+        if offset is not None:
+            self.parts.append((offset, self.run.array[offset:offset + total * dtype.itemsize], True))
+        else:
+            offset = self._reserve(total * dtype.itemsize)
+            if total:
+                self.parts.append((offset, flats, False))
         return offset, dtype.str, (total,)
 
-    def write_into(self, block: np.ndarray) -> None:
-        """Copy the arrays into `block` (at least `size` bytes)."""
-        for offset, part in self.parts:
+    def write_into(self, block: np.ndarray, in_run_block: bool = False) -> None:
+        """Copy the arrays into `block` (at least `size` bytes); those in place stay where they are when `block` is
+        the run's block (`in_run_block`)."""
+        for offset, part, in_place in self.parts:
+            if in_place and in_run_block:
+                continue
             if isinstance(part, np.ndarray):
                 block[offset:offset + part.nbytes] = part.reshape(-1).view(np.uint8)
             else:
@@ -113,28 +155,50 @@ class Blocks:
         self.mapped: dict[int, tuple[str, mmap.mmap, np.ndarray]] = {}
         self.free_numbers: list[int] = []
         self.dropped: list[int] = []
+        self.last_size = 0  # of the last answer written: what the next run's block is taken for
 
     def take_dropped(self) -> list[int]:
         dropped, self.dropped = self.dropped, []
         return dropped
 
-    def write(self, writer: BlockWriter) -> tuple[int, str] | None:
-        if not writer.size:
-            return None
-        fits = [n for n in self.free_numbers if len(self.mapped[n][2]) >= writer.size]
+    def _take(self, size: int) -> int:
+        """A free block of at least `size` bytes (the smallest), or a new one with room to spare."""
+        fits = [n for n in self.free_numbers if len(self.mapped[n][2]) >= size]
         if fits:
             number = min(fits, key=lambda n: len(self.mapped[n][2]))
             self.free_numbers.remove(number)
-        else:
-            number = next(_counter)
-            size = _aligned(writer.size * 5 // 4)  # room for a batch a little larger than this one
-            path, mapped = _new_block(number, size)
-            self.mapped[number] = (path, mapped, np.frombuffer(mapped, np.uint8))
+            return number
+        number = next(_counter)
+        path, mapped = _new_block(number, _aligned(size * 5 // 4))  # room for a batch a little larger than this
+        self.mapped[number] = (path, mapped, np.frombuffer(mapped, np.uint8))
+        return number
+
+    def take_run_block(self) -> RunBlock | None:
+        """The block for the next answer, taken now so the run's readers read into it: as large as the last
+        answer's with room to spare; None before the first answer (nothing to size it by)."""
+        if not self.last_size:
+            return None
+        number = self._take(self.last_size)
+        return RunBlock(number, self.mapped[number][2])
+
+    def write(self, writer: BlockWriter) -> tuple[int, str] | None:
+        """The answer's block (number, path) with the writer's arrays in it: the run's block where they fit in it
+        (a run block not used goes back), else another; None where there is nothing to write."""
+        run = writer.run
+        self.last_size = writer.size
+        if run is not None and 0 < writer.size <= len(run.array):
+            writer.write_into(run.array, in_run_block=True)
+            return run.number, self.mapped[run.number][0]
+        if run is not None:
+            self.free(run.number)
+        if not writer.size:
+            return None
+        number = self._take(writer.size)
         writer.write_into(self.mapped[number][2])
         return number, self.mapped[number][0]
 
     def free(self, number: int) -> None:
-        if number not in self.mapped:
+        if number not in self.mapped or number in self.free_numbers:
             return
         self.free_numbers.append(number)
         while len(self.free_numbers) > self.keep_free:  # the smallest go first

@@ -43,28 +43,45 @@ def start(stage: CpuStage, states: dict, attributes: dict) -> None:
 
 def pack_group(stage: CpuStage, first: int, count: int, merge: bool, keys: frozenset, blocks: Blocks) -> tuple:
     """("ok", merged column records or None, member records, states after each batch, (block number, path) or None,
-    the blocks dropped since the last answer), with the values of `keys` only (what the pipeline's process reads)."""
-    merged, members = stage.run_group(first, count, merge)
-    writer = BlockWriter()
-    if merged is not None:
-        merged_records = {key: pack_column(column, writer) for key, column in merged.items() if key in keys}
-        member_records = [("part", member[1], member[3]) for member in members]
-    else:
-        merged_records = None
-        member_records = []
-        for member in members:
-            if isinstance(member, BaseException):
-                member_records.append(("error", portable(member)))
-                continue
-            values, sources, collectors, size = member
-            if collectors:
-                raise RuntimeError("a CPU op's output is returned by the pipeline: its batches are collected in "
-                                   "the pipeline's process, not in a worker")
-            member_records.append(("batch", {key: pack_column(column, writer) for key, column in values.items()
-                                             if key in keys}, sources, size))
+    the blocks dropped since the last answer), with the values of `keys` only (what the pipeline's process reads).
+    The readers read their files straight into the answer's block (`Blocks.take_run_block`)."""
+    run = blocks.take_run_block()
+    readers = [op for op in stage.batch_ops.values() if hasattr(op, "read_into")]
+    for reader in readers:
+        reader.read_into = run.allocate if run is not None else None
+    try:
+        merged, members = stage.run_group(first, count, merge)
+        writer = BlockWriter(run)
+        records = _records(merged, members, keys, writer)
+        where = blocks.write(writer)
+    except BaseException:
+        if run is not None:
+            blocks.free(run.number)
+        raise
+    finally:
+        for reader in readers:
+            reader.read_into = None
     states = {i: stage.states_after.pop(i) for i in range(first, first + count) if i in stage.states_after}
-    where = blocks.write(writer)
-    return "ok", merged_records, member_records, states, where, blocks.take_dropped()
+    return "ok", *records, states, where, blocks.take_dropped()
+
+
+def _records(merged: dict | None, members: list, keys: frozenset, writer: BlockWriter) -> tuple:
+    """(merged column records or None, member records) of a run's values of `keys`, laid out by `writer`."""
+    if merged is not None:
+        return ({key: pack_column(column, writer) for key, column in merged.items() if key in keys},
+                [("part", member[1], member[3]) for member in members])
+    member_records = []
+    for member in members:
+        if isinstance(member, BaseException):
+            member_records.append(("error", portable(member)))
+            continue
+        values, sources, collectors, size = member
+        if collectors:
+            raise RuntimeError("a CPU op's output is returned by the pipeline: its batches are collected in the "
+                               "pipeline's process, not in a worker")
+        member_records.append(("batch", {key: pack_column(column, writer) for key, column in values.items()
+                                         if key in keys}, sources, size))
+    return None, member_records
 
 
 def serve(requests: Connection, replies: Connection) -> None:

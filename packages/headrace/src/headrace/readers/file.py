@@ -155,6 +155,10 @@ class FileReader:
     are read into copies, not mapped. Mapping a batch's files beside the decoder's and CUDA's threads made the GPU
     training pipeline 0.90x as fast (benchmarks/HISTORY.md); CPU consumers gain from it."""
 
+    read_into = None
+    """Where a batch's copies go: a function giving a uint8 array of n bytes, or None for a new array. The CPU
+    stage's worker process (executor option cpu_process) reads them into the shared block its answer goes in."""
+
     op = "readers.file"
     permutes_data_set = True
     """random_shuffle (buffer mode) first permutes the whole data set, as DALI's file-like loaders do (records in
@@ -392,8 +396,9 @@ class FileReader:
             self._batch_reader = BatchFileReader(self.paths, MAX_SAMPLE_BYTES) if BatchFileReader.available() else False
         if self._batch_reader is False:
             return None
-        batch = self._batch_reader.map if self.maps_files else self._batch_reader.read
-        return batch(indices, fallback)
+        if self.maps_files:
+            return self._batch_reader.map(indices, fallback)
+        return self._batch_reader.read(indices, fallback, self.read_into)
 
     def next_batch(self, iteration: int) -> tuple[list[list[np.ndarray]], list[str]]:
         """([encoded bytes per sample, label per sample], source path per sample)."""
