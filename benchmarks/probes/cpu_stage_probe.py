@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 
 import ssd_pipeline as example  # noqa: E402
+from process_use import process_use  # noqa: E402
 
 from headrace import fn, pipeline_def, types  # noqa: E402
 from headrace.batch import BufferPool  # noqa: E402
@@ -72,6 +73,8 @@ def consumer_waits(nodes: list, seed: int, keys: frozenset, batch_size: int, gro
     readers, reads, held, waits = ThreadPoolExecutor(1), {}, [], []
     try:
         for index in range(runs + 5):  # the first five warm up
+            if index == 5:
+                used = process_use(worker.pid)
             first = index * group
             for ahead in (first, first + group, first + 2 * group):
                 if ahead not in reads:
@@ -84,8 +87,10 @@ def consumer_waits(nodes: list, seed: int, keys: frozenset, batch_size: int, gro
                 worker.timings.clear()
             del held[:-3]  # what is still decoding or queued holds its blocks
             time.sleep(consume)
-        return statistics.median(waits) * 1e3, {key: seconds / runs * 1e3 for key, seconds in
-                                                worker.timings.items() if key != "blocks mapped"}
+        faults, cpu = (b - a for a, b in zip(used, process_use(worker.pid), strict=True))
+        parts = {key: seconds / runs * 1e3 for key, seconds in worker.timings.items() if key != "blocks mapped"}
+        return statistics.median(waits) * 1e3, {**parts, "the worker's CPU": cpu / runs * 1e3,
+                                                "the worker's page faults (count)": faults / runs}
     finally:
         held.clear()
         readers.shutdown()

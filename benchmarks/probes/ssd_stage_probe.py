@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import statistics
 import sys
 import tempfile
@@ -24,6 +25,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ssd_pipeline as example  # noqa: E402
+from process_use import process_use  # noqa: E402
 from ssd_cpu import device_synchronizer  # noqa: E402
 from stack_samples import StackSampler, print_counts  # noqa: E402
 
@@ -284,9 +286,16 @@ def main() -> None:
                 worker = getattr(stage.reads, "timings", None)  # the CPU stage's worker process (cpu_process)
                 if worker is not None:
                     worker.clear()
+                worker_pid = getattr(stage.reads, "pid", None)  # the CPU stage's worker process (cpu_process)
+                pids = {"this process": os.getpid(), **({"the worker": worker_pid} if worker_pid else {})}
+                before = {name: process_use(pid) for name, pid in pids.items()}
                 with ThreadTimes() as times:
                     got = rate(pipe, args.batches, args.batch_size, sync)
-                print(f"\nheadrace {cut}: {got:.0f} img/s; host ms per batch:")
+                used = {name: [(b - a) / args.batches for a, b in zip(before[name], process_use(pid), strict=True)]
+                        for name, pid in pids.items()}
+                print(f"\nheadrace {cut}: {got:.0f} img/s; a batch: " + "; ".join(
+                    f"{name} {faults:.0f} page faults, {cpu * 1e3:.2f} CPU ms" for name, (faults, cpu) in used.items()))
+                print("host ms per batch:")
                 for name, total in sorted(stage.timings.items(), key=lambda kv: -kv[1]):
                     print(f"  {name:50} {total / args.batches * 1e3:8.2f}")
                 if worker:

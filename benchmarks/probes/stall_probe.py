@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import gc
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -149,6 +150,13 @@ def machine_times() -> tuple[float, float, float]:
     return used.user + used.system, busy, steal
 
 
+def process_counts() -> tuple[int, int, int]:
+    """This process's minor page faults and voluntary and involuntary context switches so far (getrusage): page
+    faults take the address space's lock that mmap and munmap take too, and a thread that waits switches."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_minflt, usage.ru_nvcsw, usage.ru_nivcsw
+
+
 def print_topology(device_id: int = 0) -> None:
     """The machine's NUMA nodes and their CPUs, the CPUs sysfs lists as local to the GPU, and the first CPU's SMT
     siblings: where the scheduler may put a pipeline's threads (executor option cpu_affinity)."""
@@ -171,7 +179,7 @@ def one_round(name: str, pipe, log: BatchLog, rates: list[float], batches: int, 
               sampler: StackSampler | None) -> str:
     """One library's round: its rate appended to `rates`; what it used (wall clock when it began, cores of this
     process and of the machine, stolen cores, headrace's lane parts) as text."""
-    before, began, clock = machine_times(), time.perf_counter(), time.time()
+    before, counts, began, clock = machine_times(), process_counts(), time.perf_counter(), time.time()
     gc.callbacks.append(log.on_collection)
     try:
         with sampler or contextlib.nullcontext():
@@ -180,9 +188,11 @@ def one_round(name: str, pipe, log: BatchLog, rates: list[float], batches: int, 
         gc.callbacks.remove(log.on_collection)
     wall = time.perf_counter() - began
     used = [b - a for a, b in zip(before, machine_times(), strict=True)]
+    faults, waits, preempted = (round((b - a) / batches) for a, b in zip(counts, process_counts(), strict=True))
     when = time.strftime("%H:%M:%S", time.localtime(clock)) + f"{clock % 1:.2f}"[1:]
     return (f"{name} {rates[-1]:,.0f} (at {when}, process {used[0] / wall:.1f} cores, machine {used[1] / wall:.1f}, "
-            f"stolen {used[2] / wall:.2f}{lanes.take() if name != 'dali' else ''})")
+            f"stolen {used[2] / wall:.2f}; a batch: {faults} page faults, {waits} + {preempted} context switches"
+            f"{lanes.take() if name != 'dali' else ''})")
 
 
 def main() -> None:

@@ -105,6 +105,12 @@ class CpuStageProcess:
         self.cpu, self._keys = cpu, sorted(keys)
         return self
 
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id (None once closed, or where the stage runs in this process)."""
+        process = self._process
+        return process.pid if process is not None else None
+
     def _died(self) -> WorkerError:
         process = self._process
         if process is None:
