@@ -1,8 +1,8 @@
 """A CPU stage's values (columns of host arrays) moved between processes: every array copied once into one
 shared-memory file (a block), or read into it in the first place (a reader's files: `RunBlock`), the rest
-(layouts, sources, states) pickled beside it. The receiver maps the block
-read-only and gets views into it; when the last view is freed, the block's number goes back to the writer, which
-writes a later batch into it. Both sides keep their blocks mapped: no page is faulted in or zeroed per batch."""
+(layouts, sources, states) pickled beside it. The receiver maps the block read-only and gets views into it; when
+the last view is freed, the block's number goes back to the writer, which writes a later batch into it. Both
+sides keep their blocks mapped: no page is faulted in or zeroed per batch."""
 
 from __future__ import annotations
 
