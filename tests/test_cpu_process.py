@@ -98,10 +98,12 @@ def _assert_same_group(home: tuple, worker: tuple) -> None:
         assert a[3] == b[3]
 
 
+@pytest.mark.parametrize("copies", [False, True], ids=["mapped", "copies"])
 @pytest.mark.parametrize("merge", [True, False])
-def test_the_worker_computes_the_same_batches_and_states(ssd_nodes, merge):
+def test_the_worker_computes_the_same_batches_and_states(ssd_nodes, merge, copies):
     home, away = _stage(ssd_nodes), _stage(ssd_nodes)
     home.record_states = away.record_states = True
+    away.batch_ops["Reader"].feeds_gpu = copies  # copies (a GPU stage reads them): read into the answer's block
     with _worker(away, ssd_nodes[0]) as worker:
         assert runs_in_process(away)
         for first in range(0, 15, 3):  # past an epoch of 10 batches
@@ -147,7 +149,8 @@ def test_the_worker_starts_from_the_readers_state(ssd_nodes):
         _assert_same_group(home.run_group(4, 2, True), worker.run_group(4, 2, True))
 
 
-def test_a_read_error_names_its_batch_and_sample_as_at_home(tmp_path):
+@pytest.mark.parametrize("copies", [False, True], ids=["mapped", "copies"])
+def test_a_read_error_names_its_batch_and_sample_as_at_home(tmp_path, copies):
     from headrace.data.synthetic import make_image_folder
 
     make_image_folder(tmp_path, num_images=24, num_classes=2, size=(16, 16), seed=5)
@@ -159,6 +162,7 @@ def test_a_read_error_names_its_batch_and_sample_as_at_home(tmp_path):
 
     nodes = _cpu_nodes(files)
     home, away = _stage(nodes), _stage(nodes)
+    away.batch_ops["Reader"].feeds_gpu = copies
     with _worker(away, nodes[0]) as worker:
         _assert_same_group(home.run_group(0, 2, False), worker.run_group(0, 2, False))  # the worker goes on to 2-3
         sorted(tmp_path.rglob("*.jpg"))[17].unlink()  # after both readers listed it: batch 4 fails to read it
@@ -357,7 +361,8 @@ def test_a_reader_into_device_memory_stays_home(tmp_path):
     assert not runs_in_process(stage)  # its samples would be in the worker's device memory
 
 
-def test_a_shuffled_file_reader_across_epochs(tmp_path):
+@pytest.mark.parametrize("copies", [False, True], ids=["mapped", "copies"])
+def test_a_shuffled_file_reader_across_epochs(tmp_path, copies):
     from headrace.data.synthetic import make_image_folder
 
     make_image_folder(tmp_path, num_images=10, num_classes=2, size=(16, 16), seed=5)
@@ -369,6 +374,7 @@ def test_a_shuffled_file_reader_across_epochs(tmp_path):
 
     nodes = _cpu_nodes(files)
     home, away = _stage(nodes), _stage(nodes)
+    away.batch_ops["Reader"].feeds_gpu = copies
     with _worker(away, nodes[0]) as worker:
         for first in range(0, 9, 3):  # runs of 3 batches over epochs of 2.5 batches, reshuffled each epoch
             _assert_same_group(home.run_group(first, 3, True), worker.run_group(first, 3, True))
