@@ -286,8 +286,9 @@ def main() -> None:
                 worker = getattr(stage.reads, "timings", None)  # the CPU stage's worker process (cpu_process)
                 if worker is not None:
                     worker.clear()
-                worker_pid = getattr(stage.reads, "pid", None)  # the CPU stage's worker process (cpu_process)
-                pids = {"this process": os.getpid(), **({"the worker": worker_pid} if worker_pid else {})}
+                pids = {"this process": os.getpid()}
+                if getattr(stage.reads, "pid", None):
+                    pids["the worker"] = stage.reads.pid
                 before = {name: process_use(pid) for name, pid in pids.items()}
                 with ThreadTimes() as times:
                     got = rate(pipe, args.batches, args.batch_size, sync)

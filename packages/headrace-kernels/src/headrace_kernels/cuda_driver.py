@@ -1,6 +1,6 @@
 """The CUDA driver's functions that headrace calls through ctypes, each declared once: ctypes releases the GIL for
 the length of a foreign call (gpu/events.py), and numba cfuncs call them from nvImageCodec's threads
-(nvimgcodec_memory.py). Every function returns a CUresult."""
+(nvimgcodec_memory.py). Every function returns a CUresult, which `check` turns into the caller's error."""
 
 from __future__ import annotations
 
@@ -28,3 +28,12 @@ def driver() -> ctypes.CDLL:
         function = getattr(cuda, name)
         function.argtypes, function.restype = argtypes, ctypes.c_int
     return cuda
+
+
+CUDA_SUCCESS = 0
+
+
+def check(status: int, what: str, error: type[Exception]) -> None:
+    """Raise `error` naming the call `what` where a driver call did not return CUDA_SUCCESS."""
+    if status != CUDA_SUCCESS:
+        raise error(f"{what} failed with CUresult {status}")

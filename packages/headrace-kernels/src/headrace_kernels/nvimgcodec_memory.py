@@ -15,7 +15,7 @@ import numba
 import numpy as np
 from numba import types
 
-from headrace_kernels.cuda_driver import driver
+from headrace_kernels.cuda_driver import check, driver
 from headrace_kernels.nvimgcodec_capi import CApiError, new, pointer
 
 CU_MEM_ALLOCATION_TYPE_PINNED = 1  # device memory that is not migrated
@@ -58,8 +58,7 @@ def pinned_callbacks(allocate, free) -> tuple:
 
 
 def _check(status: int, what: str) -> None:
-    if status:
-        raise CApiError(f"{what} failed with CUresult {status}")
+    check(status, what, CApiError)
 
 
 class DecoderMemory:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import ctypes
 
-from headrace_kernels.cuda_driver import driver
+from headrace_kernels.cuda_driver import check, driver
 
 CU_EVENT_DISABLE_TIMING = 2
-CUDA_SUCCESS, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_READY = 0, 201, 600
+CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_READY = 201, 600
 
 
 class EventError(RuntimeError):
@@ -18,8 +18,7 @@ class EventError(RuntimeError):
 
 
 def _check(status: int, what: str) -> None:
-    if status != CUDA_SUCCESS:
-        raise EventError(f"{what} failed with CUresult {status}")
+    check(status, what, EventError)
 
 
 class Event:
