@@ -51,7 +51,29 @@ def validation(api, data: str, hw_load: float):
     return images, labels
 
 
-CASES = {"train 0.65": (train, 0.65), "train 1.0": (train, 1.0), "validation": (validation, 0.65)}
+def decode_crop(api, data: str, hw_load: float):
+    """train's reader and decoder alone: the ceiling the shared decoder sets on train."""
+    fn, types = api.fn, api.types
+    jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, name="Reader")
+    images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw_load,
+                                           random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 1.333],
+                                           **api.decoder_args)
+    return images, labels
+
+
+def decode_whole(api, data: str, hw_load: float):
+    """validation's reader and decoder alone: the ceiling the shared decoder sets on validation."""
+    fn, types = api.fn, api.types
+    jpegs, labels = fn.readers.file(file_root=data, random_shuffle=False, name="Reader")
+    return fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw_load,
+                             **api.decoder_args), labels
+
+
+CASES = {"train 0.65": (train, 0.65), "train 1.0": (train, 1.0), "validation": (validation, 0.65),
+         "decode crop 0.65": (decode_crop, 0.65), "decode crop 1.0": (decode_crop, 1.0),
+         "decode 0.65": (decode_whole, 0.65)}
+PIPELINES = ["train 0.65", "train 1.0", "validation"]
+"""The default cases; the "decode" ones cut a pipeline after its decoder (where the rates stop)."""
 
 
 class Library:
@@ -124,13 +146,18 @@ def build(lib: Library, body, data: str, hw_load: float, batch: int, threads: in
     return pipe, first, device_used_mib() - before
 
 
-def epoch_rate(pipe, batches: int, epochs: int) -> float:
-    start, count = time.perf_counter(), 0
+def epoch_rate(pipe, batches: int, epochs: int, use: list[float] | None = None) -> float:
+    """Images a second over `epochs` epochs; `use` gets the process's CPU cores meanwhile (CPU seconds of all its
+    threads, the decoder's host threads included, per wall second)."""
+    start, cpu, count = time.perf_counter(), time.process_time(), 0
     for _ in range(batches * epochs):
         out = pipe.run()
         count += len(out[0])
     out[0].as_cpu()  # waits for the last batch
-    return count / (time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    if use is not None:
+        use.append((time.process_time() - cpu) / wall)
+    return count / wall
 
 
 def give_back(pipes: dict) -> None:
@@ -243,7 +270,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=12,
                         help="per round and side: a round of a few epochs measures the work a pipeline did ahead "
                              "while the other ran, not its steady rate (benchmarks/README.md)")
-    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--cases", nargs="+", default=PIPELINES, choices=list(CASES))
     parser.add_argument("--data", help="a folder of class folders of JPEGs (default: generate --images)")
     parser.add_argument("--fresh", action="store_true",
                         help="each pipeline alone in a new process: first batch and GPU memory, not the rates")
@@ -284,6 +311,7 @@ def main() -> None:
                 epoch_rate(pipe, batches, 1)  # warm-up epoch
                 pipes[lib.name], memory[lib.name] = pipe, built + device_used_mib() - before
             rates: dict[str, list[float]] = {lib.name: [] for lib in libs}
+            cores: dict[str, list[float]] = {lib.name: [] for lib in libs}
             if args.gc == "freeze":
                 gc.freeze()
             elif args.gc == "off":
@@ -291,7 +319,7 @@ def main() -> None:
             for round_ in range(args.rounds):
                 for lib in libs if round_ % 2 == 0 else libs[::-1]:
                     pauses.start()
-                    rates[lib.name].append(epoch_rate(pipes[lib.name], batches, args.epochs))
+                    rates[lib.name].append(epoch_rate(pipes[lib.name], batches, args.epochs, cores[lib.name]))
                     pauses.stop(lib.name)
                 print(f"{case} round {round_}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items()),
                       flush=True)
@@ -299,17 +327,18 @@ def main() -> None:
             gc.unfreeze()
             print(f"{case}: Python collector (gc {args.gc}) during the rounds: {pauses.summary()}", flush=True)
             dali, ours = statistics.median(rates["dali"]), statistics.median(rates["headrace"])
-            rows.append((case, dali, ours, firsts, memory))
+            rows.append((case, dali, ours, firsts, memory, {k: statistics.median(v) for k, v in cores.items()}))
             give_back(pipes)
     print(f"\n{count} JPEGs, batch {args.batch_size}, {args.threads} threads, {args.rounds} rounds x {args.epochs} "
           "epochs per side; medians")
     print("| pipeline | DALI img/s | headrace img/s | headrace / DALI | first batch s (DALI / headrace) "
-          "| GPU MiB after warm-up (DALI / headrace) |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for case, dali, ours, firsts, memory in rows:
+          "| GPU MiB after warm-up (DALI / headrace) | host CPU cores (DALI / headrace) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for case, dali, ours, firsts, memory, used in rows:
         verdict = "faster" if ours > dali else "slower"
         print(f"| {case} | {dali:,.0f} | {ours:,.0f} | {ours / dali:.2f} ({verdict}) | {firsts['dali']:.2f} / "
-              f"{firsts['headrace']:.2f} | {memory['dali']:+.0f} / {memory['headrace']:+.0f} |")
+              f"{firsts['headrace']:.2f} | {memory['dali']:+.0f} / {memory['headrace']:+.0f} | "
+              f"{used['dali']:.1f} / {used['headrace']:.1f} |")
 
 
 if __name__ == "__main__":

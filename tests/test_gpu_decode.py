@@ -9,6 +9,7 @@ windows come from the same per-sample stream, so crop shapes are identical."""
 from __future__ import annotations
 
 import io
+import time
 
 import numpy as np
 import pytest
@@ -252,7 +253,9 @@ def test_gpu_memory_is_flat_over_epochs_and_released(image_folder):
             images, _ = pipe.run()
             del images
         stage = pipe._executor.gpu
-        stage.ctx.stream.synchronize()
+        # both looks with the prefetching thread at rest: else a cold process (slower batches) is looked at with
+        # fewer batches in flight, or the batch it computes meanwhile takes what the release frees
+        _wait_until_prefetched(pipe, stage)
         return stage.ctx.held_bytes
 
     after_two = run_epochs(2)
@@ -267,14 +270,27 @@ def test_gpu_memory_is_flat_over_epochs_and_released(image_folder):
     # free block per per-batch purpose that the prefetching thread may have used since the release
     per_batch = sum(entry.block_bytes for entry in stage.ctx.memory.per_batch.values())
     assert stage.ctx.held_bytes - stage.ctx.used_bytes <= per_batch + (1 << 20)
-    # what the pools gave back reached the device; the prefetching thread goes on with the next batch meanwhile,
-    # so its new blocks (held_bytes) and up to 32 MiB of the decoder library's own buffers may be taken since
+    # what the pools gave back reached the device; up to 32 MiB of the decoder library's own buffers may be taken
+    # since
     released = held_before - stage.ctx.held_bytes
     assert released > 0
     assert cp.cuda.runtime.memGetInfo()[0] - free_before >= released - (32 << 20)
     images, _ = pipe.run()  # still runs after a release
     assert images.as_cpu().as_array().shape == (16, 3, 224, 224)
     pipe.close()
+
+
+def _wait_until_prefetched(pipe, stage, timeout: float = 30.0) -> None:
+    """Wait until the prefetching thread has filled its queue and allocates no more: its queue full and the stage's
+    pool unchanged over three looks 0.2 s apart (it computes one batch beyond the queue, then waits to put it)."""
+    deadline, looks = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        stage.ctx.stream.synchronize()
+        looks = [*looks[-2:], (pipe._prefetcher.queue.full(), stage.ctx.held_bytes)]
+        if len(looks) == 3 and looks[0][0] and len(set(looks)) == 1:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the prefetching thread did not settle in {timeout} s: {looks}")
 
 
 def test_mixed_decoder_after_a_gpu_round_trip():

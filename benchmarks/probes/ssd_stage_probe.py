@@ -80,7 +80,8 @@ def cut_full(fn, types):
 CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_slice(fn, types, 1.0),
         "slice 0": lambda fn, types: cut_slice(fn, types, 0.0), "image": cut_image, "chain": cut_chain,
         "full": cut_full, "full ahead": cut_full, "full 2 threads": cut_full, "full 1 a run": cut_full,
-        "full coalesced 4": cut_full, "full coalesced 8": cut_full, "full process": cut_full,
+        "full coalesced 4": cut_full, "full coalesced 8": cut_full, "full coalesced 16": cut_full,
+        "full process": cut_full,
         "full at home": cut_full, "full queue 2": cut_full, "full pool": cut_full,
         "full near gpu": cut_full, "full huffman 0": cut_full, "full pool huffman 0": cut_full,
         "full parallel reads": cut_full}
@@ -89,7 +90,7 @@ DECODER_ATTRIBUTES = {"full ahead": {"ahead_from": 1}}
 (ahead_from 1; DALI's mixed stage always runs ahead)."""
 THREADS = {"full 2 threads": 2}
 """Cuts built with their own num_threads (nvImageCodec's CPU threads too): headrace only."""
-COALESCED = {"full 1 a run": 1, "full coalesced 4": 4, "full coalesced 8": 8}
+COALESCED = {"full 1 a run": 1, "full coalesced 4": 4, "full coalesced 8": 8, "full coalesced 16": 16}
 """Cuts whose headrace build runs that many batches as one in the GPU stage (executor option coalesce_batches;
 the other cuts take its default)."""
 PROCESS = {"full process": "on", "full at home": "off"}
