@@ -182,6 +182,17 @@ def held_detail(pipe) -> dict:
     return {name: round(size / 2**20) for name, size in detail.items()}
 
 
+def limit_decode_lanes(lanes: int | None) -> None:
+    """At most `lanes` decode lanes in headrace's mixed decoders built from now on (each lane has an nvImageCodec
+    decoder of its own, with its own device buffers): what the second lane costs in GPU memory and gains in rate."""
+    if lanes is None:
+        return
+    from headrace_kernels.gpu.decode import MixedDecoder
+
+    default = MixedDecoder.lane_count
+    MixedDecoder.lane_count = lambda self: min(lanes, default(self))
+
+
 def fresh_child(lib_name: str, case: str, data: str, batch: int, threads: int, epochs: int) -> dict:
     """One library's pipeline alone in this (new) process: import + build + first batch seconds, and the GPU memory
     (MiB above the CUDA context) after a warm-up epoch, after `epochs` more, after giving back what is unused and
@@ -230,9 +241,11 @@ def fresh_processes(args, data: str) -> None:
         results: dict[str, list[dict]] = {lib: [] for lib in args.libs}
         for repeat in range(args.repeats):
             for lib in args.libs if repeat % 2 == 0 else args.libs[::-1]:
+                lanes = [] if args.headrace_lanes is None else ["--headrace-lanes", str(args.headrace_lanes)]
                 done = subprocess.run([sys.executable, __file__, "--child", lib, case, "--data", data,
                                        "--batch-size", str(args.batch_size), "--threads", str(args.threads),
-                                       "--epochs", str(args.epochs)], capture_output=True, text=True, timeout=900)
+                                       "--epochs", str(args.epochs), *lanes], capture_output=True, text=True,
+                                      timeout=900)
                 line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
                 if line is None:
                     print(f"{case} {lib}: failed\n{done.stdout[-2000:]}{done.stderr[-3000:]}", flush=True)
@@ -278,11 +291,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="--fresh: new processes per library and case")
     parser.add_argument("--headrace-huffman-threshold", type=int,
                         help="hybrid_huffman_threshold of headrace's decoders only (DALI keeps its default)")
+    parser.add_argument("--headrace-lanes", type=int, choices=(1, 2),
+                        help="at most this many decode lanes in headrace's decoders (2 at hw_decoder_load 1.0 by "
+                             "default, each with a decoder of its own)")
     parser.add_argument("--gc", choices=("default", "freeze", "off"), default="default",
                         help="Python's garbage collector during the rounds: as it is, gc.freeze() after the builds "
                              "(what exists then is never scanned again), or disabled")
     parser.add_argument("--child", nargs=2, metavar=("LIB", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    limit_decode_lanes(args.headrace_lanes)
     if args.child:
         result = fresh_child(*args.child, args.data, args.batch_size, args.threads, args.epochs)
         print("RESULT " + json.dumps(result), flush=True)
