@@ -19,6 +19,7 @@ from PIL import Image
 from headrace import fn, types
 from headrace.data.synthetic import synthetic_image
 from headrace.errors import SampleError, SchemaError
+from headrace_kernels.columns import Column
 
 
 def _encode(image: Image.Image, fmt: str, **kwargs) -> np.ndarray:
@@ -204,6 +205,11 @@ def test_batch_slice_windows_are_the_per_sample_ones(heights, widths, anchors, s
     want = [slice_region(int(h), int(w), args, a, s) for h, w, a, s in zip(heights, widths, anchors, shapes,
                                                                           strict=True)]
     assert got is not None and [tuple(row) for row in got.tolist()] == want
+    # the rows of one array each (the CPU stage's dense outputs): the same windows from the arrays themselves
+    rows = Column.of_dense(np.stack(anchors)), Column.of_dense(np.stack(shapes))
+    np.testing.assert_array_equal(slice_regions(heights, widths, args, *rows), got)
+    assert slice_regions(heights, widths, args, rows[0], Column.of_dense(np.stack(shapes)[:, :1])) is None
+    assert slice_regions(heights, widths, args, Column.of_dense(np.stack(anchors).astype(np.int32)), rows[1]) is None
     outside = [a + np.asarray([0.0, 1e4], dtype) for a in anchors]
     assert slice_regions(heights, widths, args, outside, shapes) is None
     ints = [np.asarray(a, np.int32) for a in anchors]

@@ -10,6 +10,8 @@ import numpy as np
 from PIL import Image
 
 from headrace_kernels import exif
+from headrace_kernels.columns import Column
+from headrace_kernels.host_arrays import addresses_and_sizes
 
 
 def _jpeg(orientation: int, big_endian: bool = False) -> bytes:
@@ -64,3 +66,29 @@ def test_batch_orientations_equal_the_reference_reader():
     assert exif.batch_orientations(arrays).tolist() == expected
     assert {expected[2 * k] for k in range(1, 9)} == set(range(1, 9))  # every orientation was really read
     assert expected[2 * 6 + 1] == 6  # and the big-endian header too
+    # the same bytes laid back to back in one array, with gaps (as the CPU stage's worker sends a batch's files)
+    counts = np.array([len(c) for c in cases], np.int64)
+    starts = np.cumsum(counts + 3) - counts - 3
+    flat = np.zeros(int(starts[-1] + counts[-1]), np.uint8)
+    for start, case in zip(starts.tolist(), cases, strict=True):
+        flat[start:start + len(case)] = np.frombuffer(case, np.uint8)
+    packed = Column.of_packed(flat, starts, [(int(c),) for c in counts], counts)
+    assert exif.batch_orientations(packed).tolist() == expected
+
+
+def test_packed_samples_are_located_from_their_array():
+    """addresses_and_sizes of a Column laid back to back in one array (offsets and counts, no walk over the samples)
+    equals the walk over the same samples as separate arrays, for bytes and for wider elements."""
+    for dtype in (np.uint8, np.float32):
+        flat = np.arange(40, dtype=dtype)
+        starts, counts = np.array([0, 5, 5, 17], np.int64), np.array([3, 0, 10, 23], np.int64)
+        packed = Column.of_packed(flat, starts, [(int(c),) for c in counts], counts)
+        walked = addresses_and_sizes(list(packed))
+        located = addresses_and_sizes(packed)
+        assert located[0].dtype == np.uint64 and located[1].dtype == np.int64
+        np.testing.assert_array_equal(located[0][counts > 0], walked[0][counts > 0])  # an empty slice: any address
+        np.testing.assert_array_equal(located[1], walked[1])
+        assert located[1].tolist() == (counts * flat.itemsize).tolist()
+        packed[1] = np.zeros(2, dtype)  # a sample replaced: the samples are walked again
+        assert addresses_and_sizes(packed)[1].tolist() == [3 * flat.itemsize, 2 * flat.itemsize] + \
+            [int(c) * flat.itemsize for c in counts[2:]]

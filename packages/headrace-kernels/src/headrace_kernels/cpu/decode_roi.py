@@ -66,6 +66,22 @@ def slice_region(height: int, width: int, args: dict, anchor=None, extent=None) 
     return check_window((y, x, h, w), height, width, source)
 
 
+def _stacked(anchors: list, extents: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """The anchor and shape inputs as two (n, ...) float arrays of one sample shape, or None where they are not: the
+    batch's own arrays where both are Columns of one (the rows of the CPU stage's output), else the samples
+    stacked."""
+    dense = getattr(anchors, "dense", None), getattr(extents, "dense", None)
+    if dense[0] is not None and dense[1] is not None:
+        same = dense[0].shape == dense[1].shape
+        return dense if same and dense[0].dtype.kind == "f" and dense[1].dtype.kind == "f" else None
+    anchors, extents = [np.asarray(a) for a in anchors], [np.asarray(e) for e in extents]
+    shape = anchors[0].shape
+    if any(a.dtype.kind != "f" or e.dtype.kind != "f" or a.shape != shape or e.shape != shape
+           for a, e in zip(anchors, extents, strict=True)):
+        return None
+    return np.asarray(anchors), np.asarray(extents)
+
+
 def slice_regions(heights: np.ndarray, widths: np.ndarray, args: dict, anchors: list,
                   extents: list) -> np.ndarray | None:
     """slice_region of every image of a batch from float anchor and shape inputs, in one pass of array arithmetic:
@@ -74,12 +90,10 @@ def slice_regions(heights: np.ndarray, widths: np.ndarray, args: dict, anchors: 
     n = len(anchors)
     if n == 0 or len(extents) != n or any(args.get(name) is not None for name in _WINDOW_ARGS):
         return None
-    anchors, extents = [np.asarray(a) for a in anchors], [np.asarray(e) for e in extents]
-    shape = anchors[0].shape
-    if any(a.dtype.kind != "f" or e.dtype.kind != "f" or a.shape != shape or e.shape != shape
-           for a, e in zip(anchors, extents, strict=True)):
+    stacked = _stacked(anchors, extents)
+    if stacked is None:
         return None
-    starts, sizes = np.asarray(anchors, np.float64).reshape(n, -1), np.asarray(extents, np.float64).reshape(n, -1)
+    starts, sizes = (a.astype(np.float64).reshape(n, -1) for a in stacked)
     axes = slice_axes({**_SLICE_ONLY, **args}, 3)
     if sorted(axes) != [0, 1] or starts.shape[1] != 2:
         return None

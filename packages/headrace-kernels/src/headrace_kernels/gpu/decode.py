@@ -39,6 +39,30 @@ _UINT8 = np.dtype(np.uint8)
 _ALIGN = 256  # each decoded image starts on a 256-byte boundary of the batch's allocation, as cudaMalloc's would
 
 
+def sample_list(value) -> list:
+    """A decoder input's samples as a list: a list (a Column among them, whose packed array then goes along) as it
+    is, anything else listed."""
+    return value if isinstance(value, list) else list(value)
+
+
+def _encoded_arrays(encoded: list) -> list:
+    """The batch's encoded samples as C-contiguous 1-D uint8 arrays (a sample that is not one fails). Samples laid
+    back to back in one such array (a Column with `packed`, as the CPU stage's worker gives them) are
+    that already and stay in their Column, which locates them all at once (host_arrays.addresses_and_sizes)."""
+    packed = getattr(encoded, "packed", None)
+    if packed is not None and packed[0].dtype == _UINT8 and packed[0].ndim == 1 and packed[0].flags.c_contiguous \
+            and set(map(len, packed[2])) == {1}:  # 1-D samples
+        return encoded
+    arrays = []
+    for i, data in enumerate(encoded):
+        array = data if type(data) is np.ndarray else np.asarray(data)
+        if array.dtype != _UINT8 or array.ndim != 1:
+            raise SampleFailureError(i, f"expected encoded bytes (1-D uint8), got {array.dtype} with shape "
+                                        f"{array.shape}")
+        arrays.append(array if array.flags.c_contiguous else np.ascontiguousarray(array))
+    return arrays
+
+
 class DeviceImage:
     """A decoded HWC uint8 image in device memory: its pointer, shape and strides as plain fields (no CUDA call
     per image: each would hand the GIL to the other pipeline thread), and the owner of the memory. CuPy views it
@@ -421,13 +445,7 @@ class MixedDecoder:
         return boxes
 
     def _prepare_c(self, encoded: list, seed: int, first_sample: int, region=None) -> Prepared:
-        arrays = []
-        for i, data in enumerate(encoded):
-            array = data if type(data) is np.ndarray else np.asarray(data)
-            if array.dtype != _UINT8 or array.ndim != 1:
-                raise SampleFailureError(i, f"expected encoded bytes (1-D uint8), got {array.dtype} with shape "
-                                            f"{array.shape}")
-            arrays.append(array if array.flags.c_contiguous else np.ascontiguousarray(array))
+        arrays = _encoded_arrays(encoded)
         pinned = None
         if self.pinned_input and arrays:
             arrays, pinned = pinned_copies(arrays)
@@ -687,7 +705,7 @@ class MixedDecodeKernel:
         encoded = batch.value(0)
         if hasattr(encoded, "as_cpu"):  # it came out of the GPU stage
             encoded = encoded.as_cpu()
-        prepared = self.decoder.prepare(list(encoded), self.seed, batch.first_sample)
+        prepared = self.decoder.prepare(sample_list(encoded), self.seed, batch.first_sample)
         with batch.active():  # the outputs' memory and records now: the next steps can plan on them
             self.decoder.allocate(prepared, batch.stream)
         return prepared

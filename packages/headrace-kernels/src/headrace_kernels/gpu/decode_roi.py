@@ -7,16 +7,19 @@ from __future__ import annotations
 import numpy as np
 
 from headrace_kernels.cpu.decode_roi import crop_region, slice_region, slice_regions
-from headrace_kernels.gpu.decode import MixedDecodeKernel
+from headrace_kernels.gpu.decode import MixedDecodeKernel, sample_list
 from headrace_kernels.registry import gpu_kernel
 
 
 def _host(value) -> list | None:
-    """A CPU input's samples as numpy arrays (a GPU one copied back), or None."""
+    """A CPU input's samples as numpy arrays (a GPU one copied back), or None. The rows of one array (a Column with
+    `dense`) stay as they are: slice_regions reads that array whole."""
     if value is None:
         return None
     if hasattr(value, "as_cpu"):
         value = value.as_cpu()
+    if getattr(value, "dense", None) is not None:
+        return value
     return [np.asarray(v) for v in value]
 
 
@@ -53,7 +56,8 @@ class MixedRoiDecodeKernel(MixedDecodeKernel):
         encoded = batch.value(0)
         if hasattr(encoded, "as_cpu"):  # it came out of the GPU stage
             encoded = encoded.as_cpu()
-        prepared = self.decoder.prepare(list(encoded), self.seed, batch.first_sample, region=self._region(batch))
+        prepared = self.decoder.prepare(sample_list(encoded), self.seed, batch.first_sample,
+                                        region=self._region(batch))
         with batch.active():  # the outputs' memory and records now: the next steps can plan on them
             self.decoder.allocate(prepared, batch.stream)
         return prepared
