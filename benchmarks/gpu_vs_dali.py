@@ -28,29 +28,6 @@ IMAGENET_MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 IMAGENET_STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 
 
-def train(api, data: str, hw_load: float):
-    fn, types = api.fn, api.types
-    jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, name="Reader")
-    images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw_load,
-                                           random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 1.333],
-                                           **api.decoder_args)
-    images = fn.resize(images, resize_x=224, resize_y=224)
-    images = fn.crop_mirror_normalize(images, dtype=types.FLOAT16, output_layout="CHW", mean=IMAGENET_MEAN,
-                                      std=IMAGENET_STD, mirror=fn.random.coin_flip(probability=0.5))
-    return images, labels
-
-
-def validation(api, data: str, hw_load: float):
-    fn, types = api.fn, api.types
-    jpegs, labels = fn.readers.file(file_root=data, random_shuffle=False, name="Reader")
-    images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw_load,
-                               **api.decoder_args)
-    images = fn.resize(images, resize_shorter=256)
-    images = fn.crop_mirror_normalize(images, crop=(224, 224), dtype=types.FLOAT16, output_layout="CHW",
-                                      mean=IMAGENET_MEAN, std=IMAGENET_STD)
-    return images, labels
-
-
 def decode_crop(api, data: str, hw_load: float):
     """train's reader and decoder alone: the ceiling the shared decoder sets on train."""
     fn, types = api.fn, api.types
@@ -67,6 +44,24 @@ def decode_whole(api, data: str, hw_load: float):
     jpegs, labels = fn.readers.file(file_root=data, random_shuffle=False, name="Reader")
     return fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw_load,
                              **api.decoder_args), labels
+
+
+def train(api, data: str, hw_load: float):
+    fn, types = api.fn, api.types
+    images, labels = decode_crop(api, data, hw_load)
+    images = fn.resize(images, resize_x=224, resize_y=224)
+    images = fn.crop_mirror_normalize(images, dtype=types.FLOAT16, output_layout="CHW", mean=IMAGENET_MEAN,
+                                      std=IMAGENET_STD, mirror=fn.random.coin_flip(probability=0.5))
+    return images, labels
+
+
+def validation(api, data: str, hw_load: float):
+    fn, types = api.fn, api.types
+    images, labels = decode_whole(api, data, hw_load)
+    images = fn.resize(images, resize_shorter=256)
+    images = fn.crop_mirror_normalize(images, crop=(224, 224), dtype=types.FLOAT16, output_layout="CHW",
+                                      mean=IMAGENET_MEAN, std=IMAGENET_STD)
+    return images, labels
 
 
 CASES = {"train 0.65": (train, 0.65), "train 1.0": (train, 1.0), "validation": (validation, 0.65),
