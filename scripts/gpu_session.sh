@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# On the GPU machine: the usual steps of a device session, each one's whole output in $OUT/STEP.log and its last
+# lines (progress bars dropped) on stdout, so that one call's output keeps every step's result.
+# Usage: scripts/gpu_session.sh STEP...  Steps:
+#   setup     DALI's GPU build from .dali-part5 (../shared/tools/dali-gpu: the earlier parts copied by earlier calls)
+#             into /tmp/dali-site where absent, the wheels of .whl into /tmp/site, 2048 JPEGs in /tmp/img
+#   suite     scripts/gpu_suite.sh 4 (the gpu-marked tests)
+#   memory    the free-memory test of the decoders three times in new processes
+#   table     gpu_vs_dali.py: the pipelines and their decoder-alone cuts, same run as DALI
+#   fresh     gpu_vs_dali.py --fresh, then again with --headrace-lanes 1 (first batch and GPU memory, new processes)
+#   ssd       probes/ssd_stage_probe.py --cuts full slice, then ssd_cpu.py --device gpu (SSD300, same run as DALI)
+#   stall     probes/stall_probe.py at hw_decoder_load 1.0 with a second identical pipeline
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-/tmp}"
+export PYTHONPATH="$PWD/packages/headrace/src:$PWD/packages/headrace-kernels/src:$PWD/packages/headrace-torch/src:$PWD:/tmp/site:/tmp/dali-site"
+export PYTHONUNBUFFERED=1
+step() {
+  case "$1" in
+    setup)
+      [ -d /tmp/dali-site/nvidia/dali ] || bash .dali-part5/install.sh
+      [ -d /tmp/site ] || [ ! -d .whl ] || python3 -m pip install -q --no-index --no-deps --no-compile \
+        --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+      [ -d /tmp/img ] || python3 -c "import headrace.data.synthetic as s; s.make_image_folder('/tmp/img', 2048, 10, size=(375, 500))"
+      nvidia-smi --query-gpu=name,driver_version --format=csv,noheader ;;
+    suite) scripts/gpu_suite.sh 4 ;;
+    memory)
+      for _ in 1 2 3; do
+        python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu_decode.py -k memory_is_flat 2>&1 |
+          grep -E "^E |passed|failed|skipped" | head -8
+      done ;;
+    table) python3 benchmarks/gpu_vs_dali.py --data /tmp/img --rounds 7 --cases "train 0.65" "decode crop 0.65" \
+             "train 1.0" "decode crop 1.0" validation "decode 0.65" ;;
+    fresh)
+      python3 benchmarks/gpu_vs_dali.py --data /tmp/img --fresh --repeats 2 --epochs 3
+      python3 benchmarks/gpu_vs_dali.py --data /tmp/img --fresh --repeats 2 --epochs 3 --cases "train 1.0" \
+        --libs headrace --headrace-lanes 1 ;;
+    ssd)
+      python3 benchmarks/probes/ssd_stage_probe.py --cuts full slice --images 512 --rounds 5
+      python3 benchmarks/ssd_cpu.py --device gpu --rounds 5 --workdir /tmp/bench ;;
+    stall) python3 benchmarks/probes/stall_probe.py --data /tmp/img --rounds 12 --variant lanes=2 ;;
+    *) echo "unknown step: $1"; return 2 ;;
+  esac
+}
+status=0
+for name in "$@"; do
+  echo "######## $name $(date +%T)"
+  step "$name" > "$out/$name.log" 2>&1; rc=$?
+  [ "$rc" -gt "$status" ] && status=$rc
+  tr '\r' '\n' < "$out/$name.log" | grep -v "img \[\|it/s\]\|^ *$" | tail -n 60
+  echo "######## end $name (exit $rc) $(date +%T)"
+done
+exit "$status"
