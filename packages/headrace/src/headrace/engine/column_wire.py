@@ -17,6 +17,7 @@ import weakref
 import numpy as np
 
 from headrace_kernels.columns import Column
+from headrace_kernels.host_arrays import addresses_and_sizes
 
 ALIGN = 64
 """Every array starts at a multiple of this many bytes in the block (what vectorized loops like)."""
@@ -84,15 +85,15 @@ class RunBlock:
     def offset_of(self, flats: list[np.ndarray]) -> int | None:
         """Where C-contiguous arrays that lie back to back in this block's handed-out bytes start, else None (empty
         arrays lie nowhere: numpy gives an empty slice its base's address)."""
-        flats = [flat for flat in flats if flat.size]
-        if not flats:
+        addresses, sizes = addresses_and_sizes(flats)
+        kept = sizes > 0
+        if not kept.any():
             return None
-        start = at = flats[0].__array_interface__["data"][0] - self.address
-        for flat in flats:
-            if flat.__array_interface__["data"][0] - self.address != at:
-                return None
-            at += flat.nbytes
-        return start if 0 <= start and at <= self.used else None
+        offsets, sizes = addresses[kept].astype(np.int64) - self.address, sizes[kept]
+        if (offsets[1:] != offsets[:-1] + sizes[:-1]).any():  # not back to back
+            return None
+        start, end = int(offsets[0]), int(offsets[-1] + sizes[-1])
+        return start if 0 <= start and end <= self.used else None
 
 
 class BlockWriter:
