@@ -65,9 +65,11 @@ def _keys(stage: CpuStage) -> set:
 
 
 @contextlib.contextmanager
-def _worker(stage: CpuStage, nodes: list, keys: set | None = None):
-    """A worker computing `stage`'s batches (every value sent back, unless `keys` says which), closed after."""
-    worker = CpuStageProcess(nodes, stage.batch_size, stage.num_threads, stage.seed, parallel_reads=False)
+def _worker(stage: CpuStage, nodes: list, keys: set | None = None, ahead: int = 1):
+    """A worker computing `stage`'s batches (every value sent back, unless `keys` says which), `ahead` runs asked
+    for beyond the one answered, closed after."""
+    worker = CpuStageProcess(nodes, stage.batch_size, stage.num_threads, stage.seed, parallel_reads=False,
+                             ahead=ahead)
     worker.bind(stage, _keys(stage) if keys is None else keys)
     try:
         yield worker
@@ -128,6 +130,29 @@ def test_a_run_asked_out_of_turn_drops_the_one_computed_ahead(ssd_nodes):
         _assert_same_group(home.run_group(0, 2, True), worker.run_group(0, 2, True))
         home.run_group(2, 2, True)  # what the worker computed ahead: its readers moved past it, as home's did
         _assert_same_group(home.run_group(7, 2, True), worker.run_group(7, 2, True))
+
+
+def test_a_worker_asked_two_runs_ahead_gives_the_same_runs_and_states(ssd_nodes):
+    home, away = _stage(ssd_nodes), _stage(ssd_nodes)
+    home.record_states = away.record_states = True
+    with _worker(away, ssd_nodes[0], ahead=2) as worker:
+        for first in range(0, 12, 2):
+            _assert_same_group(home.run_group(first, 2, True), worker.run_group(first, 2, True))
+            assert home.states_after == away.states_after
+            assert len(worker._asked) == 2  # the next two runs are being computed
+        assert worker.timings["the worker idle between answers"] >= 0
+        home.run_group(12, 2, True)  # the two runs computed ahead are dropped: the readers moved past both
+        home.run_group(14, 2, True)
+        _assert_same_group(home.run_group(20, 2, True), worker.run_group(20, 2, True))
+        assert all(home.states_after[i] == away.states_after[i] for i in (20, 21))
+
+
+def test_the_runs_asked_ahead_are_an_int_option():
+    assert ExecutorOptions().cpu_process_ahead == 1
+    assert ExecutorOptions.from_strings({"cpu_process_ahead": "2"}).cpu_process_ahead == 2
+    for bad in (0, True, 1.5):
+        with pytest.raises(SchemaError, match="cpu_process_ahead"):
+            ExecutorOptions(cpu_process_ahead=bad)
 
 
 def test_the_worker_sends_only_the_values_asked_for(ssd_nodes):
@@ -223,6 +248,21 @@ def test_blocks_are_reused_bounded_and_removed(ssd_nodes):
         assert len(block_paths(pid)) >= 6
         del kept
     assert block_paths(pid) == []
+
+
+def test_a_worker_removes_blocks_a_dead_process_of_its_pid_left():
+    from multiprocessing.connection import Pipe
+
+    from headrace.engine.cpu_worker import serve
+
+    stale = os.path.join(column_wire._folders()[0], f"headrace-cpu-{os.getpid()}-0")
+    with open(stale, "wb") as f:
+        f.write(b"left by a killed pipeline")
+    requests_read, requests_write = Pipe(duplex=False)
+    replies_read, replies_write = Pipe(duplex=False)
+    requests_write.send(("stop",))
+    serve(requests_read, replies_write)  # its pid is this process's: the stale block must not stop its first write
+    assert not os.path.exists(stale)
 
 
 def test_columns_travel_as_they_are():

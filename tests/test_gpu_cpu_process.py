@@ -22,9 +22,9 @@ from tests import gpu_helpers as helpers
 pytestmark = pytest.mark.gpu
 
 
-def _ssd(root: str, annotations: str, process: bool, group: int = 0, checkpoint=None):
+def _ssd(root: str, annotations: str, process: bool, group: int = 0, checkpoint=None, ahead: int = 1):
     @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=11, enable_checkpointing=True,
-                  executor_options={"cpu_process": process, "coalesce_batches": group})
+                  executor_options={"cpu_process": process, "coalesce_batches": group, "cpu_process_ahead": ahead})
     def ssd():
         return example.ssd300_training(fn, types, root, annotations, device="gpu")
 
@@ -39,19 +39,20 @@ def coco(tmp_path_factory) -> tuple[str, str]:
     return example.write_coco_set(tmp_path_factory.mktemp("coco"), count=40, seed=3, size=(90, 120))
 
 
-@pytest.mark.parametrize("group", [1, 3])
-def test_ssd_pipeline_gives_the_same_bits_in_a_worker(coco, group):
-    home, worker = _ssd(*coco, False, group), _ssd(*coco, True, group)
+@pytest.mark.parametrize(("group", "ahead"), [(1, 1), (3, 1), (3, 2)])
+def test_ssd_pipeline_gives_the_same_bits_in_a_worker(coco, group, ahead):
+    home, worker = _ssd(*coco, False, group), _ssd(*coco, True, group, ahead=ahead)
     helpers.assert_same_batches(helpers.batch_outputs(home, 8), helpers.batch_outputs(worker, 8))
     home.close()
     worker.close()
 
 
-def test_checkpoint_of_a_worker_pipeline_resumes_the_same_bits(coco):
+@pytest.mark.parametrize("ahead", [1, 2])
+def test_checkpoint_of_a_worker_pipeline_resumes_the_same_bits(coco, ahead):
     home = _ssd(*coco, False)
     reference = helpers.batch_outputs(home, 12)  # more than an epoch of 40 samples: the worker's readers go round
     home.close()
-    pipe = _ssd(*coco, True)
+    pipe = _ssd(*coco, True, ahead=ahead)
     first = helpers.batch_outputs(pipe, 5)
     state = pipe.checkpoint()
     pipe.close()

@@ -84,7 +84,7 @@ CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_s
         "full process": cut_full,
         "full at home": cut_full, "full queue 2": cut_full, "full pool": cut_full,
         "full near gpu": cut_full, "full huffman 0": cut_full, "full pool huffman 0": cut_full,
-        "full parallel reads": cut_full}
+        "full parallel reads": cut_full, "full worker 2 ahead": cut_full, "full worker 3 ahead": cut_full}
 DECODER_ATTRIBUTES = {"full ahead": {"ahead_from": 1}}
 """Cuts whose headrace build sets these attributes of its mixed decoders: every batch decoded ahead on a decode lane
 (ahead_from 1; DALI's mixed stage always runs ahead)."""
@@ -100,9 +100,11 @@ QUEUE_2 = {"full queue 2"}
 """Cuts whose headrace build hands out finished batches through a queue of 2 (the prefetch depth), not of a whole
 coalesced run plus one: the prefetch thread waits for the consumer before it starts the next run."""
 OPTIONS = {"full pool": {"decoder_memory": "pool"}, "full near gpu": {"cpu_affinity": "gpu"},
-           "full pool huffman 0": {"decoder_memory": "pool"}, "full parallel reads": {"parallel_reads": "true"}}
+           "full pool huffman 0": {"decoder_memory": "pool"}, "full parallel reads": {"parallel_reads": "true"},
+           "full worker 2 ahead": {"cpu_process_ahead": "2"}, "full worker 3 ahead": {"cpu_process_ahead": "3"}}
 """Cuts whose headrace build sets these executor options: nvImageCodec's own buffers from a CUDA memory pool, the
-pipeline's threads on the GPU's NUMA node, the readers' files read on the pool's threads."""
+pipeline's threads on the GPU's NUMA node, the readers' files read on the pool's threads, the CPU stage's worker
+asked for two or three runs beyond the one it answers."""
 DECODER_ARGS = {"full huffman 0": {"hybrid_huffman_threshold": 0},
                 "full pool huffman 0": {"hybrid_huffman_threshold": 0}}
 """Cuts whose headrace build gives its image decoder these arguments: Huffman decoding on the GPU for every image
@@ -111,7 +113,7 @@ HEADRACE_ONLY = set(DECODER_ATTRIBUTES) | set(THREADS) | set(COALESCED) | set(PR
     QUEUE_2 | set(OPTIONS) | set(DECODER_ARGS)
 DATA: dict[str, str] = {}
 WORKER_TIMINGS = ("waiting for the worker's answer", "the worker's compute", "from its answer to here",
-                  "unpacking its answer")
+                  "unpacking its answer", "the worker idle between answers")
 """The pipeline process's timings of its CPU stage's worker (CpuStageProcess.timings), seconds."""
 
 
@@ -301,10 +303,11 @@ def main() -> None:
                 for name, total in sorted(stage.timings.items(), key=lambda kv: -kv[1]):
                     print(f"  {name:50} {total / args.batches * 1e3:8.2f}")
                 if worker:
-                    waited, computed, came, unpacked = (worker[key] / args.batches * 1e3 for key in WORKER_TIMINGS)
+                    waited, computed, came, unpacked, idle = (worker[key] / args.batches * 1e3
+                                                              for key in WORKER_TIMINGS)
                     print(f"  the CPU stage's worker, ms per batch: waiting for its answers {waited:.2f}; its compute "
-                          f"{computed:.2f}; from its answer to the readers' thread {came:.2f}; unpacking "
-                          f"{unpacked:.2f}; {worker['blocks mapped']} shared blocks mapped")
+                          f"{computed:.2f}; idle between answers {idle:.2f}; from its answer to the readers' thread "
+                          f"{came:.2f}; unpacking {unpacked:.2f}; {worker['blocks mapped']} shared blocks mapped")
                 print("  wall / CPU time of its own thread (the rest: waiting for the GIL, the device, a lock), "
                       "ms per batch:")
                 for name, (wall, cpu) in sorted(times.totals.items(), key=lambda kv: -kv[1][0]):

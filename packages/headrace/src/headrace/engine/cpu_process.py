@@ -61,17 +61,21 @@ def may_run_in_process(cpu_nodes: list[OpNode], options: ExecutorOptions, batch_
 class CpuStageProcess:
     """`run` and `run_group` of a CpuStage, computed in a worker process."""
 
-    def __init__(self, nodes: list[OpNode], batch_size: int, num_threads: int, seed: int, parallel_reads: bool):
+    def __init__(self, nodes: list[OpNode], batch_size: int, num_threads: int, seed: int, parallel_reads: bool,
+                 ahead: int = 1):
         """Start the worker and have it build the CPU stage of `nodes` at once: before the pipeline's own stage is
         built, so the two build side by side (a COCO reader parses its annotations in each). `bind` gives it the
-        stage it stands for; `close` it if none comes."""
+        stage it stands for; `close` it if none comes. `ahead`: the runs asked for beyond the one being answered
+        (executor option cpu_process_ahead)."""
         self.cpu: CpuStage | None = None
         self._owner = os.getpid()  # a forked copy of this process must not stop the worker
         self._home = False  # the worker could not start: the stage runs in this process
         self._lock = threading.Lock()
         self._started = False
         self._keys: list = []
-        self._ahead: tuple | None = None  # the request sent ahead, whose answer is the next to come
+        self.ahead = max(1, int(ahead))
+        self._asked: deque[tuple] = deque()  # the requests sent whose answers are still to come, in order
+        self._last_end: float | None = None  # when the worker ended its last answer (its idle time between runs)
         self._freed: deque[int] = deque()  # blocks whose last view went (any thread): handed back with the next ask
         self._blocks = BlockReader(self._freed.append)
         self.timings: Counter = Counter()  # seconds waiting for the worker's answers, their parts, unpacking them
@@ -121,13 +125,14 @@ class CpuStageProcess:
 
     def _ask(self, first: int, count: int, merge: bool) -> tuple | None:
         """The worker's answer for these batches, or None where the worker could not start (then the stage runs in
-        this process: no batch was computed there yet, so the readers here stand where they should). The next run
-        of batches is asked for as soon as this one is answered, so the worker computes it while this process uses
-        this one; if a different run is asked for next, that answer is dropped (its readers moved on, as a read
-        ahead of the stage at home does)."""
+        this process: no batch was computed there yet, so the readers here stand where they should). The next
+        `ahead` runs are asked for as soon as this one is answered, so the worker computes them while this process
+        uses this one; if a different run is asked for next, their answers are dropped (its readers moved on, as a
+        read ahead of the stage at home does)."""
         request = (first, count, merge, self.cpu.record_states)
         with self._lock:
             first_request = not self._started
+            asked = self._asked
             try:
                 if first_request:  # now, not at build: a checkpoint is restored into the readers in between
                     states = {name: op.get_state() for name, op in self.cpu.batch_ops.items()}
@@ -135,17 +140,19 @@ class CpuStageProcess:
                                   if hasattr(op, "feeds_gpu")}
                     self._requests.send(("start", states, attributes, self._keys))
                     self._started = True
-                ahead, self._ahead = self._ahead, None
-                if ahead is not None and ahead != request:
-                    self._drop(self._replies.recv())
-                if ahead != request:
+                if asked and asked[0] != request:
+                    while asked:
+                        asked.popleft()
+                        self._drop(self._replies.recv())
+                if not asked:
                     self._send(request)
+                    asked.append(request)
                 waited = time.perf_counter()
                 reply = self._replies.recv()
+                asked.popleft()
                 self.timings["waiting for the worker's answer"] += time.perf_counter() - waited
                 if reply[0] == "ok":  # (its compute, from its answer to here: the pipe, the GIL, unpickling)
-                    self.timings["the worker's compute"] += reply[7] - reply[6]
-                    self.timings["from its answer to here"] += time.monotonic() - reply[7]
+                    self._time_answer(reply[6], reply[7])
             except (EOFError, OSError):  # BrokenPipeError among them
                 if first_request:
                     return self._go_home(self._died())
@@ -153,11 +160,22 @@ class CpuStageProcess:
             if first_request and reply[0] == "setup-error":
                 return self._go_home(reply[1])
             try:
-                self._send((first + count, count, merge, request[3]))
-                self._ahead = (first + count, count, merge, request[3])
+                while len(asked) < self.ahead:
+                    last = asked[-1] if asked else request
+                    following = (last[0] + count, count, merge, request[3])
+                    self._send(following)
+                    asked.append(following)
             except OSError:
                 pass  # the worker is gone: the next ask says so
             return reply
+
+    def _time_answer(self, started: float, ended: float) -> None:
+        """Add an answer's times (the worker's time.monotonic(), the clock this process reads too) to `timings`."""
+        self.timings["the worker's compute"] += ended - started
+        self.timings["from its answer to here"] += time.monotonic() - ended
+        if self._last_end is not None and started > self._last_end:
+            self.timings["the worker idle between answers"] += started - self._last_end
+        self._last_end = ended
 
     def _go_home(self, reason: BaseException) -> None:
         """The worker could not start: say so, stop it, and compute the CPU stage in this process from now on."""

@@ -55,7 +55,8 @@ class Executor:
         cpu_nodes = [n for n in self.nodes if n.name not in gpu_nodes]
         # a worker process for the CPU stage (executor option cpu_process) starts first, so that it builds its stage
         # while this process builds its own; the GPU stage takes it or closes it
-        worker = CpuStageProcess(cpu_nodes, batch_size, self.num_threads, seed, self.options.parallel_reads) \
+        worker = CpuStageProcess(cpu_nodes, batch_size, self.num_threads, seed, self.options.parallel_reads,
+                                 self.options.cpu_process_ahead) \
             if has_gpu and may_run_in_process(cpu_nodes, self.options, batch_size) else None
         with _closed_on_error(worker):
             self.cpu = CpuStage(cpu_nodes, outputs, batch_size, self.num_threads, seed, self.buffers, reader_pool,

@@ -60,6 +60,10 @@ class ExecutorOptions:
     Only for pipelines whose sources are readers into host memory, with nothing skipped, no user code on the CPU
     and no CPU op output returned; elsewhere it is off. True and False mean 'on' and 'off'."""
 
+    cpu_process_ahead: int = 1
+    """How many coalesced runs the CPU stage's worker (cpu_process) is asked for beyond the one being answered: it
+    computes them while the GPU stage works, and its answers wait in shared memory (one block each)."""
+
     decoder_memory: str = "nvimgcodec"
     """Where the mixed decoders' library (nvImageCodec) takes its own device buffers from: its own allocation
     ('nvimgcodec', the default), or a CUDA memory pool of headrace's on its decode streams ('pool', as DALI gives its
@@ -99,6 +103,10 @@ class ExecutorOptions:
                 or self.coalesce_batches < 0:
             raise SchemaError(f"executor option 'coalesce_batches': expected an int >= 0 (0: by batch size), got "
                               f"{self.coalesce_batches!r}")
+        if isinstance(self.cpu_process_ahead, bool) or not isinstance(self.cpu_process_ahead, int) \
+                or self.cpu_process_ahead < 1:
+            raise SchemaError(f"executor option 'cpu_process_ahead': expected an int >= 1, got "
+                              f"{self.cpu_process_ahead!r}")
         if isinstance(self.gpu_pool_limit, bool) or not isinstance(self.gpu_pool_limit, int) or self.gpu_pool_limit < 0:
             raise SchemaError(f"executor option 'gpu_pool_limit': expected bytes >= 0, got {self.gpu_pool_limit!r}")
 
