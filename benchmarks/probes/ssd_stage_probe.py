@@ -287,6 +287,9 @@ def main() -> None:
                 stage = pipe._executor.gpu
                 if stage is None:  # the CPU ops alone: no GPU stage
                     continue
+                # a few runs first: the answers the worker computed before the other cuts' rounds would count that
+                # pause as its idle time and as their time from its answer to here
+                rate(pipe, 4 * pipe._executor.batches_per_run, args.batch_size, sync)
                 stage.timings.clear()
                 worker = getattr(stage.reads, "timings", None)  # the CPU stage's worker process (cpu_process)
                 if worker is not None:
