@@ -188,6 +188,28 @@ def limit_decode_lanes(lanes: int | None) -> None:
     MixedDecoder.lane_count = lambda self: min(lanes, default(self))
 
 
+def warm_up_with(size: int | None) -> None:
+    """headrace's mixed decoders built from now on warm up on a batch of `size` x `size` JPEGs instead of their
+    16 x 16 ones (0: no warm-up batch): whether the warm-up image sends the first call to nvImageCodec's CUDA decoder
+    at hw_decoder_load 1.0, whose buffers DALI, never calling it there, does not have."""
+    if size is None:
+        return
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from headrace_kernels.gpu import decode
+
+    if size == 0:
+        decode.MixedDecoder._warm_up = lambda self, decoder, capacity, stream: None
+        return
+    buffer = io.BytesIO()
+    Image.new("RGB", (size, size), (120, 130, 140)).save(buffer, format="JPEG", quality=90)
+    image = np.frombuffer(buffer.getvalue(), np.uint8)
+    decode.tiny_jpeg = lambda: image
+
+
 def fresh_child(lib_name: str, case: str, data: str, batch: int, threads: int, epochs: int) -> dict:
     """One library's pipeline alone in this (new) process: import + build + first batch seconds, and the GPU memory
     (MiB above the CUDA context) after a warm-up epoch, after `epochs` more, after giving back what is unused and
@@ -237,6 +259,8 @@ def fresh_processes(args, data: str) -> None:
         for repeat in range(args.repeats):
             for lib in args.libs if repeat % 2 == 0 else args.libs[::-1]:
                 lanes = [] if args.headrace_lanes is None else ["--headrace-lanes", str(args.headrace_lanes)]
+                if args.headrace_warm_up_size is not None:
+                    lanes += ["--headrace-warm-up-size", str(args.headrace_warm_up_size)]
                 done = subprocess.run([sys.executable, __file__, "--child", lib, case, "--data", data,
                                        "--batch-size", str(args.batch_size), "--threads", str(args.threads),
                                        "--epochs", str(args.epochs), *lanes], capture_output=True, text=True,
@@ -289,12 +313,15 @@ def main() -> None:
     parser.add_argument("--headrace-lanes", type=int, choices=(1, 2),
                         help="at most this many decode lanes in headrace's decoders (2 at hw_decoder_load 1.0 by "
                              "default, each with a decoder of its own)")
+    parser.add_argument("--headrace-warm-up-size", type=int,
+                        help="headrace's decoders warm up on JPEGs of this many pixels a side (default 16; 0: none)")
     parser.add_argument("--gc", choices=("default", "freeze", "off"), default="default",
                         help="Python's garbage collector during the rounds: as it is, gc.freeze() after the builds "
                              "(what exists then is never scanned again), or disabled")
     parser.add_argument("--child", nargs=2, metavar=("LIB", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     limit_decode_lanes(args.headrace_lanes)
+    warm_up_with(args.headrace_warm_up_size)
     if args.child:
         result = fresh_child(*args.child, args.data, args.batch_size, args.threads, args.epochs)
         print("RESULT " + json.dumps(result), flush=True)
