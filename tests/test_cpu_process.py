@@ -255,14 +255,17 @@ def test_a_worker_removes_blocks_a_dead_process_of_its_pid_left():
 
     from headrace.engine.cpu_worker import serve
 
-    stale = os.path.join(column_wire._folders()[0], f"headrace-cpu-{os.getpid()}-0")
-    with open(stale, "wb") as f:
-        f.write(b"left by a killed pipeline")
+    left = Blocks()  # a worker of this pid whose pipeline was killed before it removed this block
+    writer = BlockWriter()
+    writer.add(np.arange(4))
+    _, stale = left.write(writer)
+    assert stale in block_paths(os.getpid())
     requests_read, requests_write = Pipe(duplex=False)
     replies_read, replies_write = Pipe(duplex=False)
     requests_write.send(("stop",))
     serve(requests_read, replies_write)  # its pid is this process's: the stale block must not stop its first write
-    assert not os.path.exists(stale)
+    assert block_paths(os.getpid()) == []
+    left.close()
 
 
 def test_columns_travel_as_they_are():
