@@ -74,8 +74,13 @@ PIPELINES = ["train 0.65", "train 1.0", "validation"]
 class Library:
     """One library's `fn`, `types` and `pipeline_def`, imported by name."""
 
-    def __init__(self, name: str, decoder_args: dict | None = None):
+    def __init__(self, name: str, decoder_args: dict | None = None, executor: dict[str, str] | None = None):
         self.decoder_args = decoder_args or {}  # extra arguments of this library's decoder nodes
+        self.build_args = {}  # extra arguments of its pipeline_def: headrace's executor options
+        if executor and name == "headrace":
+            from headrace import ExecutorOptions
+
+            self.build_args = {"executor_options": ExecutorOptions.from_strings(executor)}
         if name == "dali":
             import nvidia.dali as root
             from nvidia.dali import fn, pipeline_def, types
@@ -132,7 +137,7 @@ def build(lib: Library, body, data: str, hw_load: float, batch: int, threads: in
     """The built pipeline, its build + first batch seconds and the GPU memory it added (MiB)."""
     before = device_used_mib()
     start = time.perf_counter()
-    pipe = lib.pipeline_def(batch_size=batch, num_threads=threads, device_id=0, seed=42)(
+    pipe = lib.pipeline_def(batch_size=batch, num_threads=threads, device_id=0, seed=42, **lib.build_args)(
         lambda: body(lib, data, hw_load))()
     pipe.build()
     out = pipe.run()
@@ -169,11 +174,17 @@ def give_back(pipes: dict) -> None:
 
 
 def held_detail(pipe) -> dict:
-    """Where headrace's pipeline holds GPU memory (MiB): its small and large pools, and each per-batch purpose."""
+    """Where headrace's pipeline holds GPU memory (MiB): its small and large pools, each per-batch purpose, and
+    nvImageCodec's buffers where they come from headrace's pool (executor option decoder_memory='pool')."""
     memory = pipe._executor.gpu.ctx.memory
     detail = {"small": memory.small.total_bytes(), "large": memory.large.total_bytes()}
     for purpose, entry in memory.per_batch.items():
         detail[purpose] = sum(pool.total_bytes() for pool in entry.pools())
+    from headrace_kernels.nvimgcodec_memory import DecoderMemory
+
+    reserved = sum(DecoderMemory.reserved().values())  # nvImageCodec's own buffers, with decoder_memory=pool
+    if reserved:
+        detail["nvImageCodec's buffers"] = reserved
     return {name: round(size / 2**20) for name, size in detail.items()}
 
 
@@ -210,7 +221,8 @@ def warm_up_with(size: int | None) -> None:
     decode.tiny_jpeg = lambda: image
 
 
-def fresh_child(lib_name: str, case: str, data: str, batch: int, threads: int, epochs: int) -> dict:
+def fresh_child(lib_name: str, case: str, data: str, batch: int, threads: int, epochs: int,
+                executor: dict[str, str] | None = None) -> dict:
     """One library's pipeline alone in this (new) process: import + build + first batch seconds, and the GPU memory
     (MiB above the CUDA context) after a warm-up epoch, after `epochs` more, after giving back what is unused and
     after dropping the pipeline."""
@@ -219,7 +231,7 @@ def fresh_child(lib_name: str, case: str, data: str, batch: int, threads: int, e
     cupy.cuda.runtime.memGetInfo()  # the CUDA context, which both libraries need, is the baseline
     base = device_used_mib()
     start = time.perf_counter()
-    lib = Library(lib_name)
+    lib = Library(lib_name, executor=executor)
     imported = time.perf_counter()
     body, load = CASES[case]
     pipe, _, _ = build(lib, body, data, load, batch, threads)
@@ -261,6 +273,8 @@ def fresh_processes(args, data: str) -> None:
                 lanes = [] if args.headrace_lanes is None else ["--headrace-lanes", str(args.headrace_lanes)]
                 if args.headrace_warm_up_size is not None:
                     lanes += ["--headrace-warm-up-size", str(args.headrace_warm_up_size)]
+                if args.headrace_executor:
+                    lanes += ["--headrace-executor", *args.headrace_executor]
                 done = subprocess.run([sys.executable, __file__, "--child", lib, case, "--data", data,
                                        "--batch-size", str(args.batch_size), "--threads", str(args.threads),
                                        "--epochs", str(args.epochs), *lanes], capture_output=True, text=True,
@@ -315,6 +329,9 @@ def main() -> None:
                              "default, each with a decoder of its own)")
     parser.add_argument("--headrace-warm-up-size", type=int,
                         help="headrace's decoders warm up on JPEGs of this many pixels a side (default 16; 0: none)")
+    parser.add_argument("--headrace-executor", nargs="+", metavar="NAME=VALUE", default=[],
+                        help="executor options of headrace's pipelines (e.g. decoder_memory=pool: nvImageCodec's own "
+                             "buffers from a pool headrace counts)")
     parser.add_argument("--gc", choices=("default", "freeze", "off"), default="default",
                         help="Python's garbage collector during the rounds: as it is, gc.freeze() after the builds "
                              "(what exists then is never scanned again), or disabled")
@@ -322,8 +339,9 @@ def main() -> None:
     args = parser.parse_args()
     limit_decode_lanes(args.headrace_lanes)
     warm_up_with(args.headrace_warm_up_size)
+    executor = dict(item.split("=", 1) for item in args.headrace_executor)
     if args.child:
-        result = fresh_child(*args.child, args.data, args.batch_size, args.threads, args.epochs)
+        result = fresh_child(*args.child, args.data, args.batch_size, args.threads, args.epochs, executor)
         print("RESULT " + json.dumps(result), flush=True)
         return
     from headrace.data.synthetic import make_image_folder
@@ -336,7 +354,7 @@ def main() -> None:
             return
         ours = {} if args.headrace_huffman_threshold is None else \
             {"hybrid_huffman_threshold": args.headrace_huffman_threshold}
-        libs = [Library("dali"), Library("headrace", ours)]
+        libs = [Library("dali"), Library("headrace", ours, executor)]
         pauses = CollectorPauses()
         count = sum(1 for p in Path(data).rglob("*") if p.is_file())
         batches = -(-count // args.batch_size)

@@ -203,6 +203,24 @@ def test_nvimgcodecs_buffers_from_the_pool_change_no_pixel(load):
     _assert_same(decoded["nvimgcodec"], decoded["pool"])
 
 
+def test_the_pool_counts_nvimgcodecs_buffers():
+    """With decoder_memory='pool', DecoderMemory.reserved() counts nvImageCodec's own buffers (what gpu_vs_dali.py
+    reports of them), and closing the decoders gives them back."""
+    from headrace_kernels.nvimgcodec_memory import DecoderMemory
+
+    batch = _random_jpegs(7, 16, (200, 400), (200, 500))
+    pipe = Pipeline(batch_size=len(batch), num_threads=2, device_id=0, seed=1,
+                    executor_options={"decoder_memory": "pool"})
+    with pipe:
+        pipe.set_outputs(fn.decoders.image(fn.external_source(source=lambda: batch, batch=True, dtype=types.UINT8),
+                                           device="mixed"))
+    pipe.build()
+    pipe.run()[0].as_cpu()
+    held = DecoderMemory.reserved()[0]
+    pipe.close()
+    assert held > 0 and DecoderMemory.reserved()[0] < held
+
+
 def test_training_pipeline_on_gpu_matches_cpu(image_folder):
     cpu = resnet50_train(data_dir=str(image_folder), batch_size=8, seed=5)
     gpu = resnet50_train(data_dir=str(image_folder), device="gpu", batch_size=8, seed=5)

@@ -13,6 +13,7 @@ DECLARED = {
     "cuEventQuery": [ctypes.c_void_p], "cuStreamWaitEvent": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint],
     "cuMemPoolCreate": [ctypes.c_void_p, ctypes.c_void_p],
     "cuMemPoolSetAttribute": [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p],
+    "cuMemPoolGetAttribute": [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p],
     "cuMemPoolTrimTo": [ctypes.c_void_p, ctypes.c_size_t],
     "cuMemAllocFromPoolAsync": [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p],
     "cuMemFreeAsync": [ctypes.c_void_p, ctypes.c_void_p],  # a CUdeviceptr is passed as a pointer is

@@ -21,6 +21,7 @@ from headrace_kernels.nvimgcodec_capi import CApiError, new, pointer
 CU_MEM_ALLOCATION_TYPE_PINNED = 1  # device memory that is not migrated
 CU_MEM_LOCATION_TYPE_DEVICE = 1
 CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4
+CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5
 POOL_PROPS_BYTES = 128
 """Room for CUmemPoolProps (88 bytes in CUDA 12 and 13), zeroed past the four fields set here."""
 
@@ -106,6 +107,20 @@ class DecoderMemory:
                 pinned["pinned_mem_padding"] = host_padding
                 pair = self._allocators[(device_padding, host_padding)] = (device, pinned)
             return pointer(pair[0]), pointer(pair[1])
+
+    @classmethod
+    def reserved(cls) -> dict[int, int]:
+        """The device memory each device's pool holds now, in bytes (nvImageCodec's buffers, and what they gave
+        back to it and `trim` has not returned): executor option decoder_memory='pool' makes it countable."""
+        held = {}
+        with cls._lock:
+            pools = dict(cls._shared)
+        for device_id, memory in pools.items():
+            value = ctypes.c_uint64()
+            _check(driver().cuMemPoolGetAttribute(memory.pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                                                  ctypes.byref(value)), "cuMemPoolGetAttribute")
+            held[device_id] = value.value
+        return held
 
     def trim(self) -> None:
         """Give the pool's unused memory back to the device."""
