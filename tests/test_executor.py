@@ -47,6 +47,29 @@ def test_same_stream_for_any_prefetch_depth(image_folder):
     assert_same_stream(one, three)
 
 
+@pytest.mark.parametrize("beyond", [True, False])
+def test_batches_computed_ahead_of_the_consumer(image_folder, beyond):
+    """prefetch_queue_depth batches wait in the queue, and one more is computed beside them unless the executor
+    option prefetch_beyond_queue is False; the batches are the same either way."""
+    import time
+
+    pipe = augmenting_pipeline(image_folder, num_threads=2, prefetch_queue_depth=2,
+                               executor_options={"prefetch_beyond_queue": beyond})
+    pipe.build()
+    computed = []
+    run = pipe._executor.run
+    pipe._executor.run = lambda iteration: (computed.append(iteration), run(iteration))[1]
+    got = [tuple(b.as_array().copy() for b in pipe.run()) for _ in range(3)]
+    deadline = time.monotonic() + 10
+    while len(computed) < 3 + 2 + beyond and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # what it would compute beyond that, it would have begun by now
+    assert len(computed) == 3 + 2 + beyond
+    got += [tuple(b.as_array().copy() for b in pipe.run()) for _ in range(4)]
+    pipe.close()
+    assert_same_stream(stream(augmenting_pipeline(image_folder, num_threads=2), 7), got)
+
+
 def test_held_batches_are_never_overwritten(image_folder):
     """Hold batches (the batch objects, arrays taken from them, DLPack views), run on well past the buffer pool's
     size, then check every held batch still has the values it had when it was returned."""

@@ -370,7 +370,8 @@ class Pipeline:
             # a coalesced run's batches come out together: room for them all, so that the next run starts while
             # this one's are taken (they are in memory together anyway)
             depth = self.prefetch_queue_depth + self._executor.batches_per_run - 1
-            self._prefetcher = _Prefetcher(self._executor, self._iteration, depth, self.enable_checkpointing)
+            self._prefetcher = _Prefetcher(self._executor, self._iteration, depth, self.enable_checkpointing,
+                                           self.executor_options.prefetch_beyond_queue)
         outputs, states, error = self._prefetcher.next()
         # a failed batch is consumed too (its readers moved on, the prefetcher computes the next one): count it, so
         # that the iteration counter and a checkpoint stay aligned with the readers after the user continues
@@ -618,13 +619,17 @@ class PipelineBytes(bytes):
 
 
 class _Prefetcher:
-    """Computes batches ahead on its own thread, up to `depth` of them waiting."""
+    """Computes batches ahead on its own thread, up to `depth` of them waiting, and one more being computed while
+    they wait unless `beyond_queue` is False (executor option prefetch_beyond_queue)."""
 
     _END = object()
 
-    def __init__(self, executor: Executor, first_iteration: int, depth: int, snapshots: bool = False):
+    def __init__(self, executor: Executor, first_iteration: int, depth: int, snapshots: bool = False,
+                 beyond_queue: bool = True):
         self.executor, self.snapshots = executor, snapshots
         self.queue: queue.Queue = queue.Queue(maxsize=depth)
+        # a place in the queue, taken before a batch is computed and given back when the consumer takes one
+        self.room = None if beyond_queue else threading.Semaphore(depth)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, args=(first_iteration,), daemon=True,
                                        name="headrace-prefetch")
@@ -642,8 +647,15 @@ class _Prefetcher:
         finally:
             self._drain_after_stop()
 
-    def _compute(self, iteration: int) -> None:
+    def _wait_for_room(self) -> bool:
+        """Take a place in the queue before computing (when places are counted); False once stopped."""
         while self._running():
+            if self.room is None or self.room.acquire(timeout=0.1):
+                return True
+        return False
+
+    def _compute(self, iteration: int) -> None:
+        while self._wait_for_room():
             outputs, error = None, None
             try:
                 outputs = self.executor.run(iteration)[0]
@@ -677,6 +689,8 @@ class _Prefetcher:
             except queue.Empty:
                 if not self.thread.is_alive():
                     raise StopIteration from None
+        if self.room is not None:
+            self.room.release()
         if item is self._END:
             raise StopIteration
         return item

@@ -64,6 +64,12 @@ class ExecutorOptions:
     """How many coalesced runs the CPU stage's worker (cpu_process) is asked for beyond the one being answered: it
     computes them while the GPU stage works, and its answers wait in shared memory (one block each)."""
 
+    prefetch_beyond_queue: bool = True
+    """Whether the prefetching thread computes the next batch while its queue (prefetch_queue_depth batches) is full,
+    to put it there as soon as the consumer takes one: one more batch of overlap, and one more batch's outputs in
+    memory. False makes it wait for room first, so at most prefetch_queue_depth batches are computed ahead of the
+    consumer (DALI's buffers: its outputs are valid until the next run, so its queue includes the batch read)."""
+
     decoder_memory: str = "nvimgcodec"
     """Where the mixed decoders' library (nvImageCodec) takes its own device buffers from: its own allocation
     ('nvimgcodec', the default), or a CUDA memory pool of headrace's on its decode streams ('pool', as DALI gives its
@@ -93,7 +99,7 @@ class ExecutorOptions:
             if getattr(self, name) not in words:
                 raise SchemaError(f"executor option '{name}': expected one of {list(words)}, "
                                   f"got {getattr(self, name)!r}")
-        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi"):
+        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi", "prefetch_beyond_queue"):
             if not isinstance(getattr(self, name), bool):
                 raise SchemaError(f"executor option '{name}': expected a bool, got {getattr(self, name)!r}")
         if isinstance(self.switch_interval, bool) or not isinstance(self.switch_interval, int | float) \
