@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -51,8 +53,6 @@ def test_same_stream_for_any_prefetch_depth(image_folder):
 def test_batches_computed_ahead_of_the_consumer(image_folder, beyond):
     """prefetch_queue_depth batches wait in the queue, and one more is computed beside them unless the executor
     option prefetch_beyond_queue is False; the batches are the same either way."""
-    import time
-
     pipe = augmenting_pipeline(image_folder, num_threads=2, prefetch_queue_depth=2,
                                executor_options={"prefetch_beyond_queue": beyond})
     pipe.build()
