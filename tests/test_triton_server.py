@@ -21,7 +21,7 @@ from triton_helpers import (
 )
 
 from headrace.pipeline import Pipeline
-from headrace.serving.server import ServerError, child_pids, start_server
+from headrace.serving.server import EXIT_TIMEOUT_S, ServerError, backend_regions, child_pids, start_server
 
 pytestmark = [pytest.mark.triton, pytest.mark.skipif(not have_server(), reason=NO_SERVER)]
 
@@ -341,6 +341,29 @@ def test_failed_start_is_reported_and_killed(tmp_path: Path):
         start_server(tmp_path / "repo", timeout=60)
     assert "format_version 99 is not supported" in str(info.value)
     assert not any(Path(f"/proc/{pid}").exists() for pid in _tritonserver_pids(tmp_path))
+
+
+@pytest.mark.parametrize("forced", [False, True], ids=["exit-timeout", "killed"])
+def test_a_stop_with_an_idle_client_connection_leaves_no_shared_memory(forced):
+    """An idle keep-alive client holds tritonserver's shutdown for its exit timeout (set to EXIT_TIMEOUT_S, or as
+    the caller gives it), not past stop()'s wait; and a server that stop() has to kill leaves no shared-memory
+    region of its Python backends behind (it did: /dev/shm filled up over many runs)."""
+    extra = ("--exit-timeout-secs=30",) if forced else ()
+    server = start_server(MODEL_REPOSITORY, timeout=120, extra_args=extra)
+    assert server.exit_timeout == (30 if forced else EXIT_TIMEOUT_S)
+    regions = backend_regions([server.pid, *child_pids(server.pid)])
+    assert len(regions) == 2  # one per Python-backend kind: the headrace backend and the classify model's
+    connection = http.InferenceServerClient(server.http_url)
+    assert connection.is_server_live()  # the connection stays open: Triton waits for it when stopping
+    start = time.monotonic()
+    code = server.stop(timeout=2 if forced else None)
+    took = time.monotonic() - start
+    if forced:
+        assert code == -9 and took < 10
+    else:
+        assert code != -9 and took < EXIT_TIMEOUT_S + 10
+    assert not [path for path in regions if Path(path).exists()]
+    connection.close()
 
 
 def _tritonserver_pids(repo: Path) -> list[int]:

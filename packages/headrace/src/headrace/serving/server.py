@@ -25,6 +25,14 @@ BACKEND_NAME = "headrace"
 BACKEND_MODEL_PY = resources.files("headrace.serving").joinpath("model.py").read_text()
 
 
+EXIT_TIMEOUT_S = 5
+"""How long a stopping tritonserver waits for in-flight requests and open client connections
+(`--exit-timeout-secs`, Triton's default 30) before it exits anyway: an idle keep-alive client holds a stop that
+long. `stop()` waits longer than that, then removes the shared-memory regions of the Python backends, which a
+server that exited this way (or was killed) leaves behind."""
+_REGION_MARK = "_backend_shm_region_"  # Triton's Python backends name their shared memory triton_<backend>..._<uuid>
+
+
 class ServerError(RuntimeError):
     """The server could not be found, did not start, or did not become ready in time."""
 
@@ -124,6 +132,7 @@ class TritonServer:
     metrics_port: int
     log_path: Path
     workdir: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
+    exit_timeout: float = EXIT_TIMEOUT_S
 
     @property
     def pid(self) -> int:
@@ -158,11 +167,14 @@ class TritonServer:
         except (urllib.error.URLError, OSError):
             return False
 
-    def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM the server (it unloads models, calling finalize()), SIGKILL it after `timeout`; its Python stubs
-        are killed by PID if any outlive it. Returns the exit code."""
+    def stop(self, timeout: float | None = None) -> int | None:
+        """SIGTERM the server (it unloads models, calling finalize()), SIGKILL it after `timeout` (by default its
+        exit timeout and 10 s to unload); its Python stubs are killed by PID if any outlive it, and the shared-memory
+        regions of its Python backends removed if it left them (a killed server does). Returns the exit code."""
         atexit.unregister(self.stop)
+        timeout = self.exit_timeout + 10 if timeout is None else timeout
         children = child_pids(self.process.pid)
+        regions = backend_regions([self.process.pid, *children])
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -172,6 +184,11 @@ class TritonServer:
                 self.process.wait(timeout=10)
         for pid in children:
             _kill_if_alive(pid)
+        for path in regions:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass  # removed by the server as it stopped
         if self.workdir is not None:
             self.workdir.cleanup()
             self.workdir = None
@@ -193,6 +210,23 @@ def child_pids(pid: int) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+def backend_regions(pids: list[int]) -> list[str]:
+    """The shared-memory files of Triton's Python backends that these processes (a server and its stubs) have
+    mapped (Linux /proc): removed by the server as it stops cleanly, left behind when it is killed."""
+    paths: set[str] = set()
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        for line in maps.splitlines():
+            fields = line.split(maxsplit=5)  # address, perms, offset, device, inode, path (where there is one)
+            path = fields[5] if len(fields) == 6 else ""
+            if path.startswith("/dev/shm/triton_") and _REGION_MARK in path and not path.endswith(" (deleted)"):
+                paths.add(path)
+    return sorted(paths)
 
 
 def _kill_if_alive(pid: int) -> None:
@@ -237,10 +271,14 @@ def start_server(model_repository: str | os.PathLike, http_port: int | None = No
                    "--http-address=127.0.0.1", f"--http-port={ports[0]}", "--grpc-address=127.0.0.1",
                    f"--grpc-port={ports[1]}", "--metrics-address=127.0.0.1", f"--metrics-port={ports[2]}",
                    "--allow-sagemaker=false", "--allow-vertex-ai=false", *extra_args]
+        exit_timeout = _exit_timeout(extra_args)
+        if exit_timeout is None:
+            exit_timeout = EXIT_TIMEOUT_S
+            command.append(f"--exit-timeout-secs={EXIT_TIMEOUT_S}")
         with open(log_path, "wb") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        env=server_environment(files, python), cwd=workdir.name)
-        server = TritonServer(process, *ports, log_path, workdir)
+        server = TritonServer(process, *ports, log_path, workdir, exit_timeout)
         try:
             _wait_ready(server, timeout)
             atexit.register(server.stop)  # never leave a server behind when the caller forgets stop()
@@ -255,6 +293,20 @@ def start_server(model_repository: str | os.PathLike, http_port: int | None = No
             if "Address already in use" not in text and "address already in use" not in text:
                 break
     raise last_error
+
+
+def _exit_timeout(args: tuple[str, ...]) -> float | None:
+    """The `--exit-timeout-secs` the caller gave tritonserver (as one `--option=value` argument or two), else None."""
+    for i, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name == "--exit-timeout-secs":
+            if not value and i + 1 < len(args):
+                value = args[i + 1]
+            try:
+                return float(value)
+            except ValueError:
+                return None  # tritonserver refuses it and says why
+    return None
 
 
 def _wait_ready(server: TritonServer, timeout: float) -> None:
