@@ -170,7 +170,8 @@ class TritonServer:
     def stop(self, timeout: float | None = None) -> int | None:
         """SIGTERM the server (it unloads models, calling finalize()), SIGKILL it after `timeout` (by default its
         exit timeout and 10 s to unload); its Python stubs are killed by PID if any outlive it, and the shared-memory
-        regions of its Python backends removed if it left them (a killed server does). Returns the exit code."""
+        regions of its Python backends removed if it left them (as a killed server does, and one that exits at
+        its exit timeout). Returns the exit code."""
         atexit.unregister(self.stop)
         timeout = self.exit_timeout + 10 if timeout is None else timeout
         children = child_pids(self.process.pid)
