@@ -270,14 +270,14 @@ def fresh_processes(args, data: str) -> None:
         results: dict[str, list[dict]] = {lib: [] for lib in args.libs}
         for repeat in range(args.repeats):
             for lib in args.libs if repeat % 2 == 0 else args.libs[::-1]:
-                lanes = [] if args.headrace_lanes is None else ["--headrace-lanes", str(args.headrace_lanes)]
+                headrace_args = [] if args.headrace_lanes is None else ["--headrace-lanes", str(args.headrace_lanes)]
                 if args.headrace_warm_up_size is not None:
-                    lanes += ["--headrace-warm-up-size", str(args.headrace_warm_up_size)]
+                    headrace_args += ["--headrace-warm-up-size", str(args.headrace_warm_up_size)]
                 if args.headrace_executor:
-                    lanes += ["--headrace-executor", *args.headrace_executor]
+                    headrace_args += ["--headrace-executor", *args.headrace_executor]
                 done = subprocess.run([sys.executable, __file__, "--child", lib, case, "--data", data,
                                        "--batch-size", str(args.batch_size), "--threads", str(args.threads),
-                                       "--epochs", str(args.epochs), *lanes], capture_output=True, text=True,
+                                       "--epochs", str(args.epochs), *headrace_args], capture_output=True, text=True,
                                       timeout=900)
                 line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
                 if line is None:

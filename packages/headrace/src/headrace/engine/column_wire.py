@@ -40,6 +40,16 @@ def block_paths(pid: int) -> list[str]:
     return [path for folder in _folders() for path in glob.glob(os.path.join(folder, _block_name(pid) + "*"))]
 
 
+def remove_blocks(pid: int) -> None:
+    """Remove the blocks process `pid` wrote and nobody removed (its receiver's job; a new worker's, for a killed
+    pipeline's worker that had its pid)."""
+    for path in block_paths(pid):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def _aligned(nbytes: int) -> int:
     return (nbytes + ALIGN - 1) // ALIGN * ALIGN
 

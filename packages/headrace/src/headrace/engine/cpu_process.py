@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from headrace.engine.column_wire import BlockReader, block_paths, unpack_column
+from headrace.engine.column_wire import BlockReader, remove_blocks, unpack_column
 from headrace.engine.cpu_stage import CpuStage, user_code
 from headrace.engine.options import ExecutorOptions
 from headrace.graph import OpNode
@@ -73,7 +73,7 @@ class CpuStageProcess:
         self._lock = threading.Lock()
         self._started = False
         self._keys: list = []
-        self.ahead = max(1, int(ahead))
+        self.ahead = ahead
         self._asked: deque[tuple] = deque()  # the requests sent whose answers are still to come, in order
         self._last_end: float | None = None  # when the worker ended its last answer (its idle time between runs)
         self._freed: deque[int] = deque()  # blocks whose last view went (any thread): handed back with the next ask
@@ -262,11 +262,7 @@ class CpuStageProcess:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        for path in block_paths(process.pid):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        remove_blocks(process.pid)
 
     def __del__(self) -> None:
         try:

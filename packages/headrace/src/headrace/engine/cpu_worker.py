@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 
 from headrace.batch import BufferPool
-from headrace.engine.column_wire import Blocks, BlockWriter, block_paths, pack_column
+from headrace.engine.column_wire import Blocks, BlockWriter, pack_column, remove_blocks
 from headrace.engine.cpu_stage import CpuStage
 
 
@@ -90,11 +90,7 @@ def serve(requests: Connection, replies: Connection) -> None:
     sets its readers and the values to send (no answer; after a failure every request is answered "setup-error"),
     ("free", block numbers) takes blocks back (no answer), ("group", first, count, merge, record_states) computes
     batches (pack_group's answer, with the time.monotonic() it began and ended at)."""
-    for path in block_paths(os.getpid()):  # an earlier worker of this pid left them: its pipeline was killed
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+    remove_blocks(os.getpid())  # an earlier worker of this pid left them: its pipeline was killed
     blocks = Blocks()
     try:
         _serve(requests, replies, blocks)
