@@ -64,10 +64,23 @@ def validation(api, data: str, hw_load: float):
     return images, labels
 
 
+def fed(api, data: str, hw_load: float):
+    """The served pipeline (model_repository/preprocess's, decoded on the GPU): encoded JPEGs fed by the caller per
+    batch, as Triton's requests feed it, so nothing can be read ahead."""
+    fn, types = api.fn, api.types
+    encoded = fn.external_source(name=FED_INPUT, dtype=types.UINT8, ndim=1)
+    images = fn.decoders.image(encoded, device="mixed", output_type=types.RGB, hw_decoder_load=hw_load,
+                               **api.decoder_args)
+    images = fn.resize(images, resize_shorter=256)
+    return fn.crop_mirror_normalize(images, crop=(224, 224), dtype=types.FLOAT, output_layout="CHW",
+                                    mean=IMAGENET_MEAN, std=IMAGENET_STD)
+
+
+FED_INPUT = "encoded"
 CASES = {"train 0.65": (train, 0.65), "train 1.0": (train, 1.0), "validation": (validation, 0.65),
-         "decode crop 0.65": (decode_crop, 0.65), "decode crop 1.0": (decode_crop, 1.0),
+         "fed": (fed, 0.65), "decode crop 0.65": (decode_crop, 0.65), "decode crop 1.0": (decode_crop, 1.0),
          "decode 0.65": (decode_whole, 0.65)}
-PIPELINES = ["train 0.65", "train 1.0", "validation"]
+PIPELINES = ["train 0.65", "train 1.0", "validation", "fed"]
 """The default cases; the "decode" ones cut a pipeline after its decoder (where the rates stop)."""
 
 
@@ -133,25 +146,53 @@ def device_used_mib() -> float:
     return (total - free) / 2**20
 
 
-def build(lib: Library, body, data: str, hw_load: float, batch: int, threads: int):
-    """The built pipeline, its build + first batch seconds and the GPU memory it added (MiB)."""
+class Feed:
+    """The encoded JPEGs of `data`, handed to a fed pipeline (the "fed" case) a batch at a time, in a cycle."""
+
+    def __init__(self, data: str, batch: int):
+        import numpy as np
+
+        self.encoded = [np.fromfile(p, np.uint8) for p in sorted(Path(data).rglob("*")) if p.is_file()]
+        self.batch, self.next = batch, 0
+
+    def __call__(self) -> dict:
+        start, count = self.next, len(self.encoded)
+        self.next = (start + self.batch) % count
+        return {FED_INPUT: [self.encoded[(start + i) % count] for i in range(self.batch)]}
+
+
+def feed_for(case: str, data: str, batch: int) -> Feed | None:
+    """What feeds the case's pipeline each batch: None where its readers read."""
+    return Feed(data, batch) if CASES[case][0] is fed else None
+
+
+def build(lib: Library, body, data: str, hw_load: float, batch: int, threads: int, feed: Feed | None = None,
+          phases: dict | None = None):
+    """The built pipeline, its build + first batch seconds and the GPU memory it added (MiB). A fed pipeline
+    keeps no batch ahead (prefetch_queue_depth 1, as a served one); `phases` gets the seconds of the definition,
+    `build()` and the first `run()`."""
     before = device_used_mib()
     start = time.perf_counter()
-    pipe = lib.pipeline_def(batch_size=batch, num_threads=threads, device_id=0, seed=42, **lib.build_args)(
+    depth = {"prefetch_queue_depth": 1} if feed is not None else {}
+    pipe = lib.pipeline_def(batch_size=batch, num_threads=threads, device_id=0, seed=42, **depth, **lib.build_args)(
         lambda: body(lib, data, hw_load))()
+    defined = time.perf_counter()
     pipe.build()
-    out = pipe.run()
+    built = time.perf_counter()
+    out = pipe.run(**feed()) if feed is not None else pipe.run()
     out[0].as_cpu()
-    first = time.perf_counter() - start
-    return pipe, first, device_used_mib() - before
+    end = time.perf_counter()
+    if phases is not None:
+        phases.update(define_s=defined - start, build_s=built - defined, run_s=end - built)
+    return pipe, end - start, device_used_mib() - before
 
 
-def epoch_rate(pipe, batches: int, epochs: int, use: list[float] | None = None) -> float:
+def epoch_rate(pipe, batches: int, epochs: int, use: list[float] | None = None, feed: Feed | None = None) -> float:
     """Images a second over `epochs` epochs; `use` gets the process's CPU cores meanwhile (CPU seconds of all its
     threads, the decoder's host threads included, per wall second)."""
     start, cpu, count = time.perf_counter(), time.process_time(), 0
     for _ in range(batches * epochs):
-        out = pipe.run()
+        out = pipe.run(**feed()) if feed is not None else pipe.run()
         count += len(out[0])
     out[0].as_cpu()  # waits for the last batch
     wall = time.perf_counter() - start
@@ -221,29 +262,61 @@ def warm_up_with(size: int | None) -> None:
     decode.tiny_jpeg = lambda: image
 
 
+def first_batch_profile(rows: int) -> dict:
+    """What the profiler (yappi, wall clock, every thread, C functions included) saw since it started: the main
+    thread's functions by total time, and every thread's by own time (seconds)."""
+    import yappi
+
+    yappi.stop()
+    main = next(t.id for t in yappi.get_thread_stats() if t.name == "_MainThread")
+
+    def listed(stats, key: str, waits: bool) -> list:
+        stats.sort(key, "desc")
+        kept = (s for s in stats if waits or not any(word in s.name for word in IDLE_CALLS))
+        return [[f"{Path(s.module).name}:{s.lineno} {s.name}", s.ncall, round(s.ttot, 3), round(s.tsub, 3)]
+                for s, _ in zip(kept, range(rows), strict=False)]
+
+    return {"main thread, by total": listed(yappi.get_func_stats(filter={"ctx_id": main}), "ttot", True),
+            "all threads, by own time, waits left out": listed(yappi.get_func_stats(), "tsub", False)}
+
+
+IDLE_CALLS = ("acquire", "sleep", "wait", "select", "poll")
+"""Calls whose own time is a thread waiting (a pool's idle workers), left out of the profile's own-time view."""
+
+
 def fresh_child(lib_name: str, case: str, data: str, batch: int, threads: int, epochs: int,
-                executor: dict[str, str] | None = None) -> dict:
-    """One library's pipeline alone in this (new) process: import + build + first batch seconds, and the GPU memory
-    (MiB above the CUDA context) after a warm-up epoch, after `epochs` more, after giving back what is unused and
-    after dropping the pipeline."""
+                executor: dict[str, str] | None = None, profile: int = 0) -> dict:
+    """One library's pipeline alone in this (new) process: import + build + first batch seconds (and each phase's),
+    and the GPU memory (MiB above the CUDA context) after a warm-up epoch, after `epochs` more, after giving back
+    what is unused and after dropping the pipeline. `profile` > 0: that many rows of a profile of import to first
+    batch (its times inflated by the profiler: compare the phases of runs without it)."""
     import cupy
 
     cupy.cuda.runtime.memGetInfo()  # the CUDA context, which both libraries need, is the baseline
     base = device_used_mib()
+    if profile:
+        import yappi
+
+        yappi.set_clock_type("wall")
+        yappi.start(builtins=True, profile_threads=True)
     start = time.perf_counter()
     lib = Library(lib_name, executor=executor)
     imported = time.perf_counter()
     body, load = CASES[case]
-    pipe, _, _ = build(lib, body, data, load, batch, threads)
+    feed, phases = feed_for(case, data, batch), {}
+    pipe, _, _ = build(lib, body, data, load, batch, threads, feed, phases)
     first = time.perf_counter()
+    profiled = first_batch_profile(profile) if profile else None
     count = sum(1 for p in Path(data).rglob("*") if p.is_file())
     batches = -(-count // batch)
-    epoch_rate(pipe, batches, 1)
+    epoch_rate(pipe, batches, 1, feed=feed)
     warm = device_used_mib() - base
-    rate = epoch_rate(pipe, batches, epochs)
+    rate = epoch_rate(pipe, batches, epochs, feed=feed)
     later = device_used_mib() - base
-    result = {"import_s": imported - start, "first_s": first - start, "warm_mib": warm, "later_mib": later,
-              "rate": rate}
+    result = {"import_s": imported - start, "first_s": first - start, **phases, "warm_mib": warm,
+              "later_mib": later, "rate": rate}
+    if profiled:
+        result["profile"] = profiled
     if lib_name == "headrace":
         result["held"] = held_detail(pipe)
         pipe.release_memory()
@@ -263,35 +336,53 @@ def fresh_child(lib_name: str, case: str, data: str, batch: int, threads: int, e
     return result
 
 
+def fresh_run(args, lib: str, case: str, data: str, profile: int = 0) -> dict | None:
+    """fresh_child's result from a new process (None, with its output printed, where it failed)."""
+    extra = [] if args.headrace_lanes is None else ["--headrace-lanes", str(args.headrace_lanes)]
+    if args.headrace_warm_up_size is not None:
+        extra += ["--headrace-warm-up-size", str(args.headrace_warm_up_size)]
+    if args.headrace_executor:
+        extra += ["--headrace-executor", *args.headrace_executor]
+    if profile:
+        extra += ["--profile-first", str(profile)]
+    done = subprocess.run([sys.executable, __file__, "--child", lib, case, "--data", data, "--batch-size",
+                           str(args.batch_size), "--threads", str(args.threads), "--epochs", str(args.epochs), *extra],
+                          capture_output=True, text=True, timeout=900)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        print(f"{case} {lib}: failed\n{done.stdout[-2000:]}{done.stderr[-3000:]}", flush=True)
+        return None
+    return json.loads(line[7:])
+
+
+def print_profile(case: str, lib: str, profile: dict) -> None:
+    for title, rows in profile.items():
+        print(f"  {case}, {lib}, import to first batch under the profiler, {title} (calls, total s, own s):")
+        for name, calls, total, own in rows:
+            print(f"    {total:7.3f} {own:7.3f} {calls:>7} {name}")
+
+
 def fresh_processes(args, data: str) -> None:
-    """Each library's pipeline of each case in a new process of its own, alternating the libraries."""
+    """Each library's pipeline of each case in a new process of its own, alternating the libraries; then, with
+    --profile-first, one more process each under the profiler (not in the medians)."""
     rows = []
     for case in args.cases:
         results: dict[str, list[dict]] = {lib: [] for lib in args.libs}
         for repeat in range(args.repeats):
             for lib in args.libs if repeat % 2 == 0 else args.libs[::-1]:
-                headrace_args = [] if args.headrace_lanes is None else ["--headrace-lanes", str(args.headrace_lanes)]
-                if args.headrace_warm_up_size is not None:
-                    headrace_args += ["--headrace-warm-up-size", str(args.headrace_warm_up_size)]
-                if args.headrace_executor:
-                    headrace_args += ["--headrace-executor", *args.headrace_executor]
-                done = subprocess.run([sys.executable, __file__, "--child", lib, case, "--data", data,
-                                       "--batch-size", str(args.batch_size), "--threads", str(args.threads),
-                                       "--epochs", str(args.epochs), *headrace_args], capture_output=True, text=True,
-                                      timeout=900)
-                line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
-                if line is None:
-                    print(f"{case} {lib}: failed\n{done.stdout[-2000:]}{done.stderr[-3000:]}", flush=True)
-                    continue
-                results[lib].append(json.loads(line[7:]))
-                print(f"{case} {lib}: {line[7:]}", flush=True)
-        rows.append((case, results))
+                result = fresh_run(args, lib, case, data)
+                if result is not None:
+                    results[lib].append(result)
+                    print(f"{case} {lib}: {json.dumps(result)}", flush=True)
+        profiles = {lib: fresh_run(args, lib, case, data, args.profile_first) for lib in args.libs} \
+            if args.profile_first else {}
+        rows.append((case, results, profiles))
     print(f"\nbatch {args.batch_size}, {args.threads} threads, each pipeline alone in a new process ({args.repeats} "
           "each); medians")
-    print("| pipeline | library | import + build + first batch s | import s | GPU MiB after 1 epoch | after "
-          f"{args.epochs + 1} | after release | after closing | img/s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for case, results in rows:
+    print("| pipeline | library | import + build + first batch s | import s | define s | build() s | first run() s "
+          f"| GPU MiB after 1 epoch | after {args.epochs + 1} | after release | after closing | img/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for case, results, profiles in rows:
         for lib, runs in results.items():
             if not runs:
                 continue
@@ -299,12 +390,18 @@ def fresh_processes(args, data: str) -> None:
             def med(key: str, runs=runs) -> float:
                 return statistics.median(r[key] for r in runs)
 
-            print(f"| {case} | {lib} | {med('first_s'):.2f} | {med('import_s'):.2f} | {med('warm_mib'):+.0f} | "
-                  f"{med('later_mib'):+.0f} | {med('released_mib'):+.0f} | {med('closed_mib'):+.0f} | "
-                  f"{med('rate'):,.0f} |")
+            print(f"| {case} | {lib} | {med('first_s'):.2f} | {med('import_s'):.2f} | {med('define_s'):.2f} | "
+                  f"{med('build_s'):.2f} | {med('run_s'):.2f} | {med('warm_mib'):+.0f} | {med('later_mib'):+.0f} | "
+                  f"{med('released_mib'):+.0f} | {med('closed_mib'):+.0f} | {med('rate'):,.0f} |")
         held = [r["held"] for r in results.get("headrace", []) if "held" in r]
         if held:
             print(f"  headrace's pools after the epochs ({case}), MiB: {held[-1]}")
+        for lib, profiled in profiles.items():
+            if profiled is not None and "profile" in profiled:
+                print(f"  {case}, {lib}, under the profiler: import {profiled['import_s']:.2f} s, define "
+                      f"{profiled['define_s']:.2f}, build() {profiled['build_s']:.2f}, first run() "
+                      f"{profiled['run_s']:.2f}")
+                print_profile(case, lib, profiled["profile"])
 
 
 def main() -> None:
@@ -335,13 +432,17 @@ def main() -> None:
     parser.add_argument("--gc", choices=("default", "freeze", "off"), default="default",
                         help="Python's garbage collector during the rounds: as it is, gc.freeze() after the builds "
                              "(what exists then is never scanned again), or disabled")
+    parser.add_argument("--profile-first", type=int, default=0, metavar="ROWS",
+                        help="--fresh: then one more process per library and case under yappi (every thread, wall "
+                             "clock), printing this many rows of where import to first batch went")
     parser.add_argument("--child", nargs=2, metavar=("LIB", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     limit_decode_lanes(args.headrace_lanes)
     warm_up_with(args.headrace_warm_up_size)
     executor = dict(item.split("=", 1) for item in args.headrace_executor)
     if args.child:
-        result = fresh_child(*args.child, args.data, args.batch_size, args.threads, args.epochs, executor)
+        result = fresh_child(*args.child, args.data, args.batch_size, args.threads, args.epochs, executor,
+                             args.profile_first)
         print("RESULT " + json.dumps(result), flush=True)
         return
     from headrace.data.synthetic import make_image_folder
@@ -362,10 +463,12 @@ def main() -> None:
         for case in args.cases:
             body, load = CASES[case]
             pipes, firsts, memory = {}, {}, {}
+            feeds = {lib.name: feed_for(case, data, args.batch_size) for lib in libs}
             for lib in libs:  # each built and warmed alone: its memory is what it added
-                pipe, firsts[lib.name], built = build(lib, body, data, load, args.batch_size, args.threads)
+                pipe, firsts[lib.name], built = build(lib, body, data, load, args.batch_size, args.threads,
+                                                      feeds[lib.name])
                 before = device_used_mib()
-                epoch_rate(pipe, batches, 1)  # warm-up epoch
+                epoch_rate(pipe, batches, 1, feed=feeds[lib.name])  # warm-up epoch
                 pipes[lib.name], memory[lib.name] = pipe, built + device_used_mib() - before
             rates: dict[str, list[float]] = {lib.name: [] for lib in libs}
             cores: dict[str, list[float]] = {lib.name: [] for lib in libs}
@@ -376,7 +479,8 @@ def main() -> None:
             for round_ in range(args.rounds):
                 for lib in libs if round_ % 2 == 0 else libs[::-1]:
                     pauses.start()
-                    rates[lib.name].append(epoch_rate(pipes[lib.name], batches, args.epochs, cores[lib.name]))
+                    rates[lib.name].append(epoch_rate(pipes[lib.name], batches, args.epochs, cores[lib.name],
+                                                      feeds[lib.name]))
                     pauses.stop(lib.name)
                 print(f"{case} round {round_}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items()),
                       flush=True)

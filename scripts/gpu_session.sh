@@ -12,6 +12,10 @@
 #   stall     probes/stall_probe.py at hw_decoder_load 1.0 with a second identical pipeline
 #   queue     gpu_vs_dali.py with headrace's executor option prefetch_beyond_queue=false (one output batch fewer):
 #             the RN50 train rates against DALI, then GPU memory and first batch in new processes
+#   fed       gpu_vs_dali.py's fed case (the served pipeline, encoded JPEGs fed per batch): rates against DALI,
+#             then GPU memory and first batch in new processes
+#   first     gpu_vs_dali.py --fresh with --profile-first: each phase of a new process's first batch, and one more
+#             process per library under yappi (its whole output is in $OUT/first.log)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}"
@@ -46,6 +50,12 @@ step() {
         --headrace-executor prefetch_beyond_queue=false
       python3 benchmarks/gpu_vs_dali.py --data /tmp/img --fresh --repeats 2 --epochs 3 --cases "train 0.65" \
         "train 1.0" --headrace-executor prefetch_beyond_queue=false ;;
+    fed)
+      python3 benchmarks/gpu_vs_dali.py --data /tmp/img --rounds 7 --cases fed
+      python3 benchmarks/gpu_vs_dali.py --data /tmp/img --fresh --repeats 2 --epochs 3 --cases fed ;;
+    first)
+      python3 benchmarks/gpu_vs_dali.py --data /tmp/img --fresh --repeats 3 --epochs 1 --cases "train 1.0" \
+        validation --profile-first 30 ;;
     *) echo "unknown step: $1"; return 2 ;;
   esac
 }
