@@ -199,3 +199,54 @@ def test_threads_kept_near_the_gpu_give_the_same_bits(tmp_path):
     pipe.close()
     for a, b in zip(reference, got, strict=True):
         np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.gpu
+def test_a_fed_pipeline_warms_its_decoder_up_from_build_on_its_lane(tmp_path, monkeypatch):
+    """A fed pipeline (external_source without source, as a served one) makes and warms up its decoder on the decode
+    lane's thread from build() on, while the caller readies the first batch, not in the first run; its images are
+    those that a pipeline reading the same files decodes."""
+    import threading
+    import time
+    from pathlib import Path
+
+    from headrace import fn, pipeline_def, types
+    from headrace.data.synthetic import make_image_folder
+    from headrace_kernels.gpu import decode
+
+    make_image_folder(tmp_path, num_images=64, num_classes=1, size=(48, 64), seed=8)
+    files = sorted(p for p in Path(tmp_path).rglob("*.jpg"))
+    warmed_in: list[str] = []
+    warm_up = decode.MixedDecoder._warm_up
+
+    def noting(self, decoder, capacity, stream):
+        warmed_in.append(threading.current_thread().name)
+        return warm_up(self, decoder, capacity, stream)
+
+    monkeypatch.setattr(decode.MixedDecoder, "_warm_up", noting)
+
+    @pipeline_def(batch_size=64, num_threads=2, device_id=0, seed=3, prefetch_queue_depth=1)
+    def fed():
+        encoded = fn.external_source(name="encoded", dtype=types.UINT8, ndim=1)
+        return fn.decoders.image(encoded, device="mixed", output_type=types.RGB)
+
+    @pipeline_def(batch_size=64, num_threads=2, device_id=0, seed=3)
+    def read():
+        jpegs, _ = fn.readers.file(files=[str(f) for f in files], random_shuffle=False)
+        return fn.decoders.image(jpegs, device="mixed", output_type=types.RGB)
+
+    pipe = fed()
+    pipe.build()
+    deadline = time.monotonic() + 60
+    while not warmed_in and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert warmed_in and warmed_in[0] != threading.main_thread().name, warmed_in
+    (images,) = pipe.run(encoded=[np.fromfile(f, np.uint8) for f in files])
+    reference = read()
+    reference.build()
+    (expected,) = reference.run()
+    images, expected = images.as_cpu(), expected.as_cpu()
+    for i in range(len(files)):
+        np.testing.assert_array_equal(np.asarray(images.at(i)), np.asarray(expected.at(i)), err_msg=f"image {i}")
+    pipe.close()
+    reference.close()

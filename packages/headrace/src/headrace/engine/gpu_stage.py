@@ -252,10 +252,11 @@ class GpuStage:
         self._previous = None
         self._lock = threading.Lock()
         self.timings: collections.Counter = collections.Counter()  # seconds spent per part (host side)
-        if self.lookahead:  # decoders that decode on threads of their own warm up there meanwhile
-            for kernel in self.kernels():
-                if hasattr(kernel, "warm_up_in_lanes"):
-                    kernel.warm_up_in_lanes()
+        # decoders that decode on threads of their own warm up there meanwhile: while the first batch is read and
+        # prepared, or, fed, while the caller readies it and its headers are parsed
+        for kernel in self.kernels():
+            if hasattr(kernel, "warm_up_in_lanes"):
+                kernel.warm_up_in_lanes()
 
     def _coalescible(self, in_stage: list[OpNode]) -> bool:
         """Whether batches can run coalesced: full batches from readers (at least one) only, read ahead, and no step

@@ -64,7 +64,7 @@ class ExecutorOptions:
     """How many coalesced runs the CPU stage's worker (cpu_process) is asked for beyond the one being answered: it
     computes them while the GPU stage works, and its answers wait in shared memory (one block each)."""
 
-    prefetch_beyond_queue: bool = True
+    prefetch_beyond_queue: bool = False
     """Whether the prefetching thread computes the next batch while its queue (prefetch_queue_depth batches) is full,
     to put it there as soon as the consumer takes one: one more batch of overlap, and one more batch's outputs in
     memory. False makes it wait for room first, so at most prefetch_queue_depth batches are computed ahead of the
