@@ -57,3 +57,28 @@ def libc_function(name: str, argtypes: list, restype):
     function = _libc()[name]
     function.argtypes, function.restype = argtypes, restype
     return function
+
+
+_target_started = threading.Event()
+
+
+def start_cpu_target() -> None:
+    """Start numba's one-time set-up of its CPU target (its typing and lowering registries, most of a second) on a
+    thread of its own, once per process: a GPU pipeline's first batch then does not pay it after the decoder's
+    set-up, which it can overlap (that one runs in native code). Only a head start: a compiled loop called meanwhile
+    waits for it under numba's compiler lock."""
+    if _target_started.is_set():
+        return
+    _target_started.set()
+
+    def set_up() -> None:
+        try:
+            from numba.core.compiler_lock import global_compiler_lock
+            from numba.core.registry import cpu_target
+
+            with global_compiler_lock:
+                cpu_target.target_context.refresh()
+        except Exception:  # noqa: BLE001 - numba's internals moved: the first compiled call sets it up instead
+            pass
+
+    threading.Thread(target=set_up, name="headrace-numba-target", daemon=True).start()

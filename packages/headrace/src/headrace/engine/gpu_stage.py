@@ -31,6 +31,7 @@ from headrace.graph import DataNode, OpNode
 from headrace.schema import frame_arguments
 from headrace_kernels.gpu import events
 from headrace_kernels.gpu.affinity import keep_thread_on, pipeline_cpus
+from headrace_kernels.numba_calls import start_cpu_target
 from headrace_kernels.registry import (
     GpuKernelEntry,
     KernelSetup,
@@ -253,7 +254,9 @@ class GpuStage:
         self._lock = threading.Lock()
         self.timings: collections.Counter = collections.Counter()  # seconds spent per part (host side)
         # decoders that decode on threads of their own warm up there meanwhile: while the first batch is read and
-        # prepared, or, fed, while the caller readies it and its headers are parsed
+        # prepared, or, fed, while the caller readies it and its headers are parsed; numba sets up its CPU target
+        # beside them, for the first batch's compiled loops
+        start_cpu_target()
         for kernel in self.kernels():
             if hasattr(kernel, "warm_up_in_lanes"):
                 kernel.warm_up_in_lanes()
