@@ -433,7 +433,8 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(f"headrace best vs ROI decode alone: {best / decode_capi:.1%} of the C API decode-only rate, "
           f"{best / decode_roi:.1%} of the Python binding's ({best / decode_full:.1%} of its full-image decode)")
-    print(f"headrace vs DALI 2.4 on an H200 (15,744 img/s, measured elsewhere): {best / 15744:.2f}x")
+    print("against DALI's GPU build: benchmarks/gpu_vs_dali.py, in one process with it (a DALI figure from another "
+          "run is no reference: rates drift 15-25% between machines and minutes)")
     print(f"build + first batch: {first:.2f} s for the first pipeline of this process (NVRTC and numba caches "
           f"as found), {first_warm:.2f} s for the next")
     print(f"steady-state GPU memory: headrace pool {memory['pool_mib']:.0f} MiB, device total in use "

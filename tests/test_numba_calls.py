@@ -1,10 +1,12 @@
 """numba_calls.bind: a numba loop taking ctypes functions, called through its compiled overload after the first
-call, gives the same results as through numba's dispatcher, per argument kind."""
+call, gives the same results as through numba's dispatcher, per argument kind; start_cpu_target's head start."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import subprocess
+import sys
 
 import numba
 import numpy as np
@@ -57,3 +59,23 @@ def test_each_argument_kind_gets_its_own_overload(c_sqrt):
     call(readonly, out[:2])
     np.testing.assert_array_equal(out[:2], [1, 2])
     assert len(call.entries) == 3
+
+
+def test_the_cpu_target_set_up_in_the_background_once_beside_a_compile():
+    """start_cpu_target sets numba's CPU target up on one thread per process, however often it is called; a loop
+    compiled meanwhile (in a new interpreter, where nothing is set up yet) waits for it and computes right."""
+    code = """
+import threading
+import numba
+from headrace_kernels.numba_calls import start_cpu_target
+start_cpu_target()
+start_cpu_target()
+setting_up = [t for t in threading.enumerate() if t.name == "headrace-numba-target"]
+total = numba.njit(lambda n: sum(range(n)))(10)
+for thread in setting_up:
+    thread.join(60)
+print(len(setting_up), total, any(t.is_alive() for t in setting_up))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "45", "False"]
