@@ -59,7 +59,7 @@ def libc_function(name: str, argtypes: list, restype):
     return function
 
 
-_target_started = threading.Event()
+_target = {"started": False, "lock": threading.Lock()}
 
 
 def start_cpu_target() -> None:
@@ -67,9 +67,10 @@ def start_cpu_target() -> None:
     thread of its own, once per process: a GPU pipeline's first batch then does not pay it after the decoder's
     set-up, which it can overlap (that one runs in native code). Only a head start: a compiled loop called meanwhile
     waits for it under numba's compiler lock."""
-    if _target_started.is_set():
-        return
-    _target_started.set()
+    with _target["lock"]:
+        if _target["started"]:
+            return
+        _target["started"] = True
 
     def set_up() -> None:
         try:

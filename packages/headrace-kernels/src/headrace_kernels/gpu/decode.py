@@ -246,9 +246,9 @@ class MixedDecoder:
 
     def warm_up_in_lanes(self) -> None:
         """Make the decoders and decode their warm-up batches on the lanes' threads, which will decode this node's
-        batches: started at build, this runs while the pipeline reads and prepares its first batch; lane 0's first,
-        the others' after it. Only where batches go to the lanes (a pipeline batch of `ahead_from` or more, the C
-        API)."""
+        batches: started at build, this runs while the pipeline reads and prepares its first batch (fed: while the
+        caller readies it and its headers are parsed); lane 0's first, the others' after it. Only where batches go
+        to the lanes (a pipeline batch of `ahead_from` or more, the C API)."""
         if not self.c_api or self.capacity < self.ahead_from or self.hw_load <= 0:
             return
 
