@@ -215,8 +215,9 @@ def give_back(pipes: dict) -> None:
 
 
 def held_detail(pipe) -> dict:
-    """Where headrace's pipeline holds GPU memory (MiB): its small and large pools, each per-batch purpose, and
-    nvImageCodec's buffers where they come from headrace's pool (executor option decoder_memory='pool')."""
+    """Where headrace's pipeline holds GPU memory (MiB): its small and large pools, each per-batch purpose,
+    nvImageCodec's buffers where they come from headrace's pool (executor option decoder_memory='pool'), and CuPy's
+    default pool where anything was allocated outside the pipeline's allocator."""
     memory = pipe._executor.gpu.ctx.memory
     detail = {"small": memory.small.total_bytes(), "large": memory.large.total_bytes()}
     for purpose, entry in memory.per_batch.items():
@@ -226,6 +227,11 @@ def held_detail(pipe) -> dict:
     reserved = sum(DecoderMemory.reserved().values())  # nvImageCodec's own buffers, with decoder_memory=pool
     if reserved:
         detail["nvImageCodec's buffers"] = reserved
+    import cupy
+
+    stray = cupy.get_default_memory_pool().total_bytes()  # CuPy allocations made outside the pipeline's allocator
+    if stray:
+        detail["CuPy's default pool"] = stray
     return {name: round(size / 2**20) for name, size in detail.items()}
 
 
