@@ -1,13 +1,13 @@
 """headrace against DALI's GPU build in one process on the same JPEGs: ResNet-50 training (hw_decoder_load 0.65 and
-1.0) and validation pipelines, written once against the shared API and built by each library. Alternating rounds
-(A B, B A, ...) of a few epochs each; medians, the ratio headrace / DALI, GPU memory above the baseline and build +
-first batch per pipeline. `--fresh` runs each library's pipeline alone in a new process instead: build + first batch
-of a new process, and the GPU memory it holds after a warm-up epoch, after more epochs and after releasing it
-(each library's own pools, given back: `release_memory()`, DALI's `ReleaseUnusedMemory()`), with where headrace's
-is held.
+1.0), validation and the served (fed) pipelines, written once against the shared API and built by each library.
+Alternating rounds (A B, B A, ...) of a few epochs each; medians, the ratio headrace / DALI, GPU memory above the
+baseline and build + first batch per pipeline. `--fresh` runs each library's pipeline alone in a new process instead:
+build + first batch of a new process, and the GPU memory it holds after a warm-up epoch, after more epochs and after
+releasing it (each library's own pools, given back: `release_memory()`, DALI's `ReleaseUnusedMemory()`), with where
+headrace's is held.
 
     python benchmarks/gpu_vs_dali.py [--images 2048] [--batch-size 256] [--threads 8] [--rounds 7] [--epochs 12]
-    python benchmarks/gpu_vs_dali.py --fresh [--libs dali headrace] [--epochs 5]
+    python benchmarks/gpu_vs_dali.py --fresh [--libs dali headrace] [--epochs 5] [--profile-first 30]
     (DALI's GPU build: ../shared/tools/dali-gpu/README.md says how it reaches the GPU machine)
 """
 
