@@ -16,6 +16,8 @@
 #             then GPU memory and first batch in new processes
 #   first     gpu_vs_dali.py --fresh with --profile-first: each phase of a new process's first batch, and one more
 #             process per library under yappi (its whole output is in $OUT/first.log)
+#   hostprof  probes/ssd_stage_probe.py --cuts full --yappi 96: SSD300's host time per thread and function (CPU
+#             clock), for the look-ahead's tail (its whole output is in $OUT/hostprof.log)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}"
@@ -56,6 +58,8 @@ step() {
     first)
       python3 benchmarks/gpu_vs_dali.py --data /tmp/img --fresh --repeats 3 --epochs 1 --cases "train 1.0" \
         validation --profile-first 30 ;;
+    hostprof) python3 benchmarks/probes/ssd_stage_probe.py --libs headrace --cuts full --images 512 --rounds 2 \
+                --yappi 96 ;;
     *) echo "unknown step: $1"; return 2 ;;
   esac
 }
