@@ -201,6 +201,42 @@ def epoch_rate(pipe, batches: int, epochs: int, use: list[float] | None = None, 
     return count / wall
 
 
+def iterated(lib: Library, body, data: str, hw_load: float, batch: int, threads: int, phases: dict):
+    """The built pipeline and the library's PyTorch iterator over it (reader 'Reader', whole epochs, reset after
+    each), with its first batch taken; `phases` gets the seconds of the definition, `build()`, and the iterator's
+    making and first batch. DALI's iterator copies each batch into a new torch tensor; headrace's hands the batch
+    over (DLPack), so in training the two hold different numbers of batches."""
+    import torch
+
+    if lib.name == "dali":
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator
+    else:
+        from headrace_torch import DALIGenericIterator
+    start = time.perf_counter()
+    pipe = lib.pipeline_def(batch_size=batch, num_threads=threads, device_id=0, seed=42, **lib.build_args)(
+        lambda: body(lib, data, hw_load))()
+    defined = time.perf_counter()
+    pipe.build()
+    built = time.perf_counter()
+    loop = DALIGenericIterator([pipe], ["data", "label"], reader_name="Reader", auto_reset=True)
+    next(loop)
+    torch.cuda.synchronize()
+    phases.update(define_s=defined - start, build_s=built - defined, run_s=time.perf_counter() - built)
+    return pipe, loop
+
+
+def iterator_rate(loop, epochs: int) -> float:
+    """Images a second over `epochs` epochs through a PyTorch iterator (the rest of the current one first)."""
+    import torch
+
+    start, count = time.perf_counter(), 0
+    for _ in range(epochs):  # next() to the epoch's end (auto_reset starts the next): `for` would reset at once
+        while (outputs := next(loop, None)) is not None:
+            count += outputs[0]["data"].shape[0]
+    torch.cuda.synchronize()
+    return count / (time.perf_counter() - start)
+
+
 def give_back(pipes: dict) -> None:
     """Drop both pipelines and return their pools to the device, so the next case's memory starts from nothing:
     DALI keeps a process-wide pool that outlives its pipelines until ReleaseUnusedMemory()."""
@@ -291,14 +327,19 @@ IDLE_CALLS = ("acquire", "sleep", "wait", "select", "poll")
 
 
 def fresh_child(lib_name: str, case: str, data: str, batch: int, threads: int, epochs: int,
-                executor: dict[str, str] | None = None, profile: int = 0) -> dict:
+                executor: dict[str, str] | None = None, profile: int = 0, iterate: bool = False) -> dict:
     """One library's pipeline alone in this (new) process: import + build + first batch seconds (and each phase's),
     and the GPU memory (MiB above the CUDA context) after a warm-up epoch, after `epochs` more, after giving back
     what is unused and after dropping the pipeline. `profile` > 0: that many rows of a profile of import to first
-    batch (its times inflated by the profiler: compare the phases of runs without it)."""
+    batch (its times inflated by the profiler: compare the phases of runs without it). `iterate`: the batches go
+    through the library's PyTorch iterator (`iterated`), as a training loop takes them."""
     import cupy
 
     cupy.cuda.runtime.memGetInfo()  # the CUDA context, which both libraries need, is the baseline
+    if iterate:
+        import torch
+
+        torch.zeros(1, device="cuda")  # torch's own CUDA state, which both iterators need, too
     base = device_used_mib()
     feed, phases = feed_for(case, data, batch), {}  # the caller's encoded bytes, read before the clock starts
     if profile:
@@ -310,19 +351,26 @@ def fresh_child(lib_name: str, case: str, data: str, batch: int, threads: int, e
     lib = Library(lib_name, executor=executor)
     imported = time.perf_counter()
     body, load = CASES[case]
-    pipe, _, _ = build(lib, body, data, load, batch, threads, feed, phases)
-    first = time.perf_counter()
-    profiled = first_batch_profile(profile) if profile else None
     count = sum(1 for p in Path(data).rglob("*") if p.is_file())
     batches = -(-count // batch)
-    epoch_rate(pipe, batches, 1, feed=feed)
+    if iterate:
+        pipe, loop = iterated(lib, body, data, load, batch, threads, phases)
+    else:
+        (pipe, _, _), loop = build(lib, body, data, load, batch, threads, feed, phases), None
+    first = time.perf_counter()
+    profiled = first_batch_profile(profile) if profile else None
+    iterator_rate(loop, 1) if loop is not None else epoch_rate(pipe, batches, 1, feed=feed)
     warm = device_used_mib() - base
-    rate = epoch_rate(pipe, batches, epochs, feed=feed)
+    rate = iterator_rate(loop, epochs) if loop is not None else epoch_rate(pipe, batches, epochs, feed=feed)
     later = device_used_mib() - base
     result = {"import_s": imported - start, "first_s": first - start, **phases, "warm_mib": warm,
               "later_mib": later, "rate": rate}
     if profiled:
         result["profile"] = profiled
+    del loop
+    if iterate:
+        gc.collect()
+        torch.cuda.empty_cache()  # the iterators' torch tensors that nothing holds any more
     if lib_name == "headrace":
         result["held"] = held_detail(pipe)
         pipe.release_memory()
@@ -351,6 +399,8 @@ def fresh_run(args, lib: str, case: str, data: str, profile: int = 0) -> dict | 
         extra += ["--headrace-executor", *args.headrace_executor]
     if profile:
         extra += ["--profile-first", str(profile)]
+    if args.iterator:
+        extra += ["--iterator"]
     done = subprocess.run([sys.executable, __file__, "--child", lib, case, "--data", data, "--batch-size",
                            str(args.batch_size), "--threads", str(args.threads), "--epochs", str(args.epochs), *extra],
                           capture_output=True, text=True, timeout=900)
@@ -441,6 +491,9 @@ def main() -> None:
     parser.add_argument("--profile-first", type=int, default=0, metavar="ROWS",
                         help="--fresh: then one more process per library and case under yappi (every thread, wall "
                              "clock), printing this many rows of where import to first batch went")
+    parser.add_argument("--iterator", action="store_true",
+                        help="--fresh: the batches go through each library's PyTorch iterator (DALIGenericIterator), "
+                             "as in training: DALI's copies each batch into a torch tensor, headrace's hands it over")
     parser.add_argument("--child", nargs=2, metavar=("LIB", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     limit_decode_lanes(args.headrace_lanes)
@@ -448,7 +501,7 @@ def main() -> None:
     executor = dict(item.split("=", 1) for item in args.headrace_executor)
     if args.child:
         result = fresh_child(*args.child, args.data, args.batch_size, args.threads, args.epochs, executor,
-                             args.profile_first)
+                             args.profile_first, args.iterator)
         print("RESULT " + json.dumps(result), flush=True)
         return
     from headrace.data.synthetic import make_image_folder
