@@ -14,6 +14,7 @@ headrace's is held.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import statistics
@@ -166,25 +167,35 @@ def feed_for(case: str, data: str, batch: int) -> Feed | None:
     return Feed(data, batch) if CASES[case][0] is fed else None
 
 
+def defined_and_built(lib: Library, body, data: str, hw_load: float, batch: int, threads: int, **pipeline_args):
+    """The case's pipeline built, with the seconds its definition and its `build()` took."""
+    start = time.perf_counter()
+    pipe = lib.pipeline_def(batch_size=batch, num_threads=threads, device_id=0, seed=42, **pipeline_args,
+                            **lib.build_args)(lambda: body(lib, data, hw_load))()
+    defined = time.perf_counter()
+    pipe.build()
+    return pipe, defined - start, time.perf_counter() - defined
+
+
+def next_batch(pipe, feed: Feed | None):
+    """The pipeline's next outputs (fed the next batch where it is fed)."""
+    return pipe.run(**feed()) if feed is not None else pipe.run()
+
+
 def build(lib: Library, body, data: str, hw_load: float, batch: int, threads: int, feed: Feed | None = None,
           phases: dict | None = None):
     """The built pipeline, its build + first batch seconds and the GPU memory it added (MiB). A fed pipeline
     keeps no batch ahead (prefetch_queue_depth 1, as a served one); `phases` gets the seconds of the definition,
     `build()` and the first `run()`."""
     before = device_used_mib()
-    start = time.perf_counter()
     depth = {"prefetch_queue_depth": 1} if feed is not None else {}
-    pipe = lib.pipeline_def(batch_size=batch, num_threads=threads, device_id=0, seed=42, **depth, **lib.build_args)(
-        lambda: body(lib, data, hw_load))()
-    defined = time.perf_counter()
-    pipe.build()
+    pipe, define_s, build_s = defined_and_built(lib, body, data, hw_load, batch, threads, **depth)
     built = time.perf_counter()
-    out = pipe.run(**feed()) if feed is not None else pipe.run()
-    out[0].as_cpu()
-    end = time.perf_counter()
+    next_batch(pipe, feed)[0].as_cpu()
+    run_s = time.perf_counter() - built
     if phases is not None:
-        phases.update(define_s=defined - start, build_s=built - defined, run_s=end - built)
-    return pipe, end - start, device_used_mib() - before
+        phases.update(define_s=define_s, build_s=build_s, run_s=run_s)
+    return pipe, define_s + build_s + run_s, device_used_mib() - before
 
 
 def epoch_rate(pipe, batches: int, epochs: int, use: list[float] | None = None, feed: Feed | None = None) -> float:
@@ -192,7 +203,7 @@ def epoch_rate(pipe, batches: int, epochs: int, use: list[float] | None = None, 
     threads, the decoder's host threads included, per wall second)."""
     start, cpu, count = time.perf_counter(), time.process_time(), 0
     for _ in range(batches * epochs):
-        out = pipe.run(**feed()) if feed is not None else pipe.run()
+        out = next_batch(pipe, feed)
         count += len(out[0])
     out[0].as_cpu()  # waits for the last batch
     wall = time.perf_counter() - start
@@ -212,16 +223,12 @@ def iterated(lib: Library, body, data: str, hw_load: float, batch: int, threads:
         from nvidia.dali.plugin.pytorch import DALIGenericIterator
     else:
         from headrace_torch import DALIGenericIterator
-    start = time.perf_counter()
-    pipe = lib.pipeline_def(batch_size=batch, num_threads=threads, device_id=0, seed=42, **lib.build_args)(
-        lambda: body(lib, data, hw_load))()
-    defined = time.perf_counter()
-    pipe.build()
+    pipe, define_s, build_s = defined_and_built(lib, body, data, hw_load, batch, threads)
     built = time.perf_counter()
     loop = DALIGenericIterator([pipe], ["data", "label"], reader_name="Reader", auto_reset=True)
     next(loop)
     torch.cuda.synchronize()
-    phases.update(define_s=defined - start, build_s=built - defined, run_s=time.perf_counter() - built)
+    phases.update(define_s=define_s, build_s=build_s, run_s=time.perf_counter() - built)
     return pipe, loop
 
 
@@ -355,19 +362,22 @@ def fresh_child(lib_name: str, case: str, data: str, batch: int, threads: int, e
     batches = -(-count // batch)
     if iterate:
         pipe, loop = iterated(lib, body, data, load, batch, threads, phases)
+        run_epochs = functools.partial(iterator_rate, loop)
+        del loop
     else:
-        (pipe, _, _), loop = build(lib, body, data, load, batch, threads, feed, phases), None
+        pipe = build(lib, body, data, load, batch, threads, feed, phases)[0]
+        run_epochs = functools.partial(epoch_rate, pipe, batches, feed=feed)
     first = time.perf_counter()
     profiled = first_batch_profile(profile) if profile else None
-    iterator_rate(loop, 1) if loop is not None else epoch_rate(pipe, batches, 1, feed=feed)
+    run_epochs(1)
     warm = device_used_mib() - base
-    rate = iterator_rate(loop, epochs) if loop is not None else epoch_rate(pipe, batches, epochs, feed=feed)
+    rate = run_epochs(epochs)
     later = device_used_mib() - base
     result = {"import_s": imported - start, "first_s": first - start, **phases, "warm_mib": warm,
               "later_mib": later, "rate": rate}
     if profiled:
         result["profile"] = profiled
-    del loop
+    del run_epochs  # the iterator with it
     if iterate:
         gc.collect()
         torch.cuda.empty_cache()  # the iterators' torch tensors that nothing holds any more

@@ -10,8 +10,8 @@
 #   fresh     gpu_vs_dali.py --fresh, then again with --headrace-lanes 1 (first batch and GPU memory, new processes)
 #   ssd       probes/ssd_stage_probe.py --cuts full slice, then ssd_cpu.py --device gpu (SSD300, same run as DALI)
 #   stall     probes/stall_probe.py at hw_decoder_load 1.0 with a second identical pipeline
-#   queue     gpu_vs_dali.py with headrace's executor option prefetch_beyond_queue=false (one output batch fewer):
-#             the RN50 train rates against DALI, then GPU memory and first batch in new processes
+#   iterator  gpu_vs_dali.py --fresh --iterator: GPU memory and first batch with the batches taken through each
+#             library's PyTorch iterator (DALI's copies each batch into a torch tensor), new processes
 #   fed       gpu_vs_dali.py's fed case (the served pipeline, encoded JPEGs fed per batch): rates against DALI,
 #             then GPU memory and first batch in new processes
 #   first     gpu_vs_dali.py --fresh with --profile-first: each phase of a new process's first batch, and one more
@@ -47,11 +47,8 @@ step() {
       python3 benchmarks/probes/ssd_stage_probe.py --cuts full slice --images 512 --rounds 5
       python3 benchmarks/ssd_cpu.py --device gpu --rounds 5 --workdir /tmp/bench ;;
     stall) python3 benchmarks/probes/stall_probe.py --data /tmp/img --rounds 12 --variant lanes=2 ;;
-    queue)
-      python3 benchmarks/gpu_vs_dali.py --data /tmp/img --rounds 7 --cases "train 0.65" "train 1.0" \
-        --headrace-executor prefetch_beyond_queue=false
-      python3 benchmarks/gpu_vs_dali.py --data /tmp/img --fresh --repeats 2 --epochs 3 --cases "train 0.65" \
-        "train 1.0" --headrace-executor prefetch_beyond_queue=false ;;
+    iterator) python3 benchmarks/gpu_vs_dali.py --data /tmp/img --fresh --repeats 2 --epochs 3 --iterator \
+                --cases "train 0.65" "train 1.0" validation ;;
     fed)
       python3 benchmarks/gpu_vs_dali.py --data /tmp/img --rounds 7 --cases fed
       python3 benchmarks/gpu_vs_dali.py --data /tmp/img --fresh --repeats 2 --epochs 3 --cases fed ;;

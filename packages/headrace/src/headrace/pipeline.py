@@ -624,8 +624,7 @@ class _Prefetcher:
 
     _END = object()
 
-    def __init__(self, executor: Executor, first_iteration: int, depth: int, snapshots: bool = False,
-                 beyond_queue: bool = False):
+    def __init__(self, executor: Executor, first_iteration: int, depth: int, snapshots: bool, beyond_queue: bool):
         self.executor, self.snapshots = executor, snapshots
         self.queue: queue.Queue = queue.Queue(maxsize=depth)
         # a place in the queue, taken before a batch is computed and given back when the consumer takes one
