@@ -4,6 +4,11 @@ other hw_decoder_load values), each cut built by both libraries in one process o
 rounds, medians and ratios; then headrace's GPU-stage host time per step for each cut. A probe for issue 20.
 
     python benchmarks/probes/ssd_stage_probe.py [--images 256] [--rounds 5] [--batches 1024] [--cuts cpu slice full]
+                                                [--switch-intervals 0.005 0.001]
+
+`--switch-intervals S ...` times headrace's cuts once per interpreter GIL switch interval in every round (the same
+pipelines, the interval set before each measurement and put back after), so the intervals are compared in one
+process; the executor option `switch_interval` would set it for the whole process at build.
 """
 
 from __future__ import annotations
@@ -240,6 +245,18 @@ def rate(pipe, batches: int, batch_size: int, sync) -> float:
     return batches * batch_size / (time.perf_counter() - start)
 
 
+def at_interval(interval: float | None, measure, *args) -> float:
+    """`measure(*args)` with the interpreter's GIL switch interval at `interval` seconds (None: as it is)."""
+    if interval is None:
+        return measure(*args)
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(interval)
+    try:
+        return measure(*args)
+    finally:
+        sys.setswitchinterval(before)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=256)
@@ -257,6 +274,8 @@ def main() -> None:
     parser.add_argument("--executor", nargs="*", default=[], metavar="NAME=VALUE",
                         help="executor options of the headrace builds (switch_interval=0.0005, lookahead=after)")
     parser.add_argument("--libs", nargs="+", default=["headrace", "dali"], choices=["headrace", "dali"])
+    parser.add_argument("--switch-intervals", nargs="*", type=float, default=[], metavar="SECONDS",
+                        help="time headrace's cuts at each of these GIL switch intervals too (same process)")
     args = parser.parse_args()
     sync = device_synchronizer()
     with tempfile.TemporaryDirectory() as scratch:
@@ -268,19 +287,29 @@ def main() -> None:
         for pipe in pipes.values():
             rate(pipe, 8, args.batch_size, sync)  # warm-up
         rates: dict[tuple[str, str], list[float]] = {key: [] for key in pipes}
+        intervals = {f"headrace@{s * 1e3:g}ms": s for s in args.switch_intervals} if "headrace" in args.libs else {}
+        for cut in args.cuts:
+            for name in intervals:
+                rates[(name, cut)] = []
+        runs = list(args.libs) + list(intervals)
         for round_ in range(args.rounds):
             for cut in args.cuts:
-                for lib in args.libs if round_ % 2 == 0 else args.libs[::-1]:
-                    if (lib, cut) in pipes:
-                        rates[(lib, cut)].append(rate(pipes[(lib, cut)], args.batches, args.batch_size, sync))
-            print(f"round {round_}: " + "  ".join(f"{lib} {cut} {r[-1]:.0f}" for (lib, cut), r in rates.items()),
-                  flush=True)
+                for lib in runs if round_ % 2 == 0 else runs[::-1]:
+                    pipe = pipes.get(("headrace", cut) if lib in intervals else (lib, cut))
+                    if pipe is not None:
+                        rates[(lib, cut)].append(at_interval(intervals.get(lib), rate, pipe, args.batches,
+                                                             args.batch_size, sync))
+            print(f"round {round_}: " + "  ".join(f"{lib} {cut} {r[-1]:.0f}" for (lib, cut), r in rates.items()
+                                                  if r), flush=True)
         print(f"\nimages/s, median of {args.rounds} alternating rounds, batch {args.batch_size}, "
-              f"{args.threads} threads")
+              f"{args.threads} threads, interpreter switch interval {sys.getswitchinterval() * 1e3:g} ms")
         for cut in args.cuts:
-            medians = {lib: statistics.median(rates[(lib, cut)]) for lib in args.libs if (lib, cut) in pipes}
-            ratio = f"  headrace / DALI {medians['headrace'] / medians['dali']:.2f}x" if len(medians) == 2 else ""
-            print(f"  {cut:10s} " + "  ".join(f"{lib} {m:8.0f}" for lib, m in medians.items()) + ratio)
+            medians = {lib: statistics.median(rates[(lib, cut)]) for lib in runs if rates.get((lib, cut))}
+            ratio = f"  headrace / DALI {medians['headrace'] / medians['dali']:.2f}x" \
+                if "headrace" in medians and "dali" in medians else ""
+            against = "".join(f"  {name} / headrace {medians[name] / medians['headrace']:.2f}x" for name in intervals
+                              if name in medians and "headrace" in medians)
+            print(f"  {cut:10s} " + "  ".join(f"{lib} {m:8.0f}" for lib, m in medians.items()) + ratio + against)
         if "headrace" in args.libs:
             for cut in args.cuts:
                 pipe = pipes[("headrace", cut)]
