@@ -271,6 +271,107 @@ def test_array_calls_do_not_grow_with_the_batch_and_nothing_is_read_back(xp, op,
     assert small["asnumpy"] == 0 and small["asarray"] <= 3, small  # no read-back; the uploads: one per table
 
 
+class PackedTensorList(FakeTensorList):
+    """A GPU input held as one packed buffer (an upload of a worker's column), as gpu/ragged.PackedSamples."""
+
+    def __init__(self, samples: list[np.ndarray]):
+        from headrace_kernels.gpu.ragged import PackedSamples
+
+        super().__init__(samples, dense=False)
+        sizes = np.array([s.size for s in samples], np.int64)
+        flat = np.concatenate([s.reshape(-1) for s in samples]) if samples else np.zeros(0, F32)
+        self.packed = PackedSamples(flat, np.cumsum(sizes) - sizes, [s.shape for s in samples], sizes)
+
+
+def launches_recorded(monkeypatch) -> list[tuple]:
+    """The arguments of every kernels/bbox.cu launch of bbox_ops, recorded instead of run (the host plan of a
+    launch: what the CUDA kernel would be given)."""
+    from headrace_kernels.gpu import bbox_ops
+
+    calls = []
+    monkeypatch.setattr(bbox_ops, "function", lambda source, name: lambda grid, block, args: calls.append((name, args)))
+    return calls
+
+
+@pytest.mark.parametrize("given", [int, bool, np.int32, lambda v: np.array([v], np.int32), lambda v: np.array(v)])
+def test_bb_flip_gives_each_row_its_samples_flags(xp, monkeypatch, given):
+    """The launch's per-row flip bits (bit 0 x, bit 1 y) from per-sample flags of any form the executor may give:
+    Python ints or bools (read at once) or numpy scalars and arrays (read sample by sample)."""
+    launches = launches_recorded(monkeypatch)
+    from headrace_kernels.gpu import bbox_ops
+
+    horizontal, vertical = [0, 1, 1, 0, 1, 0, 1], [1, 0, 1, 0, 0, 1, 0]
+    args_list = [{"horizontal": given(h), "vertical": given(v), "ltrb": True}
+                 for h, v in zip(horizontal, vertical, strict=True)]
+    bbox_ops.bb_flip_kernel(FakeBatch([RAGGED], args_list))
+    (name, (rows, flips, ltrb_flag, out, total)), = launches
+    counts = [len(b) for b in RAGGED]
+    want = np.repeat(np.array(horizontal) | np.array(vertical) << 1, counts)
+    assert name == "bb_flip_rows" and int(total) == sum(counts) and rows.shape == (sum(counts), 4)
+    np.testing.assert_array_equal(np.asarray(flips), want)
+
+
+def encoder_setup(**kwargs):
+    import types
+
+    args = {"anchors": [0.0, 0.0, 0.5, 0.5, 0.25, 0.25, 1.0, 1.0], "criteria": 0.5, "offset": False, "scale": 1.0,
+            "means": [0.0] * 4, "stds": [1.0] * 4, **kwargs}
+    return types.SimpleNamespace(args=args, parts=[{"ltrb": True}, args])
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_box_encoder_counts_every_samples_rows(xp, packed):
+    from headrace_kernels.gpu import bbox_ops
+
+    kernel = bbox_ops.BoxEncoderKernel(encoder_setup())
+    for boxes in (RAGGED, DENSE, EMPTY):
+        batch = FakeBatch([boxes, labels_for(boxes)], [{}], dense=not packed)
+        if packed:
+            batch.inputs = [PackedTensorList(boxes), PackedTensorList(labels_for(boxes))]
+        rows, counts = kernel.boxes(batch, "box_encoder")
+        assert counts == [len(b) for b in boxes]
+        np.testing.assert_array_equal(np.asarray(rows).reshape(-1, 4), np.concatenate(boxes).reshape(-1, 4))
+
+
+BAD_BOXES = [(np.zeros((3, 4), np.float64), "must be float32 [N, 4]"), (np.zeros((3, 5), F32), "float32 [N, 4]"),
+             (np.zeros((0, 3), F32), "float32 [N, 4]"), (np.zeros(8, F32), "float32 [N, 4]")]
+BAD_LABELS = [(np.zeros(3, np.int64), "must be int32 with one row per box (3)"),
+              (np.zeros(2, np.int32), "one row per box (3)"), (np.zeros((3, 2, 1), np.int32), "one row per box")]
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("bad, message", BAD_BOXES)
+def test_box_encoder_names_the_sample_with_bad_boxes(xp, packed, bad, message):
+    from headrace_kernels.gpu import bbox_ops
+    from headrace_kernels.registry import SampleFailureError
+
+    boxes = [ltrb(2), ltrb(0), bad, ltrb(3)]
+    batch = FakeBatch([boxes, labels_for([ltrb(len(b)) for b in boxes])], [{}])
+    if packed and bad.dtype == F32:  # a packed buffer holds one element type
+        batch.inputs[0] = PackedTensorList(boxes)
+    with pytest.raises(SampleFailureError, match=message.replace("[", r"\[").replace("(", r"\(")) as caught:
+        bbox_ops.BoxEncoderKernel(encoder_setup()).boxes(batch, "box_encoder")
+    assert caught.value.index == 2
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("bad, message", BAD_LABELS)
+def test_box_encoder_names_the_sample_with_bad_labels(xp, packed, bad, message):
+    from headrace_kernels.gpu import bbox_ops
+    from headrace_kernels.registry import SampleFailureError
+
+    boxes = [ltrb(2), ltrb(0), ltrb(3), ltrb(1)]
+    labels = labels_for(boxes)
+    labels[2] = bad
+    batch = FakeBatch([boxes, labels], [{}])
+    if packed and bad.dtype == np.int32:
+        batch.inputs[1] = PackedTensorList(labels)
+    kernel = bbox_ops.BoxEncoderKernel(encoder_setup())
+    with pytest.raises(SampleFailureError, match=message.replace("(", r"\(").replace(")", r"\)")) as caught:
+        kernel.encode(batch, *kernel.boxes(batch, "box_encoder"))  # the checks come before any launch
+    assert caught.value.index == 2
+
+
 def test_host_kernels_read_the_batch_back_once(xp):
     boxes = [RAGGED[3], RAGGED[5], RAGGED[2]]
     labels = labels_for(boxes)

@@ -12,6 +12,7 @@ copy."""
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -65,18 +66,42 @@ def _input_rows(batch, k: int, op: str, coords: int, two_d: bool = False, what: 
     batch's dense array when it has one, else from its samples (no copy when they lie back to back, else one
     concatenation). `read`: what _read gave for input k, when the caller has it."""
     dense, samples, shapes, dtypes = read if read is not None else _read(batch, k)
-    counts = []
-    for i, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True)):
-        size = math.prod(shape)
-        if dtype != np.float32:
-            raise SampleFailureError(i, f"{op}: {what} must be float32, got {dtype}")
-        if two_d and len(shape) != 2:
-            raise SampleFailureError(i, f"{op}: {what} must be [N, D] rows, got shape {shape}")
-        if size % coords:
-            raise SampleFailureError(i, f"{op}: {what} must hold rows of {coords} values, got shape {shape}")
-        counts.append(size // coords)
+    sizes = _sizes(shapes, samples)
+    if not (_one_type(dtypes, np.float32) and not (sizes % coords).any()
+            and (not two_d or _ndims(shapes, 2))):  # the usual case checked at once; else find the first bad one
+        for i, (shape, dtype, size) in enumerate(zip(shapes, dtypes, sizes.tolist(), strict=True)):
+            if dtype != np.float32:
+                raise SampleFailureError(i, f"{op}: {what} must be float32, got {dtype}")
+            if two_d and len(shape) != 2:
+                raise SampleFailureError(i, f"{op}: {what} must be [N, D] rows, got shape {shape}")
+            if size % coords:
+                raise SampleFailureError(i, f"{op}: {what} must hold rows of {coords} values, got shape {shape}")
     rows = ragged.pack(cupy(), samples, coords, dense=dense, dtype=np.float32)
-    return rows, counts, shapes
+    return rows, (sizes // coords).tolist(), shapes
+
+
+def _sizes(shapes: list[tuple[int, ...]], samples) -> np.ndarray:
+    """int64 [n]: each sample's element count (PackedSamples know theirs)."""
+    known = getattr(samples, "sizes", None)
+    if known is not None and len(known) == len(shapes):
+        return known
+    return np.fromiter(map(math.prod, shapes), np.int64, len(shapes))
+
+
+def _one_type(dtypes: list[np.dtype], dtype: type) -> bool:
+    """Whether every sample is of `dtype` (a batch's samples share one type, so usually one comparison)."""
+    return all(d == dtype for d in set(dtypes))
+
+
+def _ndims(shapes: list[tuple[int, ...]], ndim: int) -> bool:
+    return all(n == ndim for n in set(map(len, shapes)))
+
+
+def _flags(values: list) -> np.ndarray:
+    """uint8 [n]: per-sample int flags (`flag`'s rule), at once where they are all Python ints or bools."""
+    if all(t is int or t is bool for t in set(map(type, values))):
+        return np.asarray(values, dtype=bool).astype(np.uint8)
+    return np.fromiter(map(flag, values), np.uint8, len(values))
 
 
 def _flip_rows(rows: Any, counts: list[int], args_list: list[dict], ltrb: bool) -> Any:
@@ -86,7 +111,7 @@ def _flip_rows(rows: Any, counts: list[int], args_list: list[dict], ltrb: bool) 
     total = int(rows.shape[0])
     if total == 0:
         return rows
-    flags = np.array([flag(a["horizontal"]) | flag(a["vertical"]) << 1 for a in args_list], np.uint8)
+    flags = _flags([a["horizontal"] for a in args_list]) | _flags([a["vertical"] for a in args_list]) << 1
     flips = _device(ragged.per_row(flags, counts))  # [R]: bit 0 x, bit 1 y
     out = cp.empty((total, 4), cp.float32)
     function("bbox.cu", "bb_flip_rows")((-(-total // 256),), (256,),
@@ -145,20 +170,25 @@ def _labels_packed(batch, counts: list[int]) -> Any:
     dense, samples, shapes, dtypes = _read(batch, 1)
     if len(shapes) != len(counts):
         raise SampleFailureError(0, f"box_encoder: input 1 (labels) has {len(shapes)} samples, boxes {len(counts)}")
-    for i, (shape, dtype, count) in enumerate(zip(shapes, dtypes, counts, strict=True)):
-        if dtype != np.int32 or len(shape) not in (1, 2) or shape[0] != count:
-            raise SampleFailureError(i, f"box_encoder: input 1 (labels) must be int32 with one row per box "
-                                        f"({count}), got {dtype} {shape}")
-    sizes = [math.prod(s) for s in shapes]
+    sizes = _sizes(shapes, samples)
+    one_per_box = _one_type(dtypes, np.int32) and _ndims(shapes, 1) and np.array_equal(sizes, counts)
+    if not one_per_box:  # [N, k] labels, or a bad sample to find
+        for i, (shape, dtype, count) in enumerate(zip(shapes, dtypes, counts, strict=True)):
+            if dtype != np.int32 or len(shape) not in (1, 2) or shape[0] != count:
+                raise SampleFailureError(i, f"box_encoder: input 1 (labels) must be int32 with one row per box "
+                                            f"({count}), got {dtype} {shape}")
     flat = ragged.pack(cp, samples, 1, dense=dense, dtype=np.int32).reshape(-1)
-    if sizes == list(counts):  # one label per box: the packed labels are the first column
+    if one_per_box or np.array_equal(sizes, counts):  # one label per box: the packed labels are the first column
         return flat
-    return flat[_device(ragged.first_elements(counts, sizes))]
+    return flat[_device(ragged.first_elements(counts, sizes.tolist()))]
 
 
 def _check_encoder_boxes(read: tuple) -> None:
     """box_encoder's boxes are float32 [N, 4]: an error naming the first sample that is not."""
-    for i, (shape, dtype) in enumerate(zip(read[2], read[3], strict=True)):
+    _, _, shapes, dtypes = read
+    if _one_type(dtypes, np.float32) and _ndims(shapes, 2) and all(d == 4 for d in set(map(itemgetter(1), shapes))):
+        return  # every sample float32 [N, 4]
+    for i, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True)):
         if dtype != np.float32 or len(shape) != 2 or shape[1] != 4:
             raise SampleFailureError(i, f"box_encoder: input 0 (boxes) must be float32 [N, 4], got {dtype} {shape}")
 
