@@ -3,7 +3,8 @@
 # lines (progress bars dropped) on stdout, so that one call's output keeps every step's result.
 # Usage: scripts/gpu_session.sh STEP...  Steps:
 #   setup     DALI's GPU build from .dali-part5 (../shared/tools/dali-gpu: the earlier parts copied by earlier calls)
-#             into /tmp/dali-site where absent, the wheels of .whl into /tmp/site, 2048 JPEGs in /tmp/img
+#             into /tmp/dali-site where absent and carried, the wheels of .whl into /tmp/site, nvImageCodec's from
+#             .codec-whl where nothing provides it yet (a session without DALI), 2048 JPEGs in /tmp/img
 #   suite     scripts/gpu_suite.sh 4 (the gpu-marked tests)
 #   memory    the free-memory test of the decoders three times in new processes
 #   table     gpu_vs_dali.py: the pipelines and their decoder-alone cuts, same run as DALI
@@ -18,6 +19,12 @@
 #             process per library under yappi (its whole output is in $OUT/first.log)
 #   hostprof  probes/ssd_stage_probe.py --cuts full --yappi 96: SSD300's host time per thread and function (CPU
 #             clock), for the look-ahead's tail (its whole output is in $OUT/hostprof.log)
+#   ahead     probes/ssd_stage_probe.py --libs headrace --cuts full "full worker 2 ahead": whether the GPU stage still
+#             waits for the CPU stage's worker when the worker is asked two runs ahead (its waits per cut)
+#   serving   probes/serving_profile.py --device gpu --phases: the served pipeline in process against its decoder
+#             alone (the floor under a served request)
+#   triton    scripts/gpu_triton_check.sh .triton/bundle.tar.xz with 4 instances and outputs through system shared
+#             memory, then a 60 s serving_soak.py on KIND_GPU (carry .triton: scripts/make_triton_bundle.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}"
@@ -26,9 +33,15 @@ export PYTHONUNBUFFERED=1
 step() {
   case "$1" in
     setup)
-      [ -d /tmp/dali-site/nvidia/dali ] || bash .dali-part5/install.sh
+      [ -d /tmp/dali-site/nvidia/dali ] || [ ! -d .dali-part5 ] || bash .dali-part5/install.sh
       [ -d /tmp/site ] || [ ! -d .whl ] || python3 -m pip install -q --no-index --no-deps --no-compile \
         --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+      if [ -d .codec-whl ] && ! python3 -c "import nvidia.nvimgcodec" 2>/dev/null; then
+        # one wheel of each: .whl and .codec-whl both hold yappi's, and pip refuses a wheel given twice
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+          $(ls .codec-whl/*.whl | grep -v -F -f <(ls .whl 2>/dev/null | grep "\.whl$"))
+        rm -f /tmp/site/nvidia/__init__.py  # a namespace package, as nvImageCodec's wheels expect
+      fi
       [ -d /tmp/img ] || python3 -c "import headrace.data.synthetic as s; s.make_image_folder('/tmp/img', 2048, 10, size=(375, 500))"
       nvidia-smi --query-gpu=name,driver_version --format=csv,noheader ;;
     suite) scripts/gpu_suite.sh 4 ;;
@@ -57,6 +70,14 @@ step() {
         validation --profile-first 30 ;;
     hostprof) python3 benchmarks/probes/ssd_stage_probe.py --libs headrace --cuts full --images 512 --rounds 2 \
                 --yappi 96 ;;
+    ahead) python3 benchmarks/probes/ssd_stage_probe.py --libs headrace --cuts full "full worker 2 ahead" \
+             --images 512 --rounds 6 ;;
+    serving) python3 benchmarks/probes/serving_profile.py --device gpu --sizes 1 5 8 32 --batches 300 --phases ;;
+    triton)
+      mkdir -p "$out/triton" && OUT="$out/triton" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-pil --seconds 3 --rounds 2 --instances 4 \
+        --shared-memory system --log-timing-every 200
+      PYTHONPATH="/tmp/headrace-site:$PYTHONPATH" TRITONSERVER_ROOT=/tmp/headrace-site/pytriton/tritonserver \
+        python3 scripts/serving_soak.py --kind KIND_GPU --seconds 60 --concurrency 32 --bad 0.1 --instances 2 ;;
     *) echo "unknown step: $1"; return 2 ;;
   esac
 }
