@@ -94,6 +94,7 @@ def _one_type(dtypes: list[np.dtype], dtype: type) -> bool:
 
 
 def _ndims(shapes: list[tuple[int, ...]], ndim: int) -> bool:
+    """Whether every sample has `ndim` dimensions."""
     return all(n == ndim for n in set(map(len, shapes)))
 
 
