@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, help="pipeline threads (default: 2; 8 on the GPU)")
     parser.add_argument("--warmup-batches", type=int, help="untimed batches before each library's timed epochs "
-                        "(default 2; 8 on the GPU)")
+                        "(default 2; 32 on the GPU: the work headrace's pipeline holds ahead, spent first)")
     parser.add_argument("--epochs", type=int,
                         help="timed epochs per library per round (default: as many as make 1,024 images on the CPU, "
                              "32,768 on the GPU: shorter rounds measure the work a pipeline did ahead while the other "
@@ -296,7 +296,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--ops times the CPU ops only: leave out --device gpu")
     gpu = args.device == "gpu"
     args.threads = args.threads or (8 if gpu else 2)
-    args.warmup_batches = args.warmup_batches or (8 if gpu else 2)  # GPU: one coalesced run of headrace's
+    # GPU: four coalesced runs of headrace's, about the work it holds ahead (the queue's run and one more batch, the
+    # look-ahead's run, the worker's run), which it computed while the other library's round ran
+    args.warmup_batches = args.warmup_batches or (32 if gpu else 2)
     if args.quick:  # on the GPU, whole coalesced runs (8 batches of 32) in an epoch, so epochs cost alike
         args.images, args.rounds = (512 if gpu else 128), 4
     if bool(args.data) != bool(args.annotations):

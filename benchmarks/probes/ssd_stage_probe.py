@@ -266,6 +266,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=1024,
                         help="timed batches per round: a round of a few hundred batches measures the work a "
                              "pipeline did ahead while the other ran, not its steady rate (benchmarks/README.md)")
+    parser.add_argument("--untimed", type=int, default=32,
+                        help="batches run before each timed round: the work a pipeline holds ahead (headrace's SSD300: "
+                             "about 25 batches), computed while the other one's round ran, is spent first")
     parser.add_argument("--cuts", nargs="+", default=["cpu", "slice", "chain", "full"], choices=list(CUTS))
     parser.add_argument("--yappi", type=int, default=0, metavar="BATCHES",
                         help="also profile that many batches of each headrace cut with yappi (CPU time, every thread)")
@@ -297,6 +300,7 @@ def main() -> None:
                 for lib in runs if round_ % 2 == 0 else runs[::-1]:
                     pipe = pipes.get(("headrace", cut) if lib in intervals else (lib, cut))
                     if pipe is not None:
+                        rate(pipe, args.untimed, args.batch_size, sync)
                         rates[(lib, cut)].append(at_interval(intervals.get(lib), rate, pipe, args.batches,
                                                              args.batch_size, sync))
             print(f"round {round_}: " + "  ".join(f"{lib} {cut} {r[-1]:.0f}" for (lib, cut), r in rates.items()
