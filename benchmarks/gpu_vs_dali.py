@@ -479,6 +479,10 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=12,
                         help="per round and side: a round of a few epochs measures the work a pipeline did ahead "
                              "while the other ran, not its steady rate (benchmarks/README.md)")
+    parser.add_argument("--untimed", type=int, default=4, metavar="BATCHES",
+                        help="batches each library runs before its timed round (default 4): the batches a pipeline "
+                             "computed ahead while the other one's round ran are spent before the clock starts "
+                             "(headrace's hold about 3: the queue's 2 and the look-ahead's)")
     parser.add_argument("--cases", nargs="+", default=PIPELINES, choices=list(CASES))
     parser.add_argument("--data", help="a folder of class folders of JPEGs (default: generate --images)")
     parser.add_argument("--fresh", action="store_true",
@@ -547,6 +551,8 @@ def main() -> None:
                 gc.disable()
             for round_ in range(args.rounds):
                 for lib in libs if round_ % 2 == 0 else libs[::-1]:
+                    for _ in range(args.untimed):
+                        next_batch(pipes[lib.name], feeds[lib.name])
                     pauses.start()
                     rates[lib.name].append(epoch_rate(pipes[lib.name], batches, args.epochs, cores[lib.name],
                                                       feeds[lib.name]))
