@@ -5,8 +5,6 @@ decoders.audio and readers.nemo_asr are CPU only, as in DALI."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from headrace_kernels.cpu.audio_io_ops import (
@@ -18,6 +16,7 @@ from headrace_kernels.cpu.audio_io_ops import (
     resampling_window,
 )
 from headrace_kernels.gpu.packing import blocks, contiguous_samples, per_sample, upload
+from headrace_kernels.gpu.ragged import element_counts
 from headrace_kernels.gpu.runtime import cupy, function
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
 
@@ -78,7 +77,7 @@ def audio_resample(samples: list, args_list: list[dict], quality: float):
         shapes.append((n_out, *signal.shape[1:]))
         rec["n_in"][i], rec["n_out"][i], rec["channels"][i] = signal.shape[0], n_out, channels
         rec["scale"][i] = in_rate / out_rate if out_rate > 0 else 0.0
-    sizes = np.array([math.prod(s) for s in shapes], dtype=np.int64)
+    sizes = element_counts(shapes)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     flat = cp.zeros(int(offsets[-1]), dtype=cp.float32)
     rec["in"] = [u.data.ptr for u in units]

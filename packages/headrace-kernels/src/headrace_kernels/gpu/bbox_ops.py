@@ -11,7 +11,6 @@ copy."""
 
 from __future__ import annotations
 
-import math
 from operator import itemgetter
 from typing import Any
 
@@ -83,9 +82,7 @@ def _input_rows(batch, k: int, op: str, coords: int, two_d: bool = False, what: 
 def _sizes(shapes: list[tuple[int, ...]], samples) -> np.ndarray:
     """int64 [n]: each sample's element count (PackedSamples know theirs)."""
     known = getattr(samples, "sizes", None)
-    if known is not None and len(known) == len(shapes):
-        return known
-    return np.fromiter(map(math.prod, shapes), np.int64, len(shapes))
+    return known if known is not None and len(known) == len(shapes) else ragged.element_counts(shapes)
 
 
 def _one_type(dtypes: list[np.dtype], dtype: type) -> bool:
@@ -172,14 +169,14 @@ def _labels_packed(batch, counts: list[int]) -> Any:
     if len(shapes) != len(counts):
         raise SampleFailureError(0, f"box_encoder: input 1 (labels) has {len(shapes)} samples, boxes {len(counts)}")
     sizes = _sizes(shapes, samples)
-    one_per_box = _one_type(dtypes, np.int32) and _ndims(shapes, 1) and np.array_equal(sizes, counts)
-    if not one_per_box:  # [N, k] labels, or a bad sample to find
+    one_per_box = np.array_equal(sizes, counts)  # one label per box: the packed labels are the first column
+    if not (one_per_box and _one_type(dtypes, np.int32) and _ndims(shapes, 1)):  # [N, k], or a bad sample to find
         for i, (shape, dtype, count) in enumerate(zip(shapes, dtypes, counts, strict=True)):
             if dtype != np.int32 or len(shape) not in (1, 2) or shape[0] != count:
                 raise SampleFailureError(i, f"box_encoder: input 1 (labels) must be int32 with one row per box "
                                             f"({count}), got {dtype} {shape}")
     flat = ragged.pack(cp, samples, 1, dense=dense, dtype=np.int32).reshape(-1)
-    if one_per_box or np.array_equal(sizes, counts):  # one label per box: the packed labels are the first column
+    if one_per_box:
         return flat
     return flat[_device(ragged.first_elements(counts, sizes.tolist()))]
 

@@ -4,12 +4,10 @@ per-sample records uploaded in one copy."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from headrace_kernels.dtypes import CTYPES
-from headrace_kernels.gpu.ragged import PackedSamples
+from headrace_kernels.gpu.ragged import PackedSamples, element_counts
 from headrace_kernels.gpu.runtime import cupy
 from headrace_kernels.registry import SampleFailureError
 
@@ -69,7 +67,7 @@ class Outputs:
         plain: dict = {}  # each distinct shape converted once (a dense batch repeats one)
         self.shapes = [plain.get(s) or plain.setdefault(s, tuple(int(d) for d in s)) for s in map(tuple, shapes)]
         self.dtype = np.dtype(dtype)
-        sizes = np.array([math.prod(s) for s in self.shapes], dtype=np.int64)
+        sizes = element_counts(self.shapes)
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.flat = cp.empty(int(self.offsets[-1]), dtype=self.dtype)
         self.pointers = (self.flat.data.ptr + self.offsets[:-1] * self.dtype.itemsize).astype(np.uint64)

@@ -21,8 +21,7 @@ class PackedSamples(Sequence):
                  sizes: np.ndarray | None = None):
         self.flat, self.shapes = flat, [tuple(s) for s in shapes]
         self.starts = np.asarray(starts, np.int64).reshape(-1)
-        self.sizes = np.array([math.prod(s) for s in self.shapes], np.int64) if sizes is None \
-            else np.asarray(sizes, np.int64).reshape(-1)
+        self.sizes = element_counts(self.shapes) if sizes is None else np.asarray(sizes, np.int64).reshape(-1)
         """Each sample's element count (the product of its shape; given by a caller that knows them)."""
         self._views: list = [None] * len(self.shapes)
 
@@ -49,6 +48,11 @@ class PackedSamples(Sequence):
     def addresses(self) -> np.ndarray:
         """uint64 [n]: each sample's device address (the buffer's, plus its start)."""
         return np.uint64(self.flat.data.ptr) + self.starts.astype(np.uint64) * np.uint64(self.dtype.itemsize)
+
+
+def element_counts(shapes: Sequence[tuple[int, ...]]) -> np.ndarray:
+    """int64 [n]: the element count of each shape."""
+    return np.fromiter(map(math.prod, shapes), np.int64, len(shapes))
 
 
 def direct_samples(value: Any) -> tuple[Any, list[tuple[int, ...]], np.ndarray] | None:
@@ -149,5 +153,5 @@ def split(flat: Any, shapes: Sequence[tuple[int, ...]]) -> tuple[Any, PackedSamp
     shapes = [tuple(int(d) for d in s) for s in shapes]
     if shapes and len(set(shapes)) == 1:
         return flat.reshape((len(shapes), *shapes[0])), None
-    sizes = np.asarray([math.prod(s) for s in shapes], dtype=np.int64)
+    sizes = element_counts(shapes)
     return None, PackedSamples(flat, np.cumsum(sizes) - sizes, shapes)
