@@ -21,8 +21,6 @@
 #             clock), for the look-ahead's tail (its whole output is in $OUT/hostprof.log)
 #   ahead     probes/ssd_stage_probe.py --libs headrace --cuts full "full worker 2 ahead": whether the GPU stage still
 #             waits for the CPU stage's worker when the worker is asked two runs ahead (its waits per cut)
-#   order     probes/ssd_stage_probe.py --libs headrace --cuts full "full graph order": the box steps before the
-#             decoder (steps_beside_decode, the default) against the graph's order
 #   serving   probes/serving_profile.py --device gpu --phases: the served pipeline in process against its decoder
 #             alone (the floor under a served request)
 #   triton    scripts/gpu_triton_check.sh .triton/bundle.tar.xz with 4 instances and outputs through system shared
@@ -74,8 +72,6 @@ step() {
                 --yappi 96 ;;
     ahead) python3 benchmarks/probes/ssd_stage_probe.py --libs headrace --cuts full "full worker 2 ahead" \
              --images 512 --rounds 6 ;;
-    order) python3 benchmarks/probes/ssd_stage_probe.py --libs headrace --cuts full "full graph order" \
-             --images 512 --rounds 8 ;;
     serving) python3 benchmarks/probes/serving_profile.py --device gpu --sizes 1 5 8 32 --batches 300 --phases ;;
     triton)
       mkdir -p "$out/triton" && OUT="$out/triton" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-pil --seconds 3 --rounds 2 --instances 4 \

@@ -26,7 +26,6 @@ from headrace.engine.frames import FrameBatchView, fold_frames, frame_layouts, i
 from headrace.engine.gpu_batch import PLANNED, PREPARED, GpuBatchView, Outputs, upload
 from headrace.engine.options import ExecutorOptions
 from headrace.engine.skips import gpu_skip_head, retry_skips, skips
-from headrace.engine.step_order import beside_decoders_first
 from headrace.errors import DeviceError, SampleError
 from headrace.graph import DataNode, OpNode
 from headrace.schema import frame_arguments
@@ -225,8 +224,6 @@ class GpuStage:
         self.skip_until = gpu_skip_head(self.steps, stage)
         self.skipping = {step.node.name for _, step in self.steps[:self.skip_until] if skips(step.node)}
         self.lookahead = options.lookahead != "off" and not cpu.fed  # fed: nothing to read ahead
-        if self.lookahead and not self.skip_until and options.steps_beside_decode:
-            self.steps = beside_decoders_first(self.steps)
         # When the next batch's CPU stage starts: by default before this batch's GPU steps, so it overlaps the
         # decode ('after': once the last decoder has run; benchmarks/HISTORY.md has the measurements).
         preparing = [step for kind, step in self.steps if kind == "gpu" and step.prepares]

@@ -76,11 +76,6 @@ class ExecutorOptions:
     decoders its pool), each buffer rounded up to the node's device_memory_padding. The decoded images are the
     pipeline's in either case."""
 
-    steps_beside_decode: bool = True
-    """Whether the GPU steps that read no decoder's images (a detection pipeline's boxes and labels) run before the
-    decoders that were started ahead, while they decode (False: in the graph's order). Only where the stage looks
-    ahead, with no conditionals or skips."""
-
     cpu_affinity: str = "off"
     """Where a GPU pipeline's own threads run: wherever the scheduler puts them ('off', the default), or on the CPUs
     of the GPU's NUMA node ('gpu', where the machine lists them), with the threads they start (nvImageCodec's), as
@@ -104,8 +99,7 @@ class ExecutorOptions:
             if getattr(self, name) not in words:
                 raise SchemaError(f"executor option '{name}': expected one of {list(words)}, "
                                   f"got {getattr(self, name)!r}")
-        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi", "prefetch_beyond_queue",
-                     "steps_beside_decode"):
+        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi", "prefetch_beyond_queue"):
             if not isinstance(getattr(self, name), bool):
                 raise SchemaError(f"executor option '{name}': expected a bool, got {getattr(self, name)!r}")
         if isinstance(self.switch_interval, bool) or not isinstance(self.switch_interval, int | float) \
