@@ -21,8 +21,6 @@
 #             clock), for the look-ahead's tail (its whole output is in $OUT/hostprof.log)
 #   ahead     probes/ssd_stage_probe.py --libs headrace --cuts full "full worker 2 ahead": whether the GPU stage still
 #             waits for the CPU stage's worker when the worker is asked two runs ahead (its waits per cut)
-#   depth     probes/ssd_stage_probe.py --libs headrace --cuts full "full lookahead 2": the look-ahead one run ahead
-#             of the GPU stage (the default) against two
 #   serving   probes/serving_profile.py --device gpu --phases: the served pipeline in process against its decoder
 #             alone (the floor under a served request)
 #   triton    scripts/gpu_triton_check.sh .triton/bundle.tar.xz with 4 instances and outputs through system shared
@@ -74,8 +72,6 @@ step() {
                 --yappi 96 ;;
     ahead) python3 benchmarks/probes/ssd_stage_probe.py --libs headrace --cuts full "full worker 2 ahead" \
              --images 512 --rounds 6 ;;
-    depth) python3 benchmarks/probes/ssd_stage_probe.py --libs headrace --cuts full "full lookahead 2" \
-             --images 512 --rounds 8 ;;
     serving) python3 benchmarks/probes/serving_profile.py --device gpu --sizes 1 5 8 32 --batches 300 --phases ;;
     triton)
       mkdir -p "$out/triton" && OUT="$out/triton" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-pil --seconds 3 --rounds 2 --instances 4 \

@@ -26,8 +26,6 @@ def test_defaults_and_dict_form():
     ({"coalesce_batches": -1}, "'coalesce_batches': expected an int >= 0"),
     ({"coalesce_batches": True}, "'coalesce_batches'"),
     ({"coalesce_batches": 2.0}, "'coalesce_batches'"),
-    ({"lookahead_runs": 0}, "'lookahead_runs': expected an int >= 1"),
-    ({"lookahead_runs": True}, "'lookahead_runs'"),
     ("fast", "expected a dict"),
 ])
 def test_bad_options_name_the_option(value, message):
@@ -43,10 +41,9 @@ def test_coalesced_runs_by_default_reach_256_images_in_at_most_8_batches(given, 
 
 def test_triton_parameters_become_options():
     params = {"executor.lookahead": "off", "executor.plan_cache": "false", "executor.switch_interval": "0.0001",
-              "executor.gpu_pool_limit": "1048576", "executor.coalesce_batches": "4", "executor.lookahead_runs": "2",
-              "num_threads": "2"}
+              "executor.gpu_pool_limit": "1048576", "executor.coalesce_batches": "4", "num_threads": "2"}
     assert executor_options(params) == ExecutorOptions(lookahead="off", plan_cache=False, switch_interval=0.0001,
-                                                       gpu_pool_limit=1 << 20, coalesce_batches=4, lookahead_runs=2)
+                                                       gpu_pool_limit=1 << 20, coalesce_batches=4)
     assert executor_options({}) == ExecutorOptions()
     with pytest.raises(SchemaError, match="'parallel_reads': expected true or false"):
         executor_options({"executor.parallel_reads": "maybe"})

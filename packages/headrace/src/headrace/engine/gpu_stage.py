@@ -229,9 +229,6 @@ class GpuStage:
         preparing = [step for kind, step in self.steps if kind == "gpu" and step.prepares]
         self.lookahead_at = preparing[-1] if preparing and options.lookahead == "after" and not self.skip_until \
             else None
-        self.lookahead_runs = options.lookahead_runs if self.lookahead_at is None and not self.skip_until else 1
-        """How many batches (coalesced runs) the look-ahead computes ahead of the one the GPU stage runs; skipping
-        and 'after' take one (a replacement is read in batch order; 'after' starts it inside the steps)."""
         self.output_refs = {ref_of(o) for o in outputs}
         self.group = options.coalesced(self.batch_size) if self._coalescible(in_stage) else 1
         """Consecutive batches run as one (executor option coalesce_batches), where the pipeline allows it."""
@@ -252,7 +249,7 @@ class GpuStage:
         self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="headrace-readers", initializer=keep_thread_on,
                                                  initargs=near)
         self._reads: dict[int, Future] = {}  # the readers' phase of batches ahead (see _read_ahead)
-        self._pending: dict[int, Future] = {}  # the look-ahead's CPU stages, by the iteration each computes
+        self._pending: tuple[int, Future] | None = None
         self._previous = None
         self._lock = threading.Lock()
         self.timings: collections.Counter = collections.Counter()  # seconds spent per part (host side)
@@ -422,12 +419,17 @@ class GpuStage:
                 pass  # reports the error there
 
     def _next_cpu_stage(self, iteration: int):
-        future = self._pending.pop(iteration, None)
-        if future is None:  # a new sequence of iterations: what was computed ahead for another goes
-            self._drain_pending()
-        else:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            future, wanted = pending[1], pending[0] == iteration
+            pending = None
             try:  # `future` goes when this returns or raises: no cycle through this frame holds a failed batch
-                return future.result()
+                if wanted:
+                    return future.result()
+                try:
+                    future.result()
+                except BaseException:  # noqa: BLE001 - a look-ahead nobody asked for
+                    pass
             finally:
                 future = None
         for ahead, future in list(self._reads.items()):
@@ -557,28 +559,15 @@ class GpuStage:
                 self._look_ahead(info.iteration)
 
     def _look_ahead(self, iteration: int) -> None:
-        """The CPU stages of the next `lookahead_runs` batches (or coalesced runs) on the look-ahead's thread, in
-        order, each read ahead, and the reads of the one after them."""
-        step = self.group
-        for k in range(1, self.lookahead_runs + 2):
-            if k == self.lookahead_runs + 1 and self.skip_until:  # skipping: batch i+1's replacements come first
-                break
-            if iteration + k * step not in self._pending:  # a pending CPU stage has taken (or will take) its read
-                self._read_ahead(iteration + k * step)
-        for k in range(1, self.lookahead_runs + 1):
-            ahead = iteration + k * step
-            if ahead not in self._pending:
-                self._pending[ahead] = self._thread.submit(self._cpu_stage, ahead)
-
-    def _drain_pending(self) -> None:
-        """Wait for the look-ahead's CPU stages nobody will ask for (or before memory is released or the stage
-        closes); their errors are dropped."""
-        pending, self._pending = self._pending, {}
-        for future in pending.values():
-            try:
-                future.result()
-            except BaseException:  # noqa: BLE001 - a look-ahead nobody asked for
-                pass
+        if self.group > 1:  # the next run's batches and the one after's, read ahead; the next run's CPU stage
+            self._read_ahead(iteration + self.group)
+            self._read_ahead(iteration + 2 * self.group)
+            self._pending = (iteration + self.group, self._thread.submit(self._cpu_stage, iteration + self.group))
+            return
+        self._read_ahead(iteration + 1)
+        if not self.skip_until:  # skipping: the readers give batch i+1's replacements before batch i+2
+            self._read_ahead(iteration + 2)
+        self._pending = (iteration + 1, self._thread.submit(self._cpu_stage, iteration + 1))
 
     def _error(self, node: OpNode, exc: Exception, info: BatchInfo) -> SampleError:
         op = node.schema.name
@@ -601,9 +590,10 @@ class GpuStage:
     # Memory
     def release_memory(self) -> None:
         """Free every pooled device block nothing refers to, and the kernels' own buffers and kept plans."""
-        for future in list(self._pending.values()):  # the look-ahead allocates too: let it finish (its batches
-            try:  # keep their memory)
-                future.result()
+        pending = self._pending
+        if pending is not None:  # the look-ahead allocates too: let it finish (its batch keeps its memory)
+            try:
+                pending[1].result()
             except BaseException:  # noqa: BLE001 - reported when that batch is asked for
                 pass
         with self._lock:
@@ -632,7 +622,12 @@ class GpuStage:
             _switch_interval.release()
         if not hasattr(self, "_thread"):
             return  # __init__ failed (no GPU): nothing was made
-        self._drain_pending()
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            try:
+                pending[1].result()
+            except BaseException:  # noqa: BLE001 - closing
+                pass
         self._thread.shutdown(wait=False, cancel_futures=True)
         self._reader_thread.shutdown(wait=True, cancel_futures=True)  # a read in progress finishes first
         if self.reads is not self.cpu:

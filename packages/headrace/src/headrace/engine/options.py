@@ -33,11 +33,6 @@ class ExecutorOptions:
     """When a GPU pipeline computes the next batch's CPU stage: 'before' this batch's GPU steps (overlapping the
     decode), 'after' its last decoder, or 'off' (no overlap). A CPU pipeline reads the next batch while this one's
     ops run unless it is 'off'. Fed pipelines (external_source without `source`) never look ahead."""
-    lookahead_runs: int = 1
-    """How many batches (coalesced runs, with coalesce_batches) the look-ahead computes ahead of the one the GPU
-    stage runs: their CPU stage, the decoders' host half and their decode started on the decode lanes. 2 keeps the
-    look-ahead's thread busy while the GPU stage waits for a decode, at the cost of one more batch of decoded
-    images in device memory. Pipelines that skip bad samples, and lookahead='after', take 1."""
     parallel_reads: bool = False
     """Give the readers the thread pool (slow storage); by default they read in the CPU stage's thread, which beats
     the pool's GIL hand-offs on cached files."""
@@ -114,9 +109,6 @@ class ExecutorOptions:
                 or self.coalesce_batches < 0:
             raise SchemaError(f"executor option 'coalesce_batches': expected an int >= 0 (0: by batch size), got "
                               f"{self.coalesce_batches!r}")
-        if isinstance(self.lookahead_runs, bool) or not isinstance(self.lookahead_runs, int) \
-                or self.lookahead_runs < 1:
-            raise SchemaError(f"executor option 'lookahead_runs': expected an int >= 1, got {self.lookahead_runs!r}")
         if isinstance(self.cpu_process_ahead, bool) or not isinstance(self.cpu_process_ahead, int) \
                 or self.cpu_process_ahead < 1:
             raise SchemaError(f"executor option 'cpu_process_ahead': expected an int >= 1, got "
