@@ -18,6 +18,7 @@ from headrace_kernels.gpu.image_ops import (
     plan_crop_mirror_normalize,
 )
 from headrace_kernels.gpu.plan_cache import FusedPlanCache
+from headrace_kernels.gpu.plan_process import PlanProcess, adopt, chain_spec
 from headrace_kernels.registry import gpu_kernel
 
 COLOUR_OPS = ("hsv", "brightness_contrast", "color_twist")
@@ -40,6 +41,7 @@ class FusedResizeNormalize:
     def __init__(self, setup):
         chain = setup.chain or ("resize", "crop_mirror_normalize")
         self.flip = chain[0] == "flip"
+        self.parts = chain
         self.resize_part = 1 if self.flip else 0
         self.colour_parts = [(part, op) for part, op in enumerate(chain) if op in COLOUR_OPS]
         self.cache = None
@@ -48,6 +50,10 @@ class FusedResizeNormalize:
             self.cache = FusedPlanCache(parts[-1], parts[self.resize_part],
                                         flip=parts[0] if self.flip else None,
                                         colours=tuple((op, parts[part]) for part, op in self.colour_parts))
+        self.helper = None
+        """The process that computes the host plans ahead (executor option plan_process), where asked for."""
+        if getattr(setup.options, "plan_process", False):
+            self.helper = PlanProcess(chain_spec(setup.parts, self.flip, self.resize_part, self.colour_parts))
 
     def _plan(self, batch, images: list, packed: tuple | None = None):
         return plan_crop_mirror_normalize(images, batch.sample_args(-1), normalizes_per_sample(batch),
@@ -63,6 +69,10 @@ class FusedResizeNormalize:
         if images is None:
             return None
         plan = None if self.cache is None else self.cache.plan(images, prepared.addresses, prepared.shapes)
+        if plan is None and self.helper is not None:
+            answer = self.helper.plan(prepared.shapes, [batch.arg_columns(part) for part in range(len(self.parts))],
+                                      normalizes_per_sample(batch))
+            plan = None if answer is None else adopt(images, prepared.addresses, answer)
         if plan is None:
             plan = self._plan(batch, images, (prepared.addresses, prepared.shapes))
         place(*plan)  # outputs, records and tables too: after the decode only the launch is left
@@ -78,6 +88,11 @@ class FusedResizeNormalize:
     def release(self) -> None:
         if self.cache is not None:
             self.cache.clear()
+
+    def close(self) -> None:
+        """Stop the plan helper process (the pipeline closes)."""
+        if self.helper is not None:
+            self.helper.close()
 
 
 for _chain in resize_chains():

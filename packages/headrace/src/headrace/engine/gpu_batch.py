@@ -94,15 +94,22 @@ class GpuBatchView:
 
     def sample_args(self, part: int = -1) -> list[dict]:
         """Each sample's arguments (literals and argument inputs) of op `part` of the step (-1: its last)."""
-        node, args, arg_inputs = self.step.parts[part]
-        if not arg_inputs:
+        args = self.step.parts[part][1]
+        columns = self.arg_columns(part)
+        if not columns:
             return [args] * self.size
-        specs = node.schema.all_args
         out = [dict(args) for _ in range(self.size)]
-        for name, ref in arg_inputs:
-            for sample, value in zip(out, arg_values(self.values[ref], specs[name], self.size), strict=True):
+        for name, values in columns.items():
+            for sample, value in zip(out, values, strict=True):
                 sample[name] = value
         return out
+
+    def arg_columns(self, part: int = -1) -> dict[str, list]:
+        """The values of each argument input of op `part` of the step, one per sample (what `sample_args` puts in
+        each sample's dict)."""
+        node, _, arg_inputs = self.step.parts[part]
+        specs = node.schema.all_args
+        return {name: arg_values(self.values[ref], specs[name], self.size) for name, ref in arg_inputs}
 
     @property
     def sources(self) -> list[str]:

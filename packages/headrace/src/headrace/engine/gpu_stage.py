@@ -640,5 +640,8 @@ class GpuStage:
             self.ctx.stream.synchronize()
             self._previous = None
             self._release_kernels()
+            for kernel in self.kernels():
+                if hasattr(kernel, "close"):  # processes and threads of its own
+                    kernel.close()
             self.steps = []
             self.ctx.release()  # the pools' unused blocks go back to the device now, not when the stage is collected

@@ -43,6 +43,10 @@ class ExecutorOptions:
     plan_cache: bool = True
     """Keep the fused resize + normalize launch records per image size on the device (where every sample has the
     same arguments), so a batch of sizes seen before only copies its records."""
+    plan_process: bool = False
+    """Compute the fused resize + crop_mirror_normalize's host plans (sample records, tap-table axes) ahead in a
+    helper process, so that their Python does not hold the interpreter lock the GPU stage's threads need; the
+    pipeline's process only places them. Same bits; a batch the helper fails on is planned in the process."""
     nvimgcodec_capi: bool = True
     """Decode through nvImageCodec's C API (returns before the decode is done); False uses its Python binding."""
     coalesce_batches: int = 0
@@ -99,7 +103,7 @@ class ExecutorOptions:
             if getattr(self, name) not in words:
                 raise SchemaError(f"executor option '{name}': expected one of {list(words)}, "
                                   f"got {getattr(self, name)!r}")
-        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi", "prefetch_beyond_queue"):
+        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi", "prefetch_beyond_queue", "plan_process"):
             if not isinstance(getattr(self, name), bool):
                 raise SchemaError(f"executor option '{name}': expected a bool, got {getattr(self, name)!r}")
         if isinstance(self.switch_interval, bool) or not isinstance(self.switch_interval, int | float) \

@@ -1,0 +1,169 @@
+"""The fused resize + crop_mirror_normalize's host plan computed in a helper process (executor option
+`plan_process`): the sample records and tap-table axes depend only on the images' shapes and the samples' arguments,
+so a process of their own computes them with its own interpreter lock, and the pipeline's threads wait for the
+answer without holding theirs. The pipeline's process then only writes the images' addresses and places the plan.
+The helper runs the same `plan_crop_mirror_normalize` on the same argument values, so the plan is the same bits;
+where it fails or is gone, the pipeline plans in its own process (which then names a bad sample)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import warnings
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+_START = "from headrace_kernels.gpu.plan_process import main; main()"
+
+
+def sample_args(literal: dict, columns: dict[str, list], size: int) -> list[dict]:
+    """Each sample's arguments from the op's literal ones and its argument inputs' columns (one value per sample):
+    the dicts `GpuBatchView.sample_args` builds (one shared dict where there are no argument inputs)."""
+    if not columns:
+        return [literal] * size
+    out = [dict(literal) for _ in range(size)]
+    for name, values in columns.items():
+        for sample, value in zip(out, values, strict=True):
+            sample[name] = value
+    return out
+
+
+def host_plan(spec: dict, shapes: np.ndarray, columns: list[dict[str, list]], per_sample_norm: bool) -> tuple:
+    """(records, tap tables, output type, output channels, CHW, normalize, channels, input type name) of a batch of
+    packed uint8 HWC images of `shapes` (n, 3), with `columns` per op of the chain (`spec["parts"]`' order);
+    `per_sample_norm`: crop_mirror_normalize's mean or std come per sample."""
+    from headrace_kernels.gpu.image_ops import plan_crop_mirror_normalize
+
+    n = len(shapes)
+    args = [sample_args(literal, part, n) for literal, part in zip(spec["parts"], columns, strict=True)]
+    flips = args[0] if spec["flip"] else None
+    colours = [(op, args[part]) for part, op in spec["colours"]]
+    packed = (np.zeros(n, np.uint64), shapes)
+    batch, out_dtype, out_channels, chw, normalize = plan_crop_mirror_normalize(
+        [None] * n, args[-1], per_sample_norm, args[spec["resize"]], packed, flips, colours)
+    return batch.rec, batch.tables, out_dtype, out_channels, chw, normalize, batch.channels, batch.in_dtype
+
+
+def main() -> None:
+    """The helper's loop: ("plan", shapes, columns, per_sample_norm) -> ("ok", host_plan) or ("error", message);
+    it ends when its pipe closes or on ("stop",)."""
+    requests = Connection(int(sys.argv[1]), writable=False)
+    replies = Connection(int(sys.argv[2]), readable=False)
+    spec = requests.recv()
+    while True:
+        try:
+            message = requests.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "stop":
+            return
+        try:
+            reply = ("ok", host_plan(spec, *message[1:]))
+        except Exception as exc:  # noqa: BLE001 - the pipeline plans again in its process and reports it there
+            reply = ("error", f"{type(exc).__name__}: {exc}")
+        try:
+            replies.send(reply)
+        except (BrokenPipeError, OSError):
+            return
+
+
+class PlanProcess:
+    """One helper process for one fused step: `plan` asks it for a batch's host plan and waits (the interpreter lock
+    released meanwhile). None from `plan` means: plan in this process (the helper failed on this batch, or is gone;
+    a helper that is gone is not asked again)."""
+
+    def __init__(self, spec: dict):
+        """`spec` (chain_spec): the chain's literal arguments per op, which part is the resize and which the colour
+        ops, whether a flip leads it."""
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen | None = None
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        try:
+            # a new interpreter, not a fork: the pipeline's process has CUDA and threads
+            self._process = subprocess.Popen([sys.executable, "-c", _START, str(requests_read), str(replies_write)],
+                                             pass_fds=(requests_read, replies_write), stdin=subprocess.DEVNULL,
+                                             env=env, start_new_session=True)
+        except BaseException:
+            for fd in (requests_read, requests_write, replies_read, replies_write):
+                os.close(fd)
+            raise
+        finally:
+            if self._process is not None:
+                os.close(requests_read)
+                os.close(replies_write)
+        self._requests = Connection(requests_write, readable=False)
+        self._replies = Connection(replies_read, writable=False)
+        self._requests.send(spec)
+
+    def plan(self, shapes: np.ndarray, columns: list[dict[str, list]], per_sample_norm: bool) -> tuple | None:
+        """The helper's `host_plan` of this batch, or None (plan it here)."""
+        with self._lock:
+            if self._process is None:
+                return None
+            try:
+                self._requests.send(("plan", shapes, columns, per_sample_norm))
+                reply = self._replies.recv()
+            except (EOFError, OSError):
+                code = self._process.poll()
+                warnings.warn(f"headrace: the plan helper process (pid {self._process.pid}) is gone"
+                              + (f" (exit code {code})" if code is not None else "")
+                              + "; the fused resize + normalize is planned in the pipeline's process from now on",
+                              RuntimeWarning, stacklevel=3)
+                self._stop()
+                return None
+        return reply[1] if reply[0] == "ok" else None
+
+    def _stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        try:
+            self._requests.send(("stop",))
+        except OSError:
+            pass
+        self._requests.close()
+        self._replies.close()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return process.pid if process is not None else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def adopt(images: list, addresses: np.ndarray, answer: tuple) -> tuple:
+    """A plan from the helper's answer for the decoded `images` at `addresses`: (Batch, output type, output channels,
+    CHW, normalize), as `plan_crop_mirror_normalize` returns it."""
+    from headrace_kernels.gpu.image_ops import Batch
+
+    rec, tables, out_dtype, out_channels, chw, normalize, channels, in_dtype = answer
+    rec["in"] = addresses
+    batch = Batch(list(images), channels, in_dtype, np.dtype(in_dtype), rec=rec)
+    batch.tables = tables
+    return batch, out_dtype, out_channels, chw, normalize
+
+
+def chain_spec(parts: tuple[dict[str, Any], ...], flip: bool, resize: int, colours: list[tuple[int, str]]) -> dict:
+    """The helper's description of a fused chain (PlanProcess): the literal arguments of each op, whether a flip
+    leads it, which part is the resize and which the colour ops ((part, op) pairs)."""
+    return {"parts": list(parts), "flip": flip, "resize": resize, "colours": colours}

@@ -1,0 +1,55 @@
+"""The executor option plan_process on a GPU: SSD300's and RN50 training's fused resize + crop_mirror_normalize
+planned in the helper process give the same bits as planned in the pipeline's process, and the helper stops with
+the pipeline. (tests/test_plan_process.py compares the plans themselves, without a GPU.)"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from headrace import fn, pipeline_def, types
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import ssd_pipeline as example
+
+from tests.gpu_helpers import assert_same_batches, batch_outputs, rn50_batches
+
+pytestmark = pytest.mark.gpu
+
+
+def _helpers(pipe) -> list:
+    return [kernel.helper for kernel in pipe._executor.gpu.kernels() if getattr(kernel, "helper", None) is not None]
+
+
+def _ssd(root: str, annotations: str, helper: bool):
+    @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=17, executor_options={"plan_process": helper})
+    def ssd():
+        return example.ssd300_training(fn, types, root, annotations, device="gpu")
+
+    pipe = ssd()
+    pipe.build()
+    return pipe
+
+
+def test_ssd_planned_in_the_helper_gives_the_same_bits(tmp_path):
+    root, annotations = example.write_coco_set(tmp_path, count=40, seed=6, size=(90, 120))
+    plain, helped = _ssd(root, annotations, False), _ssd(root, annotations, True)
+    assert not _helpers(plain)
+    helpers = _helpers(helped)
+    assert len(helpers) == 1 and helpers[0].pid is not None
+    # coalesced runs of 8 batches of 4, past the end of the epoch
+    assert_same_batches(batch_outputs(plain, 20), batch_outputs(helped, 20))
+    process = helpers[0]._process
+    plain.close()
+    helped.close()
+    assert helpers[0].pid is None and process.poll() is not None  # the helper stopped with the pipeline
+
+
+def test_rn50_training_planned_in_the_helper_gives_the_same_bits(image_folder):
+    def has_helper(pipe) -> None:
+        assert len(_helpers(pipe)) == 1
+
+    assert_same_batches(rn50_batches(image_folder, {}), rn50_batches(image_folder, {"plan_process": True},
+                                                                      check=has_helper))

@@ -1,0 +1,112 @@
+"""The executor option plan_process: the fused resize + crop_mirror_normalize's host plan computed in a helper
+process is the same records and tap tables as the one computed in the pipeline's process (SSD300's chain: flip,
+resize, hsv, brightness_contrast, crop_mirror_normalize, every sample's own arguments); a batch the helper fails
+on, or a helper that is gone, leaves the plan to the pipeline's process. No GPU is needed: the plan is host work
+(tests/test_gpu_plan_process.py runs the pipeline on a GPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from headrace.schema import get_schema
+from headrace.types import DALIDataType
+from headrace_kernels.gpu.image_ops import plan_crop_mirror_normalize
+from headrace_kernels.gpu.plan_process import PlanProcess, adopt, chain_spec, sample_args
+
+N = 48
+MEAN, STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
+
+
+def _literal(op: str, **given) -> dict:
+    args = {name: spec.default for name, spec in get_schema(op).all_args.items()}
+    args.update(given)
+    return args
+
+
+PARTS = (_literal("flip"), _literal("resize", resize_x=300, resize_y=300),
+         _literal("hsv", dtype=DALIDataType.FLOAT), _literal("brightness_contrast", contrast_center=128,
+                                                              dtype=DALIDataType.UINT8),
+         _literal("crop_mirror_normalize", crop=(300, 300), mean=MEAN, std=STD, mirror=0, dtype=DALIDataType.FLOAT,
+                  output_layout="CHW"))
+SPEC = chain_spec(PARTS, flip=True, resize=1, colours=[(2, "hsv"), (3, "brightness_contrast")])
+
+
+def _columns(seed: int) -> list[dict[str, list]]:
+    rng = np.random.default_rng(seed)
+    return [{"horizontal": rng.integers(0, 2, N).tolist()}, {},
+            {"hue": rng.uniform(-0.5, 0.5, N).tolist(), "saturation": rng.uniform(0.5, 1.5, N).tolist()},
+            {"brightness": rng.uniform(0.875, 1.125, N).tolist(), "contrast": rng.uniform(0.5, 1.5, N).tolist()}, {}]
+
+
+def _shapes(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.integers(40, 480, N), rng.integers(40, 640, N), np.full(N, 3)], axis=1).astype(np.int64)
+
+
+def _in_process(shapes: np.ndarray, columns: list, addresses: np.ndarray) -> tuple:
+    args = [sample_args(literal, part, N) for literal, part in zip(PARTS, columns, strict=True)]
+    return plan_crop_mirror_normalize([None] * N, args[-1], False, args[1], (addresses, shapes), args[0],
+                                      [("hsv", args[2]), ("brightness_contrast", args[3])])
+
+
+def _assert_same_plan(got: tuple, want: tuple) -> None:
+    assert got[1:] == want[1:]
+    a, b = got[0], want[0]
+    assert a.rec.dtype == b.rec.dtype and a.rec.tobytes() == b.rec.tobytes()
+    assert (a.channels, a.in_dtype, a.dtype) == (b.channels, b.in_dtype, b.dtype)
+    assert type(a.tables) is type(b.tables)
+    for field in dataclasses.fields(b.tables):
+        x, y = getattr(a.tables, field.name), getattr(b.tables, field.name)
+        if dataclasses.is_dataclass(y):
+            for inner in dataclasses.fields(y):
+                np.testing.assert_array_equal(getattr(x, inner.name), getattr(y, inner.name))
+        else:
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.fixture(scope="module")
+def helper():
+    process = PlanProcess(SPEC)
+    yield process
+    process.close()
+
+
+def test_the_helper_plans_the_same_records_and_tables(helper):
+    addresses = np.arange(N, dtype=np.uint64) * np.uint64(1 << 20) + np.uint64(4096)
+    for seed in (1, 2, 3):  # the same helper, batch after batch
+        shapes, columns = _shapes(seed), _columns(seed)
+        answer = helper.plan(shapes, columns, False)
+        assert answer is not None
+        _assert_same_plan(adopt([None] * N, addresses, answer), _in_process(shapes, columns, addresses))
+
+
+def test_a_batch_the_helper_fails_on_is_left_to_the_pipeline(helper):
+    shapes = _shapes(4)
+    columns = _columns(4)
+    columns[2]["hue"] = columns[2]["hue"][:-1]  # a column one value short: the helper's plan fails
+    assert helper.plan(shapes, columns, False) is None
+    assert helper.plan(_shapes(5), _columns(5), False) is not None  # and it goes on serving
+
+
+def test_a_helper_that_is_gone_is_not_asked_again():
+    process = PlanProcess(SPEC)
+    pid = process.pid
+    assert pid is not None and process.plan(_shapes(6), _columns(6), False) is not None
+    process._process.kill()
+    process._process.wait()
+    with pytest.warns(RuntimeWarning, match=f"plan helper process \\(pid {pid}\\) is gone"):
+        assert process.plan(_shapes(7), _columns(7), False) is None
+    assert process.pid is None and process.plan(_shapes(7), _columns(7), False) is None
+    process.close()
+
+
+def test_sample_args_share_one_dict_without_argument_inputs():
+    literal = PARTS[1]
+    same = sample_args(literal, {}, 4)
+    assert all(a is literal for a in same)
+    before = dict(PARTS[0])
+    own = sample_args(PARTS[0], {"horizontal": [0, 1]}, 2)
+    assert [a["horizontal"] for a in own] == [0, 1] and own[0] is not own[1] and PARTS[0] == before
