@@ -21,8 +21,9 @@
 #             clock), for the look-ahead's tail (its whole output is in $OUT/hostprof.log)
 #   ahead     probes/ssd_stage_probe.py --libs headrace --cuts full "full worker 2 ahead": whether the GPU stage still
 #             waits for the CPU stage's worker when the worker is asked two runs ahead (its waits per cut)
-#   helper    the plan helper's tests, then probes/ssd_stage_probe.py --libs headrace --cuts full "full plan process":
-#             the fused chain's host plans in a helper process (plan_process) against in the pipeline's process
+#   helper    the plan helper's tests, then probes/ssd_stage_probe.py --libs headrace --cuts full "full plan at home":
+#             the fused chain's host plans in a helper process (plan_process, the default here) against in the
+#             pipeline's process
 #   serving   probes/serving_profile.py --device gpu --phases: the served pipeline in process against its decoder
 #             alone (the floor under a served request)
 #   triton    scripts/gpu_triton_check.sh .triton/bundle.tar.xz with 4 instances and outputs through system shared
@@ -75,7 +76,7 @@ step() {
     ahead) python3 benchmarks/probes/ssd_stage_probe.py --libs headrace --cuts full "full worker 2 ahead" \
              --images 512 --rounds 6 ;;
     helper) python3 -m pytest -q -p no:cacheprovider tests/test_gpu_plan_process.py tests/test_plan_process.py
-             python3 benchmarks/probes/ssd_stage_probe.py --libs headrace --cuts full "full plan process" \
+             python3 benchmarks/probes/ssd_stage_probe.py --libs headrace --cuts full "full plan at home" \
              --images 512 --rounds 6 ;;
     serving) python3 benchmarks/probes/serving_profile.py --device gpu --sizes 1 5 8 32 --batches 300 --phases ;;
     triton)

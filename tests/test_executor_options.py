@@ -20,6 +20,7 @@ def test_defaults_and_dict_form():
 @pytest.mark.parametrize(("value", "message"), [
     ({"look_ahead": "off"}, "unknown option.*look_ahead"),
     ({"lookahead": "sometimes"}, "'lookahead'.*before"),
+    ({"plan_process": "maybe"}, "'plan_process'.*auto"),
     ({"plan_cache": "no"}, "'plan_cache': expected a bool"),
     ({"switch_interval": -1.0}, "'switch_interval'"),
     ({"gpu_pool_limit": 1.5}, "'gpu_pool_limit'"),
@@ -66,3 +67,13 @@ def test_options_are_not_in_the_file_and_change_no_output():
         a, b, c = plain.run()[0], tuned.run()[0], loaded.run()[0]
         np.testing.assert_array_equal(a.as_array(), b.as_array())
         np.testing.assert_array_equal(a.as_array(), c.as_array())
+
+
+@pytest.mark.parametrize(("value", "looks_ahead", "coalesced", "runs"), [
+    ("auto", True, True, True), ("auto", True, False, False), ("auto", False, True, False), ("on", False, False, True),
+    (True, False, False, True), ("off", True, True, False), (False, True, True, False)])
+def test_the_plan_helper_runs_where_the_stage_looks_ahead_and_coalesces_unless_told(value, looks_ahead, coalesced,
+                                                                                      runs):
+    options = ExecutorOptions(plan_process=value)
+    assert options.plan_process in ("auto", "on", "off")
+    assert options.runs_plan_process(looks_ahead, coalesced) is runs

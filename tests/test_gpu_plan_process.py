@@ -23,7 +23,7 @@ def _helpers(pipe) -> list:
     return [kernel.helper for kernel in pipe._executor.gpu.kernels() if getattr(kernel, "helper", None) is not None]
 
 
-def _ssd(root: str, annotations: str, helper: bool):
+def _ssd(root: str, annotations: str, helper: str):
     @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=17, executor_options={"plan_process": helper})
     def ssd():
         return example.ssd300_training(fn, types, root, annotations, device="gpu")
@@ -35,7 +35,7 @@ def _ssd(root: str, annotations: str, helper: bool):
 
 def test_ssd_planned_in_the_helper_gives_the_same_bits(tmp_path):
     root, annotations = example.write_coco_set(tmp_path, count=40, seed=6, size=(90, 120))
-    plain, helped = _ssd(root, annotations, False), _ssd(root, annotations, True)
+    plain, helped = _ssd(root, annotations, "off"), _ssd(root, annotations, "auto")  # auto: it coalesces
     assert not _helpers(plain)
     helpers = _helpers(helped)
     assert len(helpers) == 1 and helpers[0].pid is not None
@@ -51,5 +51,18 @@ def test_rn50_training_planned_in_the_helper_gives_the_same_bits(image_folder):
     def has_helper(pipe) -> None:
         assert len(_helpers(pipe)) == 1
 
-    assert_same_batches(rn50_batches(image_folder, {}), rn50_batches(image_folder, {"plan_process": True},
-                                                                      check=has_helper))
+    assert_same_batches(rn50_batches(image_folder, {"plan_process": False}),
+                        rn50_batches(image_folder, {"plan_process": True}, check=has_helper))
+
+
+def test_a_fed_pipeline_plans_in_its_own_process_by_default():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=0, seed=1)
+    def fed():
+        jpegs = fn.external_source(name="jpegs", dtype=types.UINT8)
+        images = fn.decoders.image(jpegs, device="mixed")
+        return fn.crop_mirror_normalize(fn.resize(images, resize_x=16, resize_y=16), mirror=fn.random.coin_flip())
+
+    pipe = fed()
+    pipe.build()
+    assert not _helpers(pipe) and pipe._executor.gpu.kernels()  # the fused step is there, without a helper
+    pipe.close()

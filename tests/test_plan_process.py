@@ -110,3 +110,9 @@ def test_sample_args_share_one_dict_without_argument_inputs():
     before = dict(PARTS[0])
     own = sample_args(PARTS[0], {"horizontal": [0, 1]}, 2)
     assert [a["horizontal"] for a in own] == [0, 1] and own[0] is not own[1] and PARTS[0] == before
+
+
+def test_no_interpreter_to_start_leaves_the_planning_at_home(monkeypatch):
+    monkeypatch.setattr("sys.executable", "")
+    with pytest.warns(RuntimeWarning, match="plan helper process could not start"):
+        assert PlanProcess.start(SPEC) is None

@@ -41,7 +41,6 @@ class FusedResizeNormalize:
     def __init__(self, setup):
         chain = setup.chain or ("resize", "crop_mirror_normalize")
         self.flip = chain[0] == "flip"
-        self.parts = chain
         self.resize_part = 1 if self.flip else 0
         self.colour_parts = [(part, op) for part, op in enumerate(chain) if op in COLOUR_OPS]
         self.cache = None
@@ -50,10 +49,15 @@ class FusedResizeNormalize:
             self.cache = FusedPlanCache(parts[-1], parts[self.resize_part],
                                         flip=parts[0] if self.flip else None,
                                         colours=tuple((op, parts[part]) for part, op in self.colour_parts))
+        self.parts = setup.parts
         self.helper = None
-        """The process that computes the host plans ahead (executor option plan_process), where asked for."""
-        if getattr(setup.options, "plan_process", False):
-            self.helper = PlanProcess(chain_spec(setup.parts, self.flip, self.resize_part, self.colour_parts))
+        """The process that computes the host plans (executor option plan_process), once started."""
+
+    def start_plan_process(self) -> None:
+        """Compute the host plans in a helper process from now on (PlanProcess), where they are not kept per image
+        size (the plan cache serves those)."""
+        if self.helper is None and self.cache is None:
+            self.helper = PlanProcess.start(chain_spec(self.parts, self.flip, self.resize_part, self.colour_parts))
 
     def _plan(self, batch, images: list, packed: tuple | None = None):
         return plan_crop_mirror_normalize(images, batch.sample_args(-1), normalizes_per_sample(batch),

@@ -101,6 +101,19 @@ class PlanProcess:
         self._replies = Connection(replies_read, writable=False)
         self._requests.send(spec)
 
+    @classmethod
+    def start(cls, spec: dict) -> PlanProcess | None:
+        """A helper for `spec`, or None with a warning where no interpreter can be started (an embedding process,
+        as Triton's stub, may not name one): the pipeline then plans in its own process."""
+        try:
+            if not sys.executable:
+                raise OSError("this interpreter does not name its executable (sys.executable is empty)")
+            return cls(spec)
+        except OSError as exc:
+            warnings.warn(f"headrace: the plan helper process could not start ({exc}); the fused resize + normalize "
+                          "is planned in the pipeline's process", RuntimeWarning, stacklevel=3)
+            return None
+
     def plan(self, shapes: np.ndarray, columns: list[dict[str, list]], per_sample_norm: bool) -> tuple | None:
         """The helper's `host_plan` of this batch, or None (plan it here)."""
         with self._lock:

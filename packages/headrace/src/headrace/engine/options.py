@@ -15,7 +15,8 @@ LOOKAHEAD_MODES = ("before", "after", "off")
 CPU_PROCESS_MODES = ("auto", "on", "off")
 DECODER_MEMORY_MODES = ("nvimgcodec", "pool")
 CPU_AFFINITY_MODES = ("off", "gpu")
-WORD_OPTIONS = {"lookahead": LOOKAHEAD_MODES, "cpu_process": CPU_PROCESS_MODES, "cpu_affinity": CPU_AFFINITY_MODES,
+WORD_OPTIONS = {"lookahead": LOOKAHEAD_MODES, "cpu_process": CPU_PROCESS_MODES, "plan_process": CPU_PROCESS_MODES,
+                "cpu_affinity": CPU_AFFINITY_MODES,
                 "decoder_memory": DECODER_MEMORY_MODES}
 """The options that take one of a few words, and those words."""
 COALESCE_IMAGES = 256
@@ -43,10 +44,13 @@ class ExecutorOptions:
     plan_cache: bool = True
     """Keep the fused resize + normalize launch records per image size on the device (where every sample has the
     same arguments), so a batch of sizes seen before only copies its records."""
-    plan_process: bool = False
-    """Compute the fused resize + crop_mirror_normalize's host plans (sample records, tap-table axes) ahead in a
-    helper process, so that their Python does not hold the interpreter lock the GPU stage's threads need; the
-    pipeline's process only places them. Same bits; a batch the helper fails on is planned in the process."""
+    plan_process: str = "auto"
+    """Whether the fused resize + crop_mirror_normalize's host plans (sample records, tap-table axes) are computed
+    in a helper process, so that their Python does not hold the interpreter lock the GPU stage's threads need (the
+    pipeline's process only places them): 'on', 'off', or 'auto' (the default: on where the GPU stage looks ahead
+    and coalesces small batches, as SSD300's, where it measured faster; a fed pipeline's batch would wait for the
+    hand-off). Same bits; a batch the helper fails on is planned in the process. True and False mean 'on' and
+    'off'."""
     nvimgcodec_capi: bool = True
     """Decode through nvImageCodec's C API (returns before the decode is done); False uses its Python binding."""
     coalesce_batches: int = 0
@@ -90,6 +94,11 @@ class ExecutorOptions:
         the GPU stage coalesces batches and runs their CPU ops merged."""
         return self.cpu_process == "on" or (self.cpu_process == "auto" and merged_runs)
 
+    def runs_plan_process(self, looks_ahead: bool, coalesced: bool) -> bool:
+        """Whether the fused chains plan in a helper process: `looks_ahead` and `coalesced` say that the GPU stage
+        plans each batch in its look-ahead and coalesces batches."""
+        return self.plan_process == "on" or (self.plan_process == "auto" and looks_ahead and coalesced)
+
     def coalesced(self, batch_size: int) -> int:
         """The batches a coalesced run takes at this batch size (coalesce_batches, or its default)."""
         if self.coalesce_batches:
@@ -97,13 +106,14 @@ class ExecutorOptions:
         return max(1, min(COALESCE_MAX, COALESCE_IMAGES // max(1, batch_size)))
 
     def __post_init__(self) -> None:
-        if isinstance(self.cpu_process, bool):
-            object.__setattr__(self, "cpu_process", "on" if self.cpu_process else "off")
+        for name in ("cpu_process", "plan_process"):
+            if isinstance(getattr(self, name), bool):
+                object.__setattr__(self, name, "on" if getattr(self, name) else "off")
         for name, words in WORD_OPTIONS.items():
             if getattr(self, name) not in words:
                 raise SchemaError(f"executor option '{name}': expected one of {list(words)}, "
                                   f"got {getattr(self, name)!r}")
-        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi", "prefetch_beyond_queue", "plan_process"):
+        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi", "prefetch_beyond_queue"):
             if not isinstance(getattr(self, name), bool):
                 raise SchemaError(f"executor option '{name}': expected a bool, got {getattr(self, name)!r}")
         if isinstance(self.switch_interval, bool) or not isinstance(self.switch_interval, int | float) \
