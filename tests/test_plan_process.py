@@ -7,6 +7,8 @@ on, or a helper that is gone, leaves the plan to the pipeline's process. No GPU 
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -110,6 +112,33 @@ def test_sample_args_share_one_dict_without_argument_inputs():
     before = dict(PARTS[0])
     own = sample_args(PARTS[0], {"horizontal": [0, 1]}, 2)
     assert [a["horizontal"] for a in own] == [0, 1] and own[0] is not own[1] and PARTS[0] == before
+
+
+def test_a_helper_that_hangs_is_stopped_and_not_asked_again():
+    process = PlanProcess(SPEC)
+    assert process.plan(_shapes(8), _columns(8), False) is not None  # started, and its loops compiled
+    process.answer_seconds = 0.5
+    helper = process._process
+    os.kill(helper.pid, signal.SIGSTOP)  # it takes the next request and never answers
+    with pytest.warns(RuntimeWarning, match="did not answer within 0.5 s"):
+        assert process.plan(_shapes(9), _columns(9), False) is None
+    assert helper.wait(timeout=10) is not None and process.pid is None
+    process.close()
+
+
+def test_a_forked_copy_does_not_use_or_stop_its_parents_helper(helper):
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the copy: plans at home, and closing does not stop the parent's helper
+        answer = helper.plan(_shapes(10), _columns(10), False)
+        helper.close()
+        os.write(write, b"1" if answer is None else b"0")
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    assert os.read(read, 1) == b"1"
+    os.close(read)
+    assert helper.pid is not None and helper.plan(_shapes(10), _columns(10), False) is not None
 
 
 def test_no_interpreter_to_start_leaves_the_planning_at_home(monkeypatch):

@@ -18,6 +18,9 @@ from typing import Any
 import numpy as np
 
 _START = "from headrace_kernels.gpu.plan_process import main; main()"
+ANSWER_SECONDS = 60.0
+"""How long a plan may take in the helper before it counts as hung (its first includes compiling the planning
+code's loops): then it is stopped and the pipeline plans in its own process."""
 
 
 def sample_args(literal: dict, columns: dict[str, list], size: int) -> list[dict]:
@@ -73,14 +76,17 @@ def main() -> None:
 
 class PlanProcess:
     """One helper process for one fused step: `plan` asks it for a batch's host plan and waits (the interpreter lock
-    released meanwhile). None from `plan` means: plan in this process (the helper failed on this batch, or is gone;
-    a helper that is gone is not asked again)."""
+    released meanwhile). None from `plan` means: plan in this process (the helper failed on this batch, or is gone
+    or hung; such a helper is not asked again). A forked copy of the pipeline's process never uses its parent's
+    helper."""
 
-    def __init__(self, spec: dict):
+    def __init__(self, spec: dict, answer_seconds: float = ANSWER_SECONDS):
         """`spec` (chain_spec): the chain's literal arguments per op, which part is the resize and which the colour
         ops, whether a flip leads it."""
         self._lock = threading.Lock()
         self._process: subprocess.Popen | None = None
+        self._owner = os.getpid()
+        self.answer_seconds = answer_seconds
         requests_read, requests_write = os.pipe()
         replies_read, replies_write = os.pipe()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -117,24 +123,31 @@ class PlanProcess:
     def plan(self, shapes: np.ndarray, columns: list[dict[str, list]], per_sample_norm: bool) -> tuple | None:
         """The helper's `host_plan` of this batch, or None (plan it here)."""
         with self._lock:
-            if self._process is None:
+            if self._process is None or os.getpid() != self._owner:
                 return None
             try:
                 self._requests.send(("plan", shapes, columns, per_sample_norm))
+                if not self._replies.poll(self.answer_seconds):
+                    self._give_up(f"did not answer within {self.answer_seconds:g} s")
+                    return None
                 reply = self._replies.recv()
             except (EOFError, OSError):
                 code = self._process.poll()
-                warnings.warn(f"headrace: the plan helper process (pid {self._process.pid}) is gone"
-                              + (f" (exit code {code})" if code is not None else "")
-                              + "; the fused resize + normalize is planned in the pipeline's process from now on",
-                              RuntimeWarning, stacklevel=3)
-                self._stop()
+                self._give_up("is gone" + (f" (exit code {code})" if code is not None else ""))
                 return None
         return reply[1] if reply[0] == "ok" else None
+
+    def _give_up(self, what: str) -> None:
+        warnings.warn(f"headrace: the plan helper process (pid {self._process.pid}) {what}; the fused resize + "
+                      "normalize is planned in the pipeline's process from now on", RuntimeWarning, stacklevel=4)
+        self._process.kill()
+        self._stop()
 
     def _stop(self) -> None:
         process, self._process = self._process, None
         if process is None:
+            return
+        if os.getpid() != self._owner:  # a fork: the helper is the parent's to stop
             return
         try:
             self._requests.send(("stop",))
