@@ -233,11 +233,11 @@ class GpuStage:
         self.group = options.coalesced(self.batch_size) if self._coalescible(in_stage) else 1
         """Consecutive batches run as one (executor option coalesce_batches), where the pipeline allows it."""
         self.merge_cpu_ops = self.group > 1 and cpu.ops_merge()
+        """Whether a coalesced run's CPU ops run once on its merged batch too (else batch by batch)."""
         if options.runs_plan_process(self.lookahead, self.group > 1):
             for kernel in self.kernels():
                 if hasattr(kernel, "start_plan_process"):
                     kernel.start_plan_process()
-        """Whether a coalesced run's CPU ops run once on its merged batch too (else batch by batch)."""
         self.reads: CpuStage | CpuStageProcess = cpu
         """What computes the CPU stage's batches: the CPU stage itself, or its worker process (cpu_process)."""
         if worker is not None and options.runs_cpu_process(self.merge_cpu_ops) and self.lookahead \
