@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from headrace_kernels.gpu.image_ops import Batch, plan_crop_mirror_normalize
+
 _START = "from headrace_kernels.gpu.plan_process import main; main()"
 ANSWER_SECONDS = 60.0
 """How long a plan may take in the helper before it counts as hung (its first includes compiling the planning
@@ -39,8 +41,6 @@ def host_plan(spec: dict, shapes: np.ndarray, columns: list[dict[str, list]], pe
     """(records, tap tables, output type, output channels, CHW, normalize, channels, input type name) of a batch of
     packed uint8 HWC images of `shapes` (n, 3), with `columns` per op of the chain (`spec["parts"]`' order);
     `per_sample_norm`: crop_mirror_normalize's mean or std come per sample."""
-    from headrace_kernels.gpu.image_ops import plan_crop_mirror_normalize
-
     n = len(shapes)
     args = [sample_args(literal, part, n) for literal, part in zip(spec["parts"], columns, strict=True)]
     flips = args[0] if spec["flip"] else None
@@ -180,8 +180,6 @@ class PlanProcess:
 def adopt(images: list, addresses: np.ndarray, answer: tuple) -> tuple:
     """A plan from the helper's answer for the decoded `images` at `addresses`: (Batch, output type, output channels,
     CHW, normalize), as `plan_crop_mirror_normalize` returns it."""
-    from headrace_kernels.gpu.image_ops import Batch
-
     rec, tables, out_dtype, out_channels, chw, normalize, channels, in_dtype = answer
     rec["in"] = addresses
     batch = Batch(list(images), channels, in_dtype, np.dtype(in_dtype), rec=rec)
