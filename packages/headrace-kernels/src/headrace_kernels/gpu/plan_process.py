@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from headrace_kernels.gpu.image_ops import Batch, plan_crop_mirror_normalize
+from headrace_kernels.interpreter_process import start_interpreter, stop_interpreter
 
 _START = "from headrace_kernels.gpu.plan_process import main; main()"
 ANSWER_SECONDS = 60.0
@@ -84,27 +85,10 @@ class PlanProcess:
         """`spec` (chain_spec): the chain's literal arguments per op, which part is the resize and which the colour
         ops, whether a flip leads it."""
         self._lock = threading.Lock()
-        self._process: subprocess.Popen | None = None
         self._owner = os.getpid()
         self.answer_seconds = answer_seconds
-        requests_read, requests_write = os.pipe()
-        replies_read, replies_write = os.pipe()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        try:
-            # a new interpreter, not a fork: the pipeline's process has CUDA and threads
-            self._process = subprocess.Popen([sys.executable, "-c", _START, str(requests_read), str(replies_write)],
-                                             pass_fds=(requests_read, replies_write), stdin=subprocess.DEVNULL,
-                                             env=env, start_new_session=True)
-        except BaseException:
-            for fd in (requests_read, requests_write, replies_read, replies_write):
-                os.close(fd)
-            raise
-        finally:
-            if self._process is not None:
-                os.close(requests_read)
-                os.close(replies_write)
-        self._requests = Connection(requests_write, readable=False)
-        self._replies = Connection(replies_read, writable=False)
+        self._process: subprocess.Popen | None = None
+        self._process, self._requests, self._replies = start_interpreter(_START)
         self._requests.send(spec)
 
     @classmethod
@@ -149,17 +133,7 @@ class PlanProcess:
             return
         if os.getpid() != self._owner:  # a fork: the helper is the parent's to stop
             return
-        try:
-            self._requests.send(("stop",))
-        except OSError:
-            pass
-        self._requests.close()
-        self._replies.close()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_interpreter(process, self._requests, self._replies)
 
     @property
     def pid(self) -> int | None:

@@ -10,13 +10,11 @@ process, with a warning."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 import time
 import warnings
 from collections import Counter, deque
-from multiprocessing.connection import Connection
 
 import numpy as np
 
@@ -24,6 +22,7 @@ from headrace.engine.column_wire import BlockReader, remove_blocks, unpack_colum
 from headrace.engine.cpu_stage import CpuStage, user_code
 from headrace.engine.options import ExecutorOptions
 from headrace.graph import OpNode
+from headrace_kernels.interpreter_process import start_interpreter, stop_interpreter
 from headrace_kernels.worker_pool import WorkerError
 
 _START = "from headrace.engine.cpu_worker import main; main()"
@@ -79,23 +78,7 @@ class CpuStageProcess:
         self._freed: deque[int] = deque()  # blocks whose last view went (any thread): handed back with the next ask
         self._blocks = BlockReader(self._freed.append)
         self.timings: Counter = Counter()  # seconds waiting for the worker's answers, their parts, unpacking them
-        requests_read, requests_write = os.pipe()
-        replies_read, replies_write = os.pipe()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        try:
-            # a new interpreter, not a fork (this process has CUDA and threads) nor multiprocessing's spawn (that
-            # imports the user's main module again)
-            self._process = subprocess.Popen(
-                [sys.executable, "-c", _START, str(requests_read), str(replies_write)],
-                pass_fds=(requests_read, replies_write), stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        except BaseException:
-            for fd in (requests_read, requests_write, replies_read, replies_write):
-                os.close(fd)
-            raise
-        os.close(requests_read)
-        os.close(replies_write)
-        self._requests = Connection(requests_write, readable=False)
-        self._replies = Connection(replies_read, writable=False)
+        self._process, self._requests, self._replies = start_interpreter(_START)
         setup = {"nodes": nodes, "batch_size": batch_size, "num_threads": num_threads, "seed": seed,
                  "parallel_reads": parallel_reads}
         try:
@@ -251,17 +234,7 @@ class CpuStageProcess:
             return
         if not self._started:  # never asked for a batch (maybe still building its stage): nothing to finish
             process.kill()
-        try:
-            self._requests.send(("stop",))
-        except OSError:
-            pass
-        self._requests.close()
-        self._replies.close()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_interpreter(process, self._requests, self._replies)
         remove_blocks(process.pid)
 
     def __del__(self) -> None:
