@@ -9,49 +9,28 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from headrace.schema import get_schema
-from headrace.types import DALIDataType
-from headrace_kernels.gpu.image_ops import plan_crop_mirror_normalize
-from headrace_kernels.gpu.plan_process import PlanProcess, adopt, chain_spec, sample_args
+from headrace_kernels.gpu.plan_process import PlanProcess, adopt, sample_args
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "probes"))
+from plan_process_probe import SSD_PARTS as PARTS
+from plan_process_probe import SSD_SPEC as SPEC
+from plan_process_probe import plan_at_home, ssd_run
 
 N = 48
-MEAN, STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
-
-
-def _literal(op: str, **given) -> dict:
-    args = {name: spec.default for name, spec in get_schema(op).all_args.items()}
-    args.update(given)
-    return args
-
-
-PARTS = (_literal("flip"), _literal("resize", resize_x=300, resize_y=300),
-         _literal("hsv", dtype=DALIDataType.FLOAT), _literal("brightness_contrast", contrast_center=128,
-                                                              dtype=DALIDataType.UINT8),
-         _literal("crop_mirror_normalize", crop=(300, 300), mean=MEAN, std=STD, mirror=0, dtype=DALIDataType.FLOAT,
-                  output_layout="CHW"))
-SPEC = chain_spec(PARTS, flip=True, resize=1, colours=[(2, "hsv"), (3, "brightness_contrast")])
-
-
-def _columns(seed: int) -> list[dict[str, list]]:
-    rng = np.random.default_rng(seed)
-    return [{"horizontal": rng.integers(0, 2, N).tolist()}, {},
-            {"hue": rng.uniform(-0.5, 0.5, N).tolist(), "saturation": rng.uniform(0.5, 1.5, N).tolist()},
-            {"brightness": rng.uniform(0.875, 1.125, N).tolist(), "contrast": rng.uniform(0.5, 1.5, N).tolist()}, {}]
 
 
 def _shapes(seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return np.stack([rng.integers(40, 480, N), rng.integers(40, 640, N), np.full(N, 3)], axis=1).astype(np.int64)
+    return ssd_run(N, seed)[0]
 
 
-def _in_process(shapes: np.ndarray, columns: list, addresses: np.ndarray) -> tuple:
-    args = [sample_args(literal, part, N) for literal, part in zip(PARTS, columns, strict=True)]
-    return plan_crop_mirror_normalize([None] * N, args[-1], False, args[1], (addresses, shapes), args[0],
-                                      [("hsv", args[2]), ("brightness_contrast", args[3])])
+def _columns(seed: int) -> list[dict[str, list]]:
+    return ssd_run(N, seed)[1]
 
 
 def _assert_same_plan(got: tuple, want: tuple) -> None:
@@ -82,7 +61,7 @@ def test_the_helper_plans_the_same_records_and_tables(helper):
         shapes, columns = _shapes(seed), _columns(seed)
         answer = helper.plan(shapes, columns, False)
         assert answer is not None
-        _assert_same_plan(adopt([None] * N, addresses, answer), _in_process(shapes, columns, addresses))
+        _assert_same_plan(adopt([None] * N, addresses, answer), plan_at_home(shapes, columns, addresses))
 
 
 def test_a_batch_the_helper_fails_on_is_left_to_the_pipeline(helper):
