@@ -124,3 +124,48 @@ def test_no_interpreter_to_start_leaves_the_planning_at_home(monkeypatch):
     monkeypatch.setattr("sys.executable", "")
     with pytest.warns(RuntimeWarning, match="plan helper process could not start"):
         assert PlanProcess.start(SPEC) is None
+
+
+class _DecodedRun:
+    """What FusedResizeNormalize.plan reads of a batch fed by a decoder: the decoder's prepared records and each op's
+    argument inputs (as GpuBatchView gives them)."""
+
+    def __init__(self, shapes: np.ndarray, columns: list[dict[str, list]]):
+        from types import SimpleNamespace
+
+        self.columns, self.size, self.per_sample_args = columns, len(shapes), frozenset({"horizontal"})
+        addresses = np.arange(self.size, dtype=np.uint64) * np.uint64(1 << 20)
+        self._prepared = SimpleNamespace(images=[None] * self.size, addresses=addresses, shapes=shapes)
+
+    def prepared(self, k: int = 0):
+        return self._prepared
+
+    def arg_columns(self, part: int = -1) -> dict[str, list]:
+        return self.columns[part]
+
+    def sample_args(self, part: int = -1) -> list[dict]:
+        return sample_args(PARTS[part], self.columns[part], self.size)
+
+
+def test_the_fused_kernel_plans_in_its_helper_once_started(monkeypatch):
+    from headrace.engine.options import ExecutorOptions
+    from headrace_kernels.gpu import fused_ops
+    from headrace_kernels.registry import KernelSetup
+
+    placed = []
+    monkeypatch.setattr(fused_ops, "place", lambda *plan: placed.append(plan))  # placing needs the device
+    setup = KernelSetup(op="crop_mirror_normalize", args=PARTS[-1], device="gpu", device_id=0, num_threads=1,
+                        batch_size=N, seed=1, options=ExecutorOptions(), per_sample_args=frozenset({"horizontal"}),
+                        parts=PARTS, chain=("flip", "resize", "hsv", "brightness_contrast", "crop_mirror_normalize"))
+    at_home, helped = fused_ops.FusedResizeNormalize(setup), fused_ops.FusedResizeNormalize(setup)
+    helped.start_plan_process()
+    helped._plan = lambda *args: pytest.fail("planned in the pipeline's process, not in the helper")
+    assert at_home.helper is None and helped.helper is not None and helped.helper.pid is not None
+    try:
+        for seed in (11, 12):
+            run = _DecodedRun(*ssd_run(N, seed))
+            _assert_same_plan(helped.plan(run), at_home.plan(run))
+        assert len(placed) == 4
+    finally:
+        helped.close()
+    assert helped.helper.pid is None
