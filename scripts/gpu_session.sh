@@ -23,7 +23,7 @@
 #             waits for the CPU stage's worker when the worker is asked two runs ahead (its waits per cut)
 #   helper    the plan helper's tests, then probes/ssd_stage_probe.py --libs headrace --cuts full "full plan at home":
 #             the fused chain's host plans in a helper process (plan_process, the default here) against in the
-#             pipeline's process
+#             pipeline's process, and against the GPU stage collecting and placing them (place_in_gpu_stage)
 #   serving   probes/serving_profile.py --device gpu --phases: the served pipeline in process against its decoder
 #             alone (the floor under a served request)
 #   triton    scripts/gpu_triton_check.sh .triton/bundle.tar.xz with 4 instances and outputs through system shared
@@ -77,7 +77,7 @@ step() {
              --images 512 --rounds 6 ;;
     helper) python3 -m pytest -q -p no:cacheprovider tests/test_gpu_plan_process.py tests/test_plan_process.py
              python3 benchmarks/probes/ssd_stage_probe.py --libs headrace --cuts full "full plan at home" \
-             --images 512 --rounds 6 ;;
+             "full placed in gpu stage" --images 512 --rounds 6 ;;
     serving) python3 benchmarks/probes/serving_profile.py --device gpu --sizes 1 5 8 32 --batches 300 --phases ;;
     triton)
       mkdir -p "$out/triton" && OUT="$out/triton" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-pil --seconds 3 --rounds 2 --instances 4 \

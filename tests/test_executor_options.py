@@ -21,6 +21,7 @@ def test_defaults_and_dict_form():
     ({"look_ahead": "off"}, "unknown option.*look_ahead"),
     ({"lookahead": "sometimes"}, "'lookahead'.*before"),
     ({"plan_process": "maybe"}, "'plan_process'.*auto"),
+    ({"place_in_gpu_stage": "yes"}, "'place_in_gpu_stage': expected a bool"),
     ({"plan_cache": "no"}, "'plan_cache': expected a bool"),
     ({"switch_interval": -1.0}, "'switch_interval'"),
     ({"gpu_pool_limit": 1.5}, "'gpu_pool_limit'"),

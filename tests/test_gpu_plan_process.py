@@ -1,6 +1,7 @@
 """The executor option plan_process on a GPU: SSD300's and RN50 training's fused resize + crop_mirror_normalize
-planned in the helper process give the same bits as planned in the pipeline's process, and the helper stops with
-the pipeline. (tests/test_plan_process.py compares the plans themselves, without a GPU.)"""
+planned in the helper process give the same bits as planned in the pipeline's process (also with
+place_in_gpu_stage: the GPU stage collects and places the plans), and the helper stops with the pipeline.
+(tests/test_plan_process.py compares the plans themselves, without a GPU.)"""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ def _helpers(pipe) -> list:
     return [kernel.helper for kernel in pipe._executor.gpu.kernels() if getattr(kernel, "helper", None) is not None]
 
 
-def _ssd(root: str, annotations: str, helper: str):
-    @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=17, executor_options={"plan_process": helper})
+def _ssd(root: str, annotations: str, helper: str, place_in_gpu_stage: bool = False):
+    @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=17,
+                  executor_options={"plan_process": helper, "place_in_gpu_stage": place_in_gpu_stage})
     def ssd():
         return example.ssd300_training(fn, types, root, annotations, device="gpu")
 
@@ -45,6 +47,15 @@ def test_ssd_planned_in_the_helper_gives_the_same_bits(tmp_path):
     plain.close()
     helped.close()
     assert helpers[0].pid is None and process.poll() is not None  # the helper stopped with the pipeline
+
+
+def test_plans_collected_and_placed_by_the_gpu_stage_give_the_same_bits(tmp_path):
+    root, annotations = example.write_coco_set(tmp_path, count=40, seed=9, size=(90, 120))
+    plain, deferred = _ssd(root, annotations, "off"), _ssd(root, annotations, "auto", place_in_gpu_stage=True)
+    assert [step.kernel.defer for step in deferred._executor.gpu._deferring] == [True]
+    assert_same_batches(batch_outputs(plain, 20), batch_outputs(deferred, 20))
+    plain.close()
+    deferred.close()
 
 
 def test_rn50_training_planned_in_the_helper_gives_the_same_bits(image_folder):

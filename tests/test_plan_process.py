@@ -169,3 +169,55 @@ def test_the_fused_kernel_plans_in_its_helper_once_started(monkeypatch):
     finally:
         helped.close()
     assert helped.helper.pid is None
+
+
+def test_answers_come_by_ticket_and_uncollected_ones_are_dropped(helper):
+    addresses = np.arange(N, dtype=np.uint64) * np.uint64(4096)
+    runs = [ssd_run(N, seed) for seed in (21, 22, 23, 24)]
+    tickets = [helper.submit(shapes, columns, False) for shapes, columns in runs]  # all asked before any answer
+    assert None not in tickets and tickets == sorted(tickets)
+    for (shapes, columns), ticket in zip(runs[:2], tickets[:2], strict=True):
+        _assert_same_plan(adopt([None] * N, addresses, helper.answer(ticket)), plan_at_home(shapes, columns, addresses))
+    shapes, columns = runs[3]
+    _assert_same_plan(adopt([None] * N, addresses, helper.answer(tickets[3])), plan_at_home(shapes, columns, addresses))
+    assert helper.answer(tickets[2]) is None  # read past when the fourth was collected: planned at home
+    assert helper.answer(None) is None
+
+
+def test_a_deferred_plan_is_collected_and_placed_by_finish_plan(monkeypatch):
+    from headrace.engine.options import ExecutorOptions
+    from headrace_kernels.gpu import fused_ops
+    from headrace_kernels.registry import KernelSetup
+
+    placed = []
+    monkeypatch.setattr(fused_ops, "place", lambda *plan: placed.append(plan))
+    setup = KernelSetup(op="crop_mirror_normalize", args=PARTS[-1], device="gpu", device_id=0, num_threads=1,
+                        batch_size=N, seed=1, options=ExecutorOptions(), per_sample_args=frozenset({"horizontal"}),
+                        parts=PARTS, chain=("flip", "resize", "hsv", "brightness_contrast", "crop_mirror_normalize"))
+    at_home, deferring = fused_ops.FusedResizeNormalize(setup), fused_ops.FusedResizeNormalize(setup)
+    deferring.start_plan_process(defer=True)
+    deferring._plan = lambda *args: pytest.fail("planned in the pipeline's process, not in the helper")
+    try:
+        assert deferring.defer
+        runs = [_DecodedRun(*ssd_run(N, seed)) for seed in (31, 32)]
+        pending = [deferring.plan(run) for run in runs]  # the look-ahead: asked, not waited for, not placed
+        assert all(isinstance(p, fused_ops.PendingPlan) for p in pending) and not placed
+        for run, planned in zip(runs, pending, strict=True):
+            _assert_same_plan(deferring.finish_plan(planned), at_home.plan(run))
+        assert len(placed) == 4
+        assert deferring.finish_plan(None) is None
+    finally:
+        deferring.close()
+
+
+def test_without_a_helper_nothing_is_deferred():
+    from headrace.engine.options import ExecutorOptions
+    from headrace_kernels.gpu import fused_ops
+    from headrace_kernels.registry import KernelSetup
+
+    uniform = KernelSetup(op="crop_mirror_normalize", args=PARTS[-1], device="gpu", device_id=0, num_threads=1,
+                          batch_size=N, seed=1, options=ExecutorOptions(), parts=PARTS[1:],
+                          chain=("resize", "hsv", "brightness_contrast", "crop_mirror_normalize"))
+    kernel = fused_ops.FusedResizeNormalize(uniform)  # the same arguments for every sample: the plan cache plans
+    kernel.start_plan_process(defer=True)
+    assert kernel.helper is None and not kernel.defer

@@ -91,7 +91,7 @@ CUTS = {"cpu": cut_cpu, "slice": cut_slice, "slice 1.0": lambda fn, types: cut_s
         "full near gpu": cut_full, "full huffman 0": cut_full, "full pool huffman 0": cut_full,
         "full parallel reads": cut_full, "full worker 2 ahead": cut_full, "full worker 3 ahead": cut_full,
         "full coalesced 16 worker 2 ahead": cut_full, "full plan process": cut_full,
-        "full plan at home": cut_full}
+        "full plan at home": cut_full, "full placed in gpu stage": cut_full}
 DECODER_ATTRIBUTES = {"full ahead": {"ahead_from": 1}}
 """Cuts whose headrace build sets these attributes of its mixed decoders: every batch decoded ahead on a decode lane
 (ahead_from 1; DALI's mixed stage always runs ahead)."""
@@ -110,12 +110,13 @@ OPTIONS = {"full pool": {"decoder_memory": "pool"}, "full near gpu": {"cpu_affin
            "full pool huffman 0": {"decoder_memory": "pool"}, "full parallel reads": {"parallel_reads": "true"},
            "full worker 2 ahead": {"cpu_process_ahead": "2"}, "full worker 3 ahead": {"cpu_process_ahead": "3"},
            "full coalesced 16 worker 2 ahead": {"coalesce_batches": "16", "cpu_process_ahead": "2"},
-           "full plan process": {"plan_process": "on"}, "full plan at home": {"plan_process": "off"}}
+           "full plan process": {"plan_process": "on"}, "full plan at home": {"plan_process": "off"},
+           "full placed in gpu stage": {"place_in_gpu_stage": "true"}}
 """Cuts whose headrace build sets these executor options: nvImageCodec's own buffers from a CUDA memory pool, the
 pipeline's threads on the GPU's NUMA node, the readers' files read on the pool's threads, the CPU stage's worker
 asked for two or three runs beyond the one it answers (and with runs of 16 batches), the fused chain's host plans
 computed in a helper process or not (plan_process; the other cuts take its default, 'auto': in the helper for this
-pipeline)."""
+pipeline), and those plans collected and placed by the GPU stage instead of the look-ahead (place_in_gpu_stage)."""
 DECODER_ARGS = {"full huffman 0": {"hybrid_huffman_threshold": 0},
                 "full pool huffman 0": {"hybrid_huffman_threshold": 0}}
 """Cuts whose headrace build gives its image decoder these arguments: Huffman decoding on the GPU for every image

@@ -6,8 +6,11 @@ pipelines chain them so, and each op left out of the chain is one fewer step of 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
+
+import numpy as np
 
 from headrace_kernels.gpu.image_ops import (
     MAX_COLOUR,
@@ -22,6 +25,17 @@ from headrace_kernels.gpu.plan_process import PlanProcess, adopt, chain_spec
 from headrace_kernels.registry import gpu_kernel
 
 COLOUR_OPS = ("hsv", "brightness_contrast", "color_twist")
+
+
+@dataclasses.dataclass
+class PendingPlan:
+    """A batch's plan asked of the helper and not collected yet (FusedResizeNormalize.finish_plan collects it)."""
+
+    ticket: int
+    batch: object
+    images: list
+    addresses: np.ndarray
+    shapes: np.ndarray
 
 
 def resize_chains() -> Iterator[tuple[str, ...]]:
@@ -52,12 +66,16 @@ class FusedResizeNormalize:
         self.parts = setup.parts
         self.helper = None
         """The process that computes the host plans (executor option plan_process), once started."""
+        self.defer = False
+        """Whether `plan` only asks the helper, and `finish_plan` (the GPU stage) collects and places the plan."""
 
-    def start_plan_process(self) -> None:
+    def start_plan_process(self, defer: bool = False) -> None:
         """Compute the host plans in a helper process from now on (PlanProcess), where they are not kept per image
-        size (the plan cache serves those)."""
+        size (the plan cache serves those); `defer`: `plan` does not wait for the helper's answer (executor option
+        place_in_gpu_stage)."""
         if self.helper is None and self.cache is None:
             self.helper = PlanProcess.start(chain_spec(self.parts, self.flip, self.resize_part, self.colour_parts))
+        self.defer = defer and self.helper is not None
 
     def _plan(self, batch, images: list, packed: tuple | None = None):
         return plan_crop_mirror_normalize(images, batch.sample_args(-1), normalizes_per_sample(batch),
@@ -73,18 +91,35 @@ class FusedResizeNormalize:
         if images is None:
             return None
         plan = None if self.cache is None else self.cache.plan(images, prepared.addresses, prepared.shapes)
+        ticket = None
         if plan is None and self.helper is not None:
-            answer = self.helper.plan(prepared.shapes, [batch.arg_columns(part) for part in range(len(self.parts))],
-                                      normalizes_per_sample(batch))
-            plan = None if answer is None else adopt(images, prepared.addresses, answer)
+            ticket = self.helper.submit(prepared.shapes, [batch.arg_columns(part) for part in range(len(self.parts))],
+                                        normalizes_per_sample(batch))
+            if self.defer and ticket is not None:
+                return PendingPlan(ticket, batch, images, prepared.addresses, prepared.shapes)
+        return self._placed(plan, ticket, batch, images, prepared.addresses, prepared.shapes)
+
+    def _placed(self, plan, ticket: int | None, batch, images: list, addresses, shapes):
+        """`plan`, else the helper's answer to `ticket`, else the plan made here; placed (outputs, records and tables
+        too: after the decode only the launch is left)."""
+        if plan is None and ticket is not None:
+            answer = self.helper.answer(ticket)
+            plan = None if answer is None else adopt(images, addresses, answer)
         if plan is None:
-            plan = self._plan(batch, images, (prepared.addresses, prepared.shapes))
-        place(*plan)  # outputs, records and tables too: after the decode only the launch is left
+            plan = self._plan(batch, images, (addresses, shapes))
+        place(*plan)
         return plan
+
+    def finish_plan(self, planned):
+        """A plan `plan` left to the helper (PendingPlan), collected and placed (the GPU stage, before it waits for
+        the decode); any other plan as it is."""
+        if not isinstance(planned, PendingPlan):
+            return planned
+        return self._placed(None, planned.ticket, planned.batch, planned.images, planned.addresses, planned.shapes)
 
     def run(self, batch):
         images = batch.samples(raw=True)
-        plan = batch.planned
+        plan = self.finish_plan(batch.planned)
         if plan is None or not adopt_inputs(plan, images):
             plan = self._plan(batch, images)
         return launch_plan(plan)

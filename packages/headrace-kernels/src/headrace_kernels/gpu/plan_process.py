@@ -87,6 +87,7 @@ class PlanProcess:
         self._lock = threading.Lock()
         self._owner = os.getpid()
         self.answer_seconds = answer_seconds
+        self._asked = self._received = 0  # requests sent, replies read (tickets count from 1)
         self._process: subprocess.Popen | None = None
         self._process, self._requests, self._replies = start_interpreter(_START)
         self._requests.send(spec)
@@ -106,20 +107,47 @@ class PlanProcess:
 
     def plan(self, shapes: np.ndarray, columns: list[dict[str, list]], per_sample_norm: bool) -> tuple | None:
         """The helper's `host_plan` of this batch, or None (plan it here)."""
+        return self.answer(self.submit(shapes, columns, per_sample_norm))
+
+    def submit(self, shapes: np.ndarray, columns: list[dict[str, list]], per_sample_norm: bool) -> int | None:
+        """Ask for this batch's `host_plan` without waiting: the ticket to `answer` with, or None (plan it here).
+        Answers come in the order asked."""
         with self._lock:
             if self._process is None or os.getpid() != self._owner:
                 return None
             try:
                 self._requests.send(("plan", shapes, columns, per_sample_norm))
-                if not self._replies.poll(self.answer_seconds):
-                    self._give_up(f"did not answer within {self.answer_seconds:g} s")
-                    return None
-                reply = self._replies.recv()
-            except (EOFError, OSError):
-                code = self._process.poll()
-                self._give_up("is gone" + (f" (exit code {code})" if code is not None else ""))
+            except OSError:
+                self._gone()
                 return None
-        return reply[1] if reply[0] == "ok" else None
+            self._asked += 1
+            return self._asked
+
+    def answer(self, ticket: int | None) -> tuple | None:
+        """The `host_plan` asked for with `ticket`, or None (plan it here). Answers to earlier tickets that nobody
+        collected are dropped on the way (their batches were dropped or failed); a ticket whose answer went so
+        gets None."""
+        if ticket is None:
+            return None
+        reply = None
+        with self._lock:
+            while reply is None and self._received < ticket and self._process is not None:
+                try:
+                    if not self._replies.poll(self.answer_seconds):
+                        self._give_up(f"did not answer within {self.answer_seconds:g} s")
+                        break
+                    received = self._replies.recv()
+                except (EOFError, OSError):
+                    self._gone()
+                    break
+                self._received += 1
+                if self._received == ticket:  # the replies before it: batches nobody collected
+                    reply = received
+        return reply[1] if reply is not None and reply[0] == "ok" else None
+
+    def _gone(self) -> None:
+        code = self._process.poll()
+        self._give_up("is gone" + (f" (exit code {code})" if code is not None else ""))
 
     def _give_up(self, what: str) -> None:
         warnings.warn(f"headrace: the plan helper process (pid {self._process.pid}) {what}; the fused resize + "

@@ -237,7 +237,9 @@ class GpuStage:
         if options.runs_plan_process(self.lookahead, self.group > 1):
             for kernel in self.kernels():
                 if hasattr(kernel, "start_plan_process"):
-                    kernel.start_plan_process()
+                    kernel.start_plan_process(defer=options.place_in_gpu_stage and self.lookahead)
+        self._deferring = [step for kind, step in self.steps if kind == "gpu" and getattr(step.kernel, "defer", False)]
+        """The steps whose plans the look-ahead only asks a helper for: the GPU stage collects and places them."""
         self.reads: CpuStage | CpuStageProcess = cpu
         """What computes the CPU stage's batches: the CPU stage itself, or its worker process (cpu_process)."""
         if worker is not None and options.runs_cpu_process(self.merge_cpu_ops) and self.lookahead \
@@ -457,6 +459,7 @@ class GpuStage:
                 self._look_ahead(iteration)
             self._sync_previous()
             self._upload_sources(values)
+            self._finish_plans(values)
             head = self.steps[:self.skip_until]
             if head:  # the steps a failed sample is replaced in; then the next batch may be read
                 retry_skips(lambda: self._run_steps(head, values, collectors, info), self.skipping, self.cpu, values,
@@ -493,6 +496,7 @@ class GpuStage:
             self._sync_previous()
             try:
                 self._upload_sources(values)
+                self._finish_plans(values)
                 self._run_steps(self.steps, values, {}, info)
             except Exception:  # noqa: BLE001 - again member by member: only the batch with the bad sample fails
                 values = None
@@ -526,6 +530,7 @@ class GpuStage:
             self._prepare(values, info)
             self._sync_previous()
             self._upload_sources(values)
+            self._finish_plans(values)
             self._run_steps(self.steps, values, collectors, info)
         except Exception as exc:  # noqa: BLE001 - handed to whoever asks for this batch
             return exc
@@ -543,6 +548,19 @@ class GpuStage:
         for source in self.gpu_sources:
             for index in range(len(source.outputs)):
                 values[(source.name, index)] = upload(values[(source.name, index)])
+
+    def _finish_plans(self, values: dict) -> None:
+        """Collect and place the plans the look-ahead left to a helper (executor option place_in_gpu_stage), before
+        the steps wait for the batch's decode."""
+        for step in self._deferring:
+            key = (PLANNED, step.node.name)
+            planned = values.get(key)
+            if planned is None:
+                continue
+            try:
+                values[key] = step.kernel.finish_plan(planned)
+            except Exception:  # noqa: BLE001 - planning ahead is an optimization: the step's run plans again and
+                values.pop(key, None)  # reports the error there
 
     def _run_steps(self, steps: list, values: dict, collectors: dict, info: BatchInfo) -> None:
         for kind, step in steps:

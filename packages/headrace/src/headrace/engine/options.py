@@ -51,6 +51,10 @@ class ExecutorOptions:
     and coalesces small batches, as SSD300's, where it measured faster; a fed pipeline's batch would wait for the
     hand-off). Same bits; a batch the helper fails on is planned in the process. True and False mean 'on' and
     'off'."""
+    place_in_gpu_stage: bool = False
+    """With the plan helper (plan_process): the look-ahead only asks the helper for each batch's plan, and the GPU
+    stage collects and places it before it waits for that batch's decode, so that the look-ahead does not wait for
+    the helper. Same bits."""
     nvimgcodec_capi: bool = True
     """Decode through nvImageCodec's C API (returns before the decode is done); False uses its Python binding."""
     coalesce_batches: int = 0
@@ -113,7 +117,7 @@ class ExecutorOptions:
             if getattr(self, name) not in words:
                 raise SchemaError(f"executor option '{name}': expected one of {list(words)}, "
                                   f"got {getattr(self, name)!r}")
-        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi", "prefetch_beyond_queue"):
+        for name in ("parallel_reads", "plan_cache", "nvimgcodec_capi", "prefetch_beyond_queue", "place_in_gpu_stage"):
             if not isinstance(getattr(self, name), bool):
                 raise SchemaError(f"executor option '{name}': expected a bool, got {getattr(self, name)!r}")
         if isinstance(self.switch_interval, bool) or not isinstance(self.switch_interval, int | float) \
