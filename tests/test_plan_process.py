@@ -221,3 +221,17 @@ def test_without_a_helper_nothing_is_deferred():
     kernel = fused_ops.FusedResizeNormalize(uniform)  # the same arguments for every sample: the plan cache plans
     kernel.start_plan_process(defer=True)
     assert kernel.helper is None and not kernel.defer
+
+
+def test_closing_with_answers_nobody_collected_is_quick():
+    import time
+
+    process = PlanProcess(SPEC)
+    for seed in (41, 42, 43):  # a run of 256 images answers more than a pipe holds: the helper waits to send it
+        shapes, columns = ssd_run(256, seed)
+        assert process.submit(shapes, columns, False) is not None
+    time.sleep(1.0)
+    helper = process._process
+    start = time.perf_counter()
+    process.close()
+    assert time.perf_counter() - start < 2.0 and helper.poll() is not None
