@@ -206,6 +206,12 @@ def test_a_deferred_plan_is_collected_and_placed_by_finish_plan(monkeypatch):
             _assert_same_plan(deferring.finish_plan(planned), at_home.plan(run))
         assert len(placed) == 4
         assert deferring.finish_plan(None) is None
+        os.kill(deferring.helper.pid, signal.SIGSTOP)  # asked, and gone before it answered: the step's run plans it
+        late = deferring.plan(runs[0])
+        deferring.helper._process.kill()
+        with pytest.warns(RuntimeWarning, match="is gone"):
+            assert deferring.finish_plan(late) is None
+        assert len(placed) == 4
     finally:
         deferring.close()
 

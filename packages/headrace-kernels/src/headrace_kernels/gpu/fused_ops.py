@@ -29,13 +29,13 @@ COLOUR_OPS = ("hsv", "brightness_contrast", "color_twist")
 
 @dataclasses.dataclass
 class PendingPlan:
-    """A batch's plan asked of the helper and not collected yet (FusedResizeNormalize.finish_plan collects it)."""
+    """A batch's plan asked of the helper and not collected yet (FusedResizeNormalize.finish_plan collects it). It
+    holds the decoded images' records, not the batch: the batch's values hold it, and a cycle would keep a dropped
+    batch's device memory until the garbage collector ran."""
 
     ticket: int
-    batch: object
     images: list
     addresses: np.ndarray
-    shapes: np.ndarray
 
 
 def resize_chains() -> Iterator[tuple[str, ...]]:
@@ -91,31 +91,30 @@ class FusedResizeNormalize:
         if images is None:
             return None
         plan = None if self.cache is None else self.cache.plan(images, prepared.addresses, prepared.shapes)
-        ticket = None
         if plan is None and self.helper is not None:
             ticket = self.helper.submit(prepared.shapes, [batch.arg_columns(part) for part in range(len(self.parts))],
                                         normalizes_per_sample(batch))
             if self.defer and ticket is not None:
-                return PendingPlan(ticket, batch, images, prepared.addresses, prepared.shapes)
-        return self._placed(plan, ticket, batch, images, prepared.addresses, prepared.shapes)
-
-    def _placed(self, plan, ticket: int | None, batch, images: list, addresses, shapes):
-        """`plan`, else the helper's answer to `ticket`, else the plan made here; placed (outputs, records and tables
-        too: after the decode only the launch is left)."""
-        if plan is None and ticket is not None:
+                return PendingPlan(ticket, images, prepared.addresses)
             answer = self.helper.answer(ticket)
-            plan = None if answer is None else adopt(images, addresses, answer)
+            plan = None if answer is None else adopt(images, prepared.addresses, answer)
         if plan is None:
-            plan = self._plan(batch, images, (addresses, shapes))
-        place(*plan)
+            plan = self._plan(batch, images, (prepared.addresses, prepared.shapes))
+        place(*plan)  # outputs, records and tables too: after the decode only the launch is left
         return plan
 
     def finish_plan(self, planned):
-        """A plan `plan` left to the helper (PendingPlan), collected and placed (the GPU stage, before it waits for
-        the decode); any other plan as it is."""
+        """A plan that `plan` left to the helper (PendingPlan) collected and placed (by the GPU stage, before it
+        waits for the decode), or None where the helper gave none (the step's run plans it); any other plan as it
+        is."""
         if not isinstance(planned, PendingPlan):
             return planned
-        return self._placed(None, planned.ticket, planned.batch, planned.images, planned.addresses, planned.shapes)
+        answer = self.helper.answer(planned.ticket)
+        if answer is None:
+            return None
+        plan = adopt(planned.images, planned.addresses, answer)
+        place(*plan)
+        return plan
 
     def run(self, batch):
         images = batch.samples(raw=True)

@@ -558,9 +558,13 @@ class GpuStage:
             if planned is None:
                 continue
             try:
-                values[key] = step.kernel.finish_plan(planned)
+                plan = step.kernel.finish_plan(planned)
             except Exception:  # noqa: BLE001 - planning ahead is an optimization: the step's run plans again and
-                values.pop(key, None)  # reports the error there
+                plan = None  # reports the error there
+            if plan is None:
+                values.pop(key, None)
+            else:
+                values[key] = plan
 
     def _run_steps(self, steps: list, values: dict, collectors: dict, info: BatchInfo) -> None:
         for kind, step in steps:
