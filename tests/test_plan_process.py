@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headrace_kernels.gpu.plan_process import PlanProcess, adopt, sample_args
+from headrace_kernels.gpu.packing import sample_args
+from headrace_kernels.gpu.plan_process import PlanProcess, adopt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "probes"))
 from plan_process_probe import SSD_PARTS as PARTS

@@ -17,7 +17,8 @@ import numpy as np
 from headrace.schema import get_schema
 from headrace.types import DALIDataType
 from headrace_kernels.gpu.image_ops import plan_crop_mirror_normalize
-from headrace_kernels.gpu.plan_process import PlanProcess, adopt, chain_spec, sample_args
+from headrace_kernels.gpu.packing import sample_args
+from headrace_kernels.gpu.plan_process import PlanProcess, adopt, chain_spec
 
 MEAN, STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
 

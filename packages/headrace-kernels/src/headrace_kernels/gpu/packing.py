@@ -97,5 +97,18 @@ def per_sample(index: int, call, *args):
         raise SampleFailureError(index, str(exc)) from None
 
 
+def sample_args(literal: dict, columns: dict[str, list], size: int) -> list[dict]:
+    """Each sample's arguments from the op's literal ones and its argument inputs' columns (one value per sample):
+    one shared dict where there are no argument inputs (GpuBatchView.sample_args, and the plan helper from the same
+    columns)."""
+    if not columns:
+        return [literal] * size
+    out = [dict(literal) for _ in range(size)]
+    for name, values in columns.items():
+        for sample, value in zip(out, values, strict=True):
+            sample[name] = value
+    return out
+
+
 def blocks(count: int, size: int) -> int:
     return max(1, -(-int(count) // size))

@@ -18,24 +18,13 @@ from typing import Any
 import numpy as np
 
 from headrace_kernels.gpu.image_ops import Batch, plan_crop_mirror_normalize
+from headrace_kernels.gpu.packing import sample_args
 from headrace_kernels.interpreter_process import start_interpreter, stop_interpreter
 
 _START = "from headrace_kernels.gpu.plan_process import main; main()"
 ANSWER_SECONDS = 60.0
 """How long a plan may take in the helper before it counts as hung (its first includes compiling the planning
 code's loops): then it is stopped and the pipeline plans in its own process."""
-
-
-def sample_args(literal: dict, columns: dict[str, list], size: int) -> list[dict]:
-    """Each sample's arguments from the op's literal ones and its argument inputs' columns (one value per sample):
-    the dicts `GpuBatchView.sample_args` builds (one shared dict where there are no argument inputs)."""
-    if not columns:
-        return [literal] * size
-    out = [dict(literal) for _ in range(size)]
-    for name, values in columns.items():
-        for sample, value in zip(out, values, strict=True):
-            sample[name] = value
-    return out
 
 
 def host_plan(spec: dict, shapes: np.ndarray, columns: list[dict[str, list]], per_sample_norm: bool) -> tuple:

@@ -9,6 +9,7 @@ import numpy as np
 
 from headrace.batch import TensorListGPU
 from headrace.engine.context import BatchInfo, arg_values
+from headrace_kernels.gpu.packing import sample_args
 from headrace_kernels.gpu.staging import upload_arrays, upload_column
 
 PREPARED = "__prepared__"  # values[(PREPARED, node)]: the host half a preparing kernel made for its node
@@ -94,15 +95,7 @@ class GpuBatchView:
 
     def sample_args(self, part: int = -1) -> list[dict]:
         """Each sample's arguments (literals and argument inputs) of op `part` of the step (-1: its last)."""
-        args = self.step.parts[part][1]
-        columns = self.arg_columns(part)
-        if not columns:
-            return [args] * self.size
-        out = [dict(args) for _ in range(self.size)]
-        for name, values in columns.items():
-            for sample, value in zip(out, values, strict=True):
-                sample[name] = value
-        return out
+        return sample_args(self.step.parts[part][1], self.arg_columns(part), self.size)
 
     def arg_columns(self, part: int = -1) -> dict[str, list]:
         """The values of each argument input of op `part` of the step, one per sample (what `sample_args` puts in
