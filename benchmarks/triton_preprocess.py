@@ -1,12 +1,13 @@
 """Online preprocessing in Triton: what headrace's preprocess model adds over Triton's own overhead, and how it
 compares with the usual PIL Python-backend model. On a real tritonserver on this machine, in alternation: headrace's
 model (model_repository/preprocess, or its KIND_GPU form), a null model with the same inputs and outputs that does no
-work (triton_null/), the PIL baseline (triton_baseline/), and the same pipeline file offline. The load: tritonclient
+work (triton_null/), the PIL baseline (triton_baseline/), with --dali the same pipeline written with NVIDIA DALI in
+the same backend (triton_dali/, the peer), and the same pipeline file offline. The load: tritonclient
 gRPC threads over client processes (or NVIDIA's perf_analyzer, --perf-analyzer DIR), one image per request (or N),
 a fixed time per concurrency level; images/s and p50/p99 latency per request.
 
     python benchmarks/triton_preprocess.py [--kind KIND_GPU] [--images a.jpg b.jpg] [--seconds 8]
-                                           [--baseline-python PY] [--no-pil] [--perf-analyzer DIR]
+                                           [--baseline-python PY] [--no-pil] [--dali] [--perf-analyzer DIR]
 
 --baseline-python: the interpreter of an environment with numpy<2 and Pillow, to run the baseline as it is usually
 written (BYTES input, pb_utils.Tensor outputs); without it the baseline runs here with UINT8 input and DLPack
@@ -41,6 +42,7 @@ from headrace import types  # noqa: E402
 from headrace.pipeline import Pipeline  # noqa: E402
 from headrace.serving import start_server, triton_config  # noqa: E402
 from headrace.serving.config import triton_type  # noqa: E402
+from headrace.serving.server import stub_paths, with_import_paths  # noqa: E402
 
 BASELINE_CONFIG = '''name: "pil_preprocess"
 backend: "python"
@@ -139,7 +141,7 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
                     latencies[slot].append(time.perf_counter() - t)
         finally:
             if region is not None:
-                client.unregister_system_shared_memory(name)
+                unregister(client, name)
                 shm.destroy_shared_memory_region(region)
 
     pool = [threading.Thread(target=worker, args=(s,), daemon=True) for s in range(threads)]
@@ -148,6 +150,19 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
     for thread in pool:
         thread.join(timeout=seconds + 60)
     return {"latencies": [t for slot in latencies for t in slot], "errors": errors}
+
+
+def unregister(client, name: str, attempts: int = 20) -> None:
+    """Unregister a client's output region. The server may still hold it for a moment after its last answer ("it is
+    currently in use"), so this tries again for up to a second rather than leave the region registered."""
+    for attempt in range(attempts):
+        try:
+            client.unregister_system_shared_memory(name)
+            return
+        except InferenceServerException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05)
 
 
 def output_bytes(dtype, count: int = 1) -> int:
@@ -237,6 +252,17 @@ parameters [ {{ key: "work_us" value: {{ string_value: "{work_us}" }} }},
              {{ key: "fresh_outputs" value: {{ string_value: "{fresh_outputs}" }} }} ]
 '''
 
+DALI_CONFIG = '''name: "dali_preprocess"
+backend: "python"
+max_batch_size: 32
+input [ {{ name: "images" data_type: TYPE_UINT8 dims: [ -1 ] allow_ragged_batch: true }} ]
+output [ {{ name: "normalized" data_type: {out_type} dims: [ 3, 224, 224 ] }} ]
+dynamic_batching {{ max_queue_delay_microseconds: {delay} }}
+instance_group [ {{ count: {count} kind: {kind} }} ]
+parameters [ {{ key: "threads" value: {{ string_value: "{threads}" }} }},
+             {{ key: "hw_decoder_load" value: {{ string_value: "{hw_decoder_load}" }} }} ]
+'''
+
 
 def write_null_model(target: Path, kind: str, instances: int = 1, delay_us: int = 500, out_type: str = "TYPE_FP32",
                      work_us: float = 0.0, gpu_kernel: bool = False, fresh_outputs: bool = False) -> None:
@@ -246,6 +272,18 @@ def write_null_model(target: Path, kind: str, instances: int = 1, delay_us: int 
     (target / "config.pbtxt").write_text(NULL_CONFIG.format(
         delay=delay_us, count=instances, kind=kind, out_type=out_type, work_us=work_us, gpu_kernel=int(gpu_kernel),
         fresh_outputs=int(fresh_outputs)))
+
+
+def write_dali_model(target: Path, kind: str, instances: int, delay_us: int, out_type: str, threads: int | None,
+                     hw_decoder_load: float | None) -> None:
+    """benchmarks/triton_dali as the model `dali_preprocess` in the folder `target`, with its config: the same
+    instances, threads and decoder split as headrace's model."""
+    (target / "1").mkdir(parents=True)
+    source = (ROOT / "benchmarks" / "triton_dali" / "model.py").read_text()
+    (target / "1" / "model.py").write_text(with_import_paths(source, stub_paths()))
+    (target / "config.pbtxt").write_text(DALI_CONFIG.format(
+        delay=delay_us, count=instances, kind=kind, out_type=out_type, threads=threads or 2,
+        hw_decoder_load=1.0 if hw_decoder_load is None else hw_decoder_load))
 
 
 def write_headrace_model(target: Path, kind: str, instances: int | None, threads: int | None,
@@ -281,6 +319,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", nargs="*", type=int, default=[1, 8, 32])
     parser.add_argument("--baseline-python", default=sys.executable)
     parser.add_argument("--no-pil", action="store_true", help="leave out the PIL baseline")
+    parser.add_argument("--dali", action="store_true",
+                        help="also serve the same pipeline written with NVIDIA DALI in the same backend (the peer; "
+                             "needs nvidia.dali importable here: its CPU build for KIND_CPU, its GPU build for "
+                             "KIND_GPU)")
     parser.add_argument("--dtype", choices=tuple(OUTPUT_TYPES), default="fp32",
                         help="element type of the normalized images, for headrace and the null model (default fp32)")
     parser.add_argument("--instances", type=int, help="headrace instances (default 1)")
@@ -349,7 +391,8 @@ def main(argv: list[str] | None = None) -> None:
           f"null model: same kind{f', spinning {args.null_work_us:g} us per execute' if args.null_work_us else ''}"
           f"{', one GPU kernel per execute' if args.null_gpu_kernel and gpu else ''}"
           f"{', reading inputs, new outputs' if args.null_fresh_outputs else ''}; "
-          f"{'no PIL baseline' if args.no_pil else 'PIL baseline: 2 CPU instances'}")
+          f"{'no PIL baseline' if args.no_pil else 'PIL baseline: 2 CPU instances'}"
+          f"{'; DALI peer: same kind, instances and threads' if args.dali else ''}")
     client = f"{args.client_processes} Python process(es)"
     if args.perf_analyzer:
         client = "perf_analyzer" + ("" if args.no_pil else f" (the PIL baseline: {client})")
@@ -359,13 +402,15 @@ def main(argv: list[str] | None = None) -> None:
           f"through {'gRPC' if args.shared_memory == 'none' else args.shared_memory + ' shared memory'}")
 
     runs: dict[str, dict[int, list]] = {"headrace": {}, "null model": {}}
+    if args.dali:
+        runs["DALI"] = {}
     if not args.no_pil:
         runs["PIL baseline"] = {}
     by_analyzer = {name for name in runs if args.perf_analyzer and name != "PIL baseline"}
     server: dict[str, dict[int, list]] = {name: {} for name in runs}
     windows: dict[str, dict[int, list]] = {name: {} for name in runs}  # measured steady-clock spans, for traces
     offline_runs = []
-    diff = None
+    diff = dali_diff = None
     with tempfile.TemporaryDirectory() as tmp, \
             ProcessPoolExecutor(args.client_processes, mp_context=get_context("spawn")) as clients:
         repo = Path(tmp) / "headrace"
@@ -374,6 +419,9 @@ def main(argv: list[str] | None = None) -> None:
                                              args.dtype)
         write_null_model(repo / "null_preprocess", args.kind, args.instances or 1, args.queue_delay_us, out_type,
                          args.null_work_us, args.null_gpu_kernel, args.null_fresh_outputs)
+        if args.dali:
+            write_dali_model(repo / "dali_preprocess", args.kind, args.instances or 1, args.queue_delay_us, out_type,
+                             args.threads, args.hw_decoder_load)
         input_data = write_input_data(Path(tmp) / "input_data.json", images) if args.perf_analyzer else None
         pipe = Pipeline.load(pipeline_file, device_id=device_id)
         out = pipe.run(images=images[:1])[0]
@@ -396,6 +444,10 @@ def main(argv: list[str] | None = None) -> None:
                  else _no_server()) as theirs:
             check_output(ours.grpc_url, "preprocess", make_input(images, 0, False), want, exact=True)
             contenders = [("headrace", ours, "preprocess", False), ("null model", ours, "null_preprocess", False)]
+            if args.dali:
+                dali_diff = check_output(ours.grpc_url, "dali_preprocess", make_input(images, 0, False), want,
+                                         exact=False)
+                contenders.append(("DALI", ours, "dali_preprocess", False))
             if theirs is not None:
                 diff = check_output(theirs.grpc_url, "pil_preprocess", make_input(images, 0, bytes_ok), want,
                                     exact=False)
@@ -443,6 +495,8 @@ def main(argv: list[str] | None = None) -> None:
         same = "the same values" if diff == 0 else f"values within {diff:.2e}"
         print(f"baseline input: {'BYTES, numpy<2' if bytes_ok else 'UINT8 (numpy 2)'}; it returns {same} as "
               "headrace")
+    if dali_diff is not None:
+        print(f"DALI's model returns values within {dali_diff:.2e} of headrace's")
     print(f"\n{'model':<14}{'conc':>5}{'img/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
     for name, levels in results.items():
         for c, r in levels.items():
@@ -462,6 +516,13 @@ def main(argv: list[str] | None = None) -> None:
         h, n = results["headrace"][c], results["null model"][c]
         print(f"  concurrency {c:>2}: p50 {h['p50'] - n['p50']:+.2f} ms, p99 {h['p99'] - n['p99']:+.2f} ms, "
               f"throughput {h['rate'] / n['rate']:.0%} of the null model's")
+    if "DALI" in results:
+        print("DALI against the null model, and headrace / DALI (the peer in the same backend, same run):")
+        for c in args.concurrency:
+            h, d, n = results["headrace"][c], results["DALI"][c], results["null model"][c]
+            print(f"  concurrency {c:>2}: DALI p50 {d['p50'] - n['p50']:+.2f} ms over the null model, throughput "
+                  f"{d['rate'] / n['rate']:.0%} of it; headrace / DALI throughput x{h['rate'] / d['rate']:.2f}, "
+                  f"p50 latency x{h['p50'] / d['p50']:.2f}")
     if "PIL baseline" in results:
         print("headrace / PIL baseline:")
         for c in args.concurrency:

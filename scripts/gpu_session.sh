@@ -28,6 +28,8 @@
 #             alone (the floor under a served request)
 #   triton    scripts/gpu_triton_check.sh .triton/bundle.tar.xz with 4 instances and outputs through system shared
 #             memory, then a 60 s serving_soak.py on KIND_GPU (carry .triton: scripts/make_triton_bundle.sh)
+#   peer      the same check with --dali: DALI's GPU build serving the same pipeline in the same backend (4
+#             instances each), measured in alternation with headrace and the null model (after setup; carry .triton)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}"
@@ -84,6 +86,9 @@ step() {
         --shared-memory system --log-timing-every 200
       PYTHONPATH="/tmp/headrace-site:$PYTHONPATH" TRITONSERVER_ROOT=/tmp/headrace-site/pytriton/tritonserver \
         python3 scripts/serving_soak.py --kind KIND_GPU --seconds 60 --concurrency 32 --bad 0.1 --instances 2 ;;
+    peer)
+      mkdir -p "$out/peer" && OUT="$out/peer" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-tests --no-pil --dali \
+        --seconds 3 --rounds 2 --instances 4 --shared-memory system ;;
     *) echo "unknown step: $1"; return 2 ;;
   esac
 }

@@ -90,9 +90,15 @@ def stub_paths() -> list[str]:
 
 def backend_model_py(paths: list[str] | tuple[str, ...] = ()) -> str:
     """The headrace backend's model.py: BACKEND_MODEL_PY, with `paths` put first on sys.path before the import."""
+    return with_import_paths(BACKEND_MODEL_PY, paths)
+
+
+def with_import_paths(source: str, paths: list[str] | tuple[str, ...]) -> str:
+    """A Python-backend model.py's `source` (a docstring, then no `__future__` import) with `paths` put first on
+    sys.path before its imports: the stub's embedded Python ignores PYTHONPATH (`stub_paths()`)."""
     if not paths:
-        return BACKEND_MODEL_PY
-    doc, body = BACKEND_MODEL_PY.split("\n\n", 1)
+        return source
+    doc, body = source.split("\n\n", 1)
     return (f"{doc}\n\nimport sys\n\n# where the process that started the server found its packages (the stub ignores "
             f"PYTHONPATH)\nsys.path[:0] = [p for p in {list(paths)!r} if p not in sys.path]\n\n{body}")
 
