@@ -1,15 +1,17 @@
 """Where a served batch spends its time, in process and without Triton: the preprocess pipeline through the backend's
 BatchRunner (as `execute` runs it) next to `pipe.run` and the decoder alone, per batch size; `--phases` times the GPU
-stage's parts, `--cprofile B` profiles one batch size.
+stage's parts, `--cprofile B` profiles one batch size, `--dali` times DALI's served model's own work beside them (the
+same graph with DALI, its answers copied out: benchmarks/triton_dali).
 
     python benchmarks/probes/serving_profile.py [--device gpu] [--sizes 1 8 32] [--batches 200] [--phases]
-                                                [--distinct-sizes N] [--gap-ms 0 1 3] [--cprofile 8]
+                                                [--distinct-sizes N] [--gap-ms 0 1 3] [--cprofile 8] [--dali]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import itertools
 import sys
 import time
@@ -25,6 +27,14 @@ from offline_timing import mixed_decoders, run_waited  # noqa: E402
 from triton_helpers import distinct_jpegs, jpegs, served_preprocess  # noqa: E402
 
 from headrace.serving.batching import BatchRunner, InputSpec  # noqa: E402
+
+
+def dali_preprocess(device: str):
+    """benchmarks/triton_dali's DaliPreprocess on `device`: what DALI's served model runs per execute."""
+    spec = importlib.util.spec_from_file_location("triton_dali_model", ROOT / "benchmarks" / "triton_dali" / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.DaliPreprocess(32, 2, 0 if device == "gpu" else None, "TYPE_FP32", 1.0, [3, 224, 224])
 
 
 def served_pipeline(device: str):
@@ -114,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="sleep this long before each batch (several: one row each); default none")
     parser.add_argument("--distinct-sizes", type=int, default=0,
                         help="cycle through N JPEGs of N sizes (default: two of 427x640, as triton_preprocess.py)")
+    parser.add_argument("--dali", action="store_true", help="also time DALI's served model's work (DALI importable)")
     args = parser.parse_args(argv)
 
     pipe = served_pipeline(args.device)
@@ -131,12 +142,17 @@ def main(argv: list[str] | None = None) -> None:
     def served(size):
         runner.run([{"images": image[None]} for image in batch(size)])
 
+    calls = [("pipe.run", direct), ("BatchRunner", served)]
+    if args.dali:
+        dali = dali_preprocess(args.device)
+        calls.append(("DALI model", lambda size: dali(batch(size))))
+
     print(f"{args.device}: {'model':<12}{'batch':>6}{'p50 ms':>9}{'p90 ms':>9}{'img/s':>9}")
     for size in args.sizes:
         for gap in args.gap_ms:
             after = f" after {gap:g} ms idle" if gap else ""
-            for label, call in (("pipe.run", lambda s=size: direct(s)), ("BatchRunner", lambda s=size: served(s))):
-                p50, p90 = per_batch_ms(call, args.batches, gap / 1e3)
+            for label, call in calls:
+                p50, p90 = per_batch_ms(lambda s=size, c=call: c(s), args.batches, gap / 1e3)
                 print(f"{args.device}: {label:<12}{size:>6}{p50:>9.2f}{p90:>9.2f}{size / p50 * 1e3:>9.0f}{after}")
     stage = pipe._executor.gpu
     if stage is not None:

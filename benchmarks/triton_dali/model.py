@@ -34,23 +34,43 @@ def build(batch_size: int, threads: int, device_id: int | None, dtype: str, hw_d
     return pipe
 
 
+class DaliPreprocess:
+    """The pipeline and its answers copied out: `__call__` takes a batch's encoded images and returns one torch
+    tensor of their normalized images, complete, on the instance's device."""
+
+    def __init__(self, batch_size: int, threads: int, device_id: int | None, out_type: str, hw_decoder_load: float,
+                 dims: list[int]):
+        from nvidia.dali.plugin.pytorch import feed_ndarray
+
+        self.feed_ndarray, self.dims, self.dtype = feed_ndarray, dims, DTYPES[out_type]
+        self.device = torch.device(f"cuda:{device_id}" if device_id is not None else "cpu")
+        self.stream = torch.cuda.Stream(self.device) if device_id is not None else None
+        self.pipe = build(batch_size, threads, device_id, out_type, hw_decoder_load)
+
+    def __call__(self, images: list[np.ndarray]) -> torch.Tensor:
+        self.pipe.feed_input("images", images)
+        (batch,) = self.pipe.run()
+        out = torch.empty([len(images), *self.dims], dtype=self.dtype, device=self.device)
+        if self.stream is not None:
+            self.feed_ndarray(batch.as_tensor(), out, cuda_stream=self.stream)
+            self.stream.synchronize()
+        else:
+            self.feed_ndarray(batch.as_tensor(), out)
+        return out
+
+
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
         import triton_python_backend_utils as pb_utils
-        from nvidia.dali.plugin.pytorch import feed_ndarray
 
-        self.pb, self.feed_ndarray = pb_utils, feed_ndarray
+        self.pb = pb_utils
         config = json.loads(args["model_config"])
         params = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
-        out_type = config["output"][0]["data_type"]
-        self.dims = [int(d) for d in config["output"][0]["dims"]]
-        self.dtype = DTYPES[out_type]
         gpu = args.get("model_instance_kind") == "GPU"
-        device_id = int(args["model_instance_device_id"]) if gpu else None
-        self.device = torch.device(f"cuda:{device_id}" if gpu else "cpu")
-        self.stream = torch.cuda.Stream(self.device) if gpu else None
-        self.pipe = build(int(config["max_batch_size"]), int(params.get("threads") or 2), device_id, out_type,
-                          float(params.get("hw_decoder_load") or 1.0))
+        self.preprocess = DaliPreprocess(
+            int(config["max_batch_size"]), int(params.get("threads") or 2),
+            int(args["model_instance_device_id"]) if gpu else None, config["output"][0]["data_type"],
+            float(params.get("hw_decoder_load") or 1.0), [int(d) for d in config["output"][0]["dims"]])
 
     def execute(self, requests: list) -> list:
         pb = self.pb
@@ -60,14 +80,7 @@ class TritonPythonModel:
             counts.append(len(rows))
             images.extend(rows)
         try:
-            self.pipe.feed_input("images", images)
-            (batch,) = self.pipe.run()
-            out = torch.empty([len(images), *self.dims], dtype=self.dtype, device=self.device)
-            if self.stream is not None:
-                self.feed_ndarray(batch.as_tensor(), out, cuda_stream=self.stream)
-                self.stream.synchronize()
-            else:
-                self.feed_ndarray(batch.as_tensor(), out)
+            out = self.preprocess(images)
         except Exception as error:  # noqa: BLE001 - every request of the execute gets DALI's message
             return [pb.InferenceResponse(error=pb.TritonError(f"DALI: {error}")) for _ in requests]
         responses, start = [], 0
@@ -78,4 +91,4 @@ class TritonPythonModel:
         return responses
 
     def finalize(self) -> None:
-        del self.pipe
+        del self.preprocess
