@@ -28,6 +28,16 @@ def _repository_script():
     return module
 
 
+@functools.lru_cache(maxsize=1)
+def dali_peer():
+    """benchmarks/triton_dali/model.py as a module: the DALI peer's `build` and `DaliPreprocess` (it is a Triton
+    model's file, not part of a package)."""
+    spec = importlib.util.spec_from_file_location("triton_dali_model", REPO / "benchmarks" / "triton_dali" / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def served_preprocess(**kwargs):
     """The preprocess pipeline model_repository serves, as scripts/make_model_repository.py builds it: `kwargs` are
     its own (device, dtype, hw_decoder_load) and pipeline overrides (batch_size, device_id, ...)."""

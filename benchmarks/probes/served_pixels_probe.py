@@ -7,7 +7,6 @@ values differ by more than a pixel level.
 """
 
 import argparse
-import importlib.util
 import itertools
 import sys
 from pathlib import Path
@@ -17,16 +16,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from triton_helpers import jpegs, served_preprocess  # noqa: E402
+from triton_helpers import dali_peer, jpegs, served_preprocess  # noqa: E402
 
 LEVEL = 1 / 58.0  # one pixel level in normalized units (1 / the smallest std, 0.225 * 255)
-
-
-def dali_model():
-    spec = importlib.util.spec_from_file_location("triton_dali_model", ROOT / "benchmarks" / "triton_dali" / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def host(batch) -> np.ndarray:
@@ -67,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hw-decoder-load", type=float, default=1.0)
     args = parser.parse_args(argv)
     images = [jpegs(5, seed=0)[4], jpegs(5, seed=1)[4]]
-    model = dali_model()
+    model = dali_peer()
     decoded, normalized = {}, {}
     for device in args.device:
         device_id = 0 if device == "gpu" else None

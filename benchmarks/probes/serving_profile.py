@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import itertools
 import sys
 import time
@@ -24,17 +23,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from offline_timing import mixed_decoders, run_waited  # noqa: E402
-from triton_helpers import distinct_jpegs, jpegs, served_preprocess  # noqa: E402
+from triton_helpers import dali_peer, distinct_jpegs, jpegs, served_preprocess  # noqa: E402
 
 from headrace.serving.batching import BatchRunner, InputSpec  # noqa: E402
 
 
 def dali_preprocess(device: str):
     """benchmarks/triton_dali's DaliPreprocess on `device`: what DALI's served model runs per execute."""
-    spec = importlib.util.spec_from_file_location("triton_dali_model", ROOT / "benchmarks" / "triton_dali" / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.DaliPreprocess(32, 2, 0 if device == "gpu" else None, "TYPE_FP32", 1.0, [3, 224, 224])
+    return dali_peer().DaliPreprocess(32, 2, 0 if device == "gpu" else None, "TYPE_FP32", 1.0, [3, 224, 224])
 
 
 def served_pipeline(device: str):
