@@ -240,28 +240,25 @@ def check_output(url: str, model: str, tensor, want: np.ndarray, exact: bool) ->
     return diff
 
 
-NULL_CONFIG = '''name: "null_preprocess"
+PYTHON_MODEL_CONFIG = '''name: "{name}"
 backend: "python"
 max_batch_size: 32
 input [ {{ name: "images" data_type: TYPE_UINT8 dims: [ -1 ] allow_ragged_batch: true }} ]
 output [ {{ name: "normalized" data_type: {out_type} dims: [ 3, 224, 224 ] }} ]
 dynamic_batching {{ max_queue_delay_microseconds: {delay} }}
 instance_group [ {{ count: {count} kind: {kind} }} ]
-parameters [ {{ key: "work_us" value: {{ string_value: "{work_us}" }} }},
-             {{ key: "gpu_kernel" value: {{ string_value: "{gpu_kernel}" }} }},
-             {{ key: "fresh_outputs" value: {{ string_value: "{fresh_outputs}" }} }} ]
+parameters [ {parameters} ]
 '''
+"""The config of the null model and of the DALI peer: the preprocess model's inputs and outputs, Python backend."""
 
-DALI_CONFIG = '''name: "dali_preprocess"
-backend: "python"
-max_batch_size: 32
-input [ {{ name: "images" data_type: TYPE_UINT8 dims: [ -1 ] allow_ragged_batch: true }} ]
-output [ {{ name: "normalized" data_type: {out_type} dims: [ 3, 224, 224 ] }} ]
-dynamic_batching {{ max_queue_delay_microseconds: {delay} }}
-instance_group [ {{ count: {count} kind: {kind} }} ]
-parameters [ {{ key: "threads" value: {{ string_value: "{threads}" }} }},
-             {{ key: "hw_decoder_load" value: {{ string_value: "{hw_decoder_load}" }} }} ]
-'''
+
+def python_model_config(name: str, kind: str, instances: int, delay_us: int, out_type: str,
+                        parameters: dict[str, object]) -> str:
+    """PYTHON_MODEL_CONFIG for model `name` with these string `parameters`."""
+    entries = ",\n             ".join(f'{{ key: "{key}" value: {{ string_value: "{value}" }} }}'
+                                      for key, value in parameters.items())
+    return PYTHON_MODEL_CONFIG.format(name=name, delay=delay_us, count=instances, kind=kind, out_type=out_type,
+                                      parameters=entries)
 
 
 def write_null_model(target: Path, kind: str, instances: int = 1, delay_us: int = 500, out_type: str = "TYPE_FP32",
@@ -269,9 +266,9 @@ def write_null_model(target: Path, kind: str, instances: int = 1, delay_us: int 
     """benchmarks/triton_null as the model `null_preprocess` in the folder `target`, with its config."""
     (target / "1").mkdir(parents=True)
     shutil.copyfile(ROOT / "benchmarks" / "triton_null" / "model.py", target / "1" / "model.py")
-    (target / "config.pbtxt").write_text(NULL_CONFIG.format(
-        delay=delay_us, count=instances, kind=kind, out_type=out_type, work_us=work_us, gpu_kernel=int(gpu_kernel),
-        fresh_outputs=int(fresh_outputs)))
+    (target / "config.pbtxt").write_text(python_model_config(
+        "null_preprocess", kind, instances, delay_us, out_type,
+        {"work_us": work_us, "gpu_kernel": int(gpu_kernel), "fresh_outputs": int(fresh_outputs)}))
 
 
 def write_dali_model(target: Path, kind: str, instances: int, delay_us: int, out_type: str, threads: int | None,
@@ -281,9 +278,9 @@ def write_dali_model(target: Path, kind: str, instances: int, delay_us: int, out
     (target / "1").mkdir(parents=True)
     source = (ROOT / "benchmarks" / "triton_dali" / "model.py").read_text()
     (target / "1" / "model.py").write_text(with_import_paths(source, stub_paths()))
-    (target / "config.pbtxt").write_text(DALI_CONFIG.format(
-        delay=delay_us, count=instances, kind=kind, out_type=out_type, threads=threads or 2,
-        hw_decoder_load=1.0 if hw_decoder_load is None else hw_decoder_load))
+    (target / "config.pbtxt").write_text(python_model_config(
+        "dali_preprocess", kind, instances, delay_us, out_type,
+        {"threads": threads or 2, "hw_decoder_load": 1.0 if hw_decoder_load is None else hw_decoder_load}))
 
 
 def write_headrace_model(target: Path, kind: str, instances: int | None, threads: int | None,
