@@ -28,6 +28,9 @@
 #             alone (the floor under a served request)
 #   triton    scripts/gpu_triton_check.sh .triton/bundle.tar.xz with 4 instances and outputs through system shared
 #             memory, then a 60 s serving_soak.py on KIND_GPU (carry .triton: scripts/make_triton_bundle.sh)
+#   lone      probes/serving_profile.py --dali: a served batch of 1 / 5 / 8 in process against DALI's served model's own
+#             work, back to back and after 1 ms idle, the GPU stage's parts, and a cProfile of 1,000 batches of one
+#             (after setup: DALI's GPU build)
 #   peer      the same check with --dali: DALI's GPU build serving the same pipeline in the same backend (4
 #             instances each), measured in alternation with headrace and the null model (after setup; carry .triton)
 set -uo pipefail
@@ -86,6 +89,8 @@ step() {
         --shared-memory system --log-timing-every 200
       PYTHONPATH="/tmp/headrace-site:$PYTHONPATH" TRITONSERVER_ROOT=/tmp/headrace-site/pytriton/tritonserver \
         python3 scripts/serving_soak.py --kind KIND_GPU --seconds 60 --concurrency 32 --bad 0.1 --instances 2 ;;
+    lone) python3 benchmarks/probes/serving_profile.py --device gpu --dali --sizes 1 5 8 --batches 1000 --gap-ms 0 1 \
+            --phases --cprofile 1 ;;
     peer)
       mkdir -p "$out/peer" && OUT="$out/peer" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-tests --no-pil --dali \
         --seconds 3 --rounds 2 --instances 4 --shared-memory system ;;
