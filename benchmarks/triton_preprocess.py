@@ -26,9 +26,13 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tritonclient.utils import InferenceServerException
+
+if TYPE_CHECKING:
+    from tritonclient.grpc import InferenceServerClient
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -141,8 +145,10 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
                     latencies[slot].append(time.perf_counter() - t)
         finally:
             if region is not None:
-                unregister(client, name)
-                shm.destroy_shared_memory_region(region)
+                try:
+                    unregister(client, name)
+                finally:  # the segment goes even where the server keeps the region registered
+                    shm.destroy_shared_memory_region(region)
 
     pool = [threading.Thread(target=worker, args=(s,), daemon=True) for s in range(threads)]
     for thread in pool:
@@ -152,7 +158,7 @@ def client_process(url: str, model: str, images: list[np.ndarray], as_bytes: boo
     return {"latencies": [t for slot in latencies for t in slot], "errors": errors}
 
 
-def unregister(client, name: str, attempts: int = 20) -> None:
+def unregister(client: InferenceServerClient, name: str, attempts: int = 20) -> None:
     """Unregister a client's output region. The server may still hold it for a moment after its last answer ("it is
     currently in use"), so this tries again for up to a second rather than leave the region registered."""
     for attempt in range(attempts):
@@ -306,7 +312,8 @@ def write_headrace_model(target: Path, kind: str, instances: int | None, threads
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kind", choices=("KIND_CPU", "KIND_GPU"), default="KIND_CPU",
-                        help="where headrace's and the null model's instances run (the offline run: the same)")
+                        help="where headrace's, the null model's and the DALI peer's instances run (the offline run: "
+                             "the same)")
     parser.add_argument("--images", nargs="*", type=Path, help="JPEG files (default: two synthetic 427x640)")
     parser.add_argument("--distinct-sizes", type=int, default=0,
                         help="N synthetic JPEGs of N different sizes (320-600 x 400-800) instead")
@@ -321,7 +328,8 @@ def main(argv: list[str] | None = None) -> None:
                              "needs nvidia.dali importable here: its CPU build for KIND_CPU, its GPU build for "
                              "KIND_GPU)")
     parser.add_argument("--dtype", choices=tuple(OUTPUT_TYPES), default="fp32",
-                        help="element type of the normalized images, for headrace and the null model (default fp32)")
+                        help="element type of the normalized images, for headrace, the null model and the DALI peer "
+                             "(default fp32)")
     parser.add_argument("--instances", type=int, help="headrace instances (default 1)")
     parser.add_argument("--threads", type=int, help="threads per headrace instance (default: the pipeline's)")
     parser.add_argument("--hw-decoder-load", type=float,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import types
 from pathlib import Path
 
 import cv2
@@ -29,7 +30,7 @@ def _repository_script():
 
 
 @functools.lru_cache(maxsize=1)
-def dali_peer():
+def dali_peer() -> types.ModuleType:
     """benchmarks/triton_dali/model.py as a module: the DALI peer's `build` and `DaliPreprocess` (it is a Triton
     model's file, not part of a package)."""
     spec = importlib.util.spec_from_file_location("triton_dali_model", REPO / "benchmarks" / "triton_dali" / "model.py")

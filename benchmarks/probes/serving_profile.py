@@ -28,7 +28,7 @@ from triton_helpers import dali_peer, distinct_jpegs, jpegs, served_preprocess  
 from headrace.serving.batching import BatchRunner, InputSpec  # noqa: E402
 
 
-def dali_preprocess(device: str):
+def dali_preprocess(device: str) -> object:
     """benchmarks/triton_dali's DaliPreprocess on `device`: what DALI's served model runs per execute."""
     return dali_peer().DaliPreprocess(32, 2, 0 if device == "gpu" else None, "TYPE_FP32", 1.0, [3, 224, 224])
 

@@ -2,7 +2,8 @@
 scripts/make_model_repository.py with DALI's import line) in a Python-backend model, run as headrace's backend runs
 its own: an execute's requests fed as one batch, the answers handed to Triton through DLPack. DALI reuses its
 output buffers on the next run, so each answer is copied out first (DALI's own `feed_ndarray`, on a stream of the
-instance's, waited for). A bad image fails its whole execute: the model is a speed reference, not a server."""
+instance's, waited for). A bad image fails its whole execute (DALI 2.4's pipeline runs the next batch after a failed
+one): the model is a speed reference, not a server."""
 
 import json
 
@@ -14,7 +15,7 @@ STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 DTYPES = {"TYPE_FP32": torch.float32, "TYPE_FP16": torch.float16}
 
 
-def build(batch_size: int, threads: int, device_id: int | None, dtype: str, hw_decoder_load: float):
+def build(batch_size: int, threads: int, device_id: int | None, dtype: str, hw_decoder_load: float) -> object:
     """model_repository's preprocess graph with DALI: decode, shorter side to 256, centre crop 224, normalize, CHW."""
     from nvidia.dali import fn, pipeline_def, types
 
@@ -60,6 +61,8 @@ class DaliPreprocess:
 
 
 class TritonPythonModel:
+    """Triton's entry points: a DaliPreprocess per instance, on the instance's device."""
+
     def initialize(self, args: dict) -> None:
         import triton_python_backend_utils as pb_utils
 
@@ -73,6 +76,7 @@ class TritonPythonModel:
             float(params.get("hw_decoder_load") or 1.0), [int(d) for d in config["output"][0]["dims"]])
 
     def execute(self, requests: list) -> list:
+        """The requests' images as one batch; each request's answer is its rows of the batch's output."""
         pb = self.pb
         counts, images = [], []
         for request in requests:
