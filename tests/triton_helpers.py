@@ -19,24 +19,24 @@ PREPROCESS_FILE = MODEL_REPOSITORY / "preprocess" / "1" / "pipeline.json"
 NO_SERVER = "no tritonserver: pip install --no-deps nvidia-pytriton (scripts/test.sh)"  # the skip reason
 
 
-@functools.lru_cache(maxsize=1)
-def _repository_script():
-    """scripts/make_model_repository.py as a module (it is a script, not part of a package)."""
-    spec = importlib.util.spec_from_file_location("make_model_repository",
-                                                  REPO / "scripts" / "make_model_repository.py")
+@functools.cache
+def _file_module(name: str, relative: str) -> types.ModuleType:
+    """The Python file at `relative` (to the repository) as a module named `name`: a script or a Triton model's
+    file, not part of a package."""
+    spec = importlib.util.spec_from_file_location(name, REPO / relative)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-@functools.lru_cache(maxsize=1)
+def _repository_script() -> types.ModuleType:
+    """scripts/make_model_repository.py as a module."""
+    return _file_module("make_model_repository", "scripts/make_model_repository.py")
+
+
 def dali_peer() -> types.ModuleType:
-    """benchmarks/triton_dali/model.py as a module: the DALI peer's `build` and `DaliPreprocess` (it is a Triton
-    model's file, not part of a package)."""
-    spec = importlib.util.spec_from_file_location("triton_dali_model", REPO / "benchmarks" / "triton_dali" / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """benchmarks/triton_dali/model.py as a module: the DALI peer's `build` and `DaliPreprocess`."""
+    return _file_module("triton_dali_model", "benchmarks/triton_dali/model.py")
 
 
 def served_preprocess(**kwargs):
