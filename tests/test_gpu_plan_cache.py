@@ -68,8 +68,14 @@ def _read(address: int, count: int, dtype) -> np.ndarray:
 
 @pytest.fixture
 def host_memory(monkeypatch):
-    monkeypatch.setattr(image_ops, "cupy", lambda: pytypes.SimpleNamespace(empty=_HostBuffer))
-    monkeypatch.setattr(image_ops, "_kernel", lambda name: {"triangle_tables": _host_triangle_tables}[name])
+    """Host buffers for device memory; the image kernels stand in by name (a placement only looks them up)."""
+    monkeypatch.setattr(image_ops, "cupy", lambda: pytypes.SimpleNamespace(
+        empty=_HostBuffer, ndarray=lambda size, dtype, memory: _HostBuffer(size, dtype), uint8=np.uint8))
+    monkeypatch.setattr(image_ops, "stream_scratch", lambda size, purpose: None)
+    monkeypatch.setattr(image_ops, "pinned_bytes", lambda nbytes: np.zeros(nbytes, np.uint8))
+    monkeypatch.setattr(image_ops, "send_bytes", lambda device, host: device[:host.size].set(host))
+    monkeypatch.setattr(image_ops, "_kernel",
+                        lambda name: _host_triangle_tables if name == "triangle_tables" else name)
 
 
 def _packed(shapes: list[tuple[int, int, int]]) -> tuple[list, np.ndarray, np.ndarray]:
@@ -110,6 +116,31 @@ def test_a_batch_of_known_shapes_sends_no_tables(host_memory):
     plan = cache.plan(*_packed([(427, 640, 3)] * 4))
     assert len(cache._tables) == buffers == 1
     assert plan[0].table_memory is cache._tables  # held by the batch while its kernels may read them
+
+
+def test_kept_placements_equal_a_fresh_placement(host_memory):
+    """A batch of shapes seen before is placed from the kept placement: the same output offsets and shapes, row
+    blocks and launches (grids, arguments) as `place` gives the same records; its own outputs and records."""
+    cache = plan_cache.FusedPlanCache(CMN, RESIZE)
+    shapes = [(300, 200, 3), (427, 640, 3), (300, 200, 3)]
+    first = cache.plan(*_packed(shapes))
+    kept = cache.plan(*_packed(shapes))
+    assert len(cache._placements) == 1
+    fresh = image_ops.Batch.of_records(kept[0].inputs, 3, kept[0].rec.copy())
+    image_ops.place(fresh, *kept[1:])
+    for placed, expected in ((kept[0].placed, fresh.placed), (first[0].placed, fresh.placed)):
+        flat, offsets, out_shapes, rows, device, launches = placed
+        assert offsets.tolist() == expected[1].tolist() and out_shapes == expected[2]
+        assert flat.array.size == expected[0].array.size == offsets[-1]
+        assert [launch[:2] for launch in launches] == [launch[:2] for launch in expected[5]]
+        assert [tuple(map(int, launch[3][1:])) for launch in launches] == \
+            [tuple(map(int, launch[3][1:])) for launch in expected[5]]
+        assert {launch[3][0].data.ptr for launch in launches} == {device.data.ptr}  # one chunk: all records
+        rec = np.frombuffer(device.array[:kept[0].rec.nbytes].tobytes(), image_ops.SAMPLE)
+        assert rec["out"].tolist() == (flat.data.ptr + offsets[:-1] * 4).tolist()  # float32 outputs
+    assert kept[0].placed[0] is not first[0].placed[0] and kept[0].placed[4] is not first[0].placed[4]
+    assert kept[0].placed[1] is first[0].placed[1]  # the offsets are kept, read-only
+    assert not kept[0].placed[1].flags.writeable
 
 
 def test_it_stops_where_shapes_do_not_recur(host_memory):

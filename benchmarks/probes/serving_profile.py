@@ -5,6 +5,7 @@ same graph with DALI, its answers copied out: benchmarks/triton_dali).
 
     python benchmarks/probes/serving_profile.py [--device gpu] [--sizes 1 8 32] [--batches 200] [--phases]
                                                 [--distinct-sizes N] [--gap-ms 0 1 3] [--cprofile 8] [--dali]
+                                                [--timeline] [--pinned-input]
 """
 
 from __future__ import annotations
@@ -65,8 +66,10 @@ def decode_alone(decoder, ctx, encoded: list) -> None:
 
 
 # (module, object name, function name, label): the GPU stage's parts that --phases times, nested as they call
-PHASES = [("headrace.engine.gpu_stage", "GpuStage", "_cpu_stage", "CPU stage (fed inputs, parse, allocate)"),
+PHASES = [("headrace.serving.batching", "BatchRunner", "_try_run", "the pipeline's run"),
+          ("headrace.engine.gpu_stage", "GpuStage", "_cpu_stage", "CPU stage (fed inputs, parse, allocate)"),
           ("headrace_kernels.nvimgcodec_capi", None, "CodeStreams", "  parse (nvImageCodec C API)"),
+          ("headrace_kernels.gpu.decode", "MixedDecoder", "start_here", "  start the decode in the CPU stage"),
           ("headrace_kernels.gpu.decode", "MixedDecoder", "run", "decode step"),
           ("headrace_kernels.nvimgcodec_capi", "Decoder", "start", "  start the decode"),
           ("headrace.engine.gpu_stage", "GpuStage", "plan_ahead", "  plan while it decodes"),
@@ -74,12 +77,14 @@ PHASES = [("headrace.engine.gpu_stage", "GpuStage", "_cpu_stage", "CPU stage (fe
           ("headrace_kernels.gpu.image_ops", None, "plan_crop_mirror_normalize", "    plan anew"),
           ("headrace_kernels.gpu.image_ops", None, "place", "    outputs, records, tables to the device"),
           ("headrace_kernels.nvimgcodec_capi", "StartedDecode", "finish", "  wait for the decode"),
-          ("headrace_kernels.gpu.image_ops", None, "launch", "resize + normalize launch")]
+          ("headrace_kernels.gpu.image_ops", None, "launch", "resize + normalize launch"),
+          ("headrace.engine.gpu_stage", "GpuStage", "_sync_previous", "wait for the batch before")]
 
 
-def timed_phases() -> tuple[dict[str, float], list[str]]:
+def timed_phases(events: list | None = None) -> tuple[dict[str, float], list[str]]:
     """Wrap the PHASES functions with timers (a module function also where headrace imported it by name): the dict
-    they add their seconds to, and the phases this version of headrace does not have."""
+    they add their seconds to, and the phases this version of headrace does not have; each call's (label, start,
+    end) also goes to `events` where given."""
     seconds: dict[str, float] = {}
     missing = []
     for module_name, owner_name, name, label in PHASES:
@@ -97,7 +102,10 @@ def timed_phases() -> tuple[dict[str, float], list[str]]:
             try:
                 return _function(*args, **kwargs)
             finally:
-                seconds[_label] += time.perf_counter() - start
+                end = time.perf_counter()
+                seconds[_label] += end - start
+                if events is not None:
+                    events.append((_label, start, end))
 
         setattr(owner, name, wrapper)
         if owner_name is None:
@@ -105,6 +113,30 @@ def timed_phases() -> tuple[dict[str, float], list[str]]:
                 if module_name_.startswith("headrace") and getattr(module, name, None) is function:
                     setattr(module, name, wrapper)
     return seconds, missing
+
+
+def print_timeline(served, size: int, batches: int, events: list) -> None:
+    """When each timed part of a served batch of `size` starts and ends, from the batch's start (medians over
+    `batches`, each part's first call in its batch): what lies on the way from the request to its answer."""
+    starts: dict[str, list[float]] = {}
+    ends: dict[str, list[float]] = {}
+    totals = []
+    for _ in range(batches):
+        events.clear()
+        begin = time.perf_counter()
+        served(size)
+        totals.append(time.perf_counter() - begin)
+        seen = set()
+        for label, start, end in events:
+            if label not in seen:
+                seen.add(label)
+                starts.setdefault(label, []).append(start - begin)
+                ends.setdefault(label, []).append(end - begin)
+    print(f"timeline of a served batch of {size} (ms from its start, medians of {batches}; the whole batch "
+          f"{np.median(totals) * 1e3:.3f}):")
+    for label in sorted(starts, key=lambda k: np.median(starts[k])):
+        print(f"  {np.median(starts[label]) * 1e3:7.3f} - {np.median(ends[label]) * 1e3:7.3f}  {label.strip()}"
+              f"{'' if len(starts[label]) == batches else f' ({len(starts[label])} of the batches)'}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -116,14 +148,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sort", default="tottime", choices=("tottime", "cumulative"), help="cProfile's order")
     parser.add_argument("--dump", help="with --cprofile: also write the profile there (pstats' format)")
     parser.add_argument("--phases", action="store_true", help="time the GPU stage's parts per batch")
+    parser.add_argument("--timeline", action="store_true",
+                        help="with --phases: when each part of a served batch starts and ends, per batch size")
     parser.add_argument("--gap-ms", type=float, nargs="*", default=[0.0],
                         help="sleep this long before each batch (several: one row each); default none")
     parser.add_argument("--distinct-sizes", type=int, default=0,
                         help="cycle through N JPEGs of N sizes (default: two of 427x640, as triton_preprocess.py)")
     parser.add_argument("--dali", action="store_true", help="also time DALI's served model's work (DALI importable)")
+    parser.add_argument("--pinned-input", action="store_true",
+                        help="the mixed decoder reads the encoded bytes from pinned memory (MixedDecoder.pinned_input)")
     args = parser.parse_args(argv)
 
     pipe = served_pipeline(args.device)
+    if args.pinned_input:
+        for decoder in mixed_decoders(pipe):
+            decoder.pinned_input = True
     runner = BatchRunner(pipe, [InputSpec("images", np.dtype(np.uint8), (-1,))], ["normalized"])
     images = distinct_jpegs(args.distinct_sizes) if args.distinct_sizes else [jpegs(5, seed=0)[4],
                                                                                 jpegs(5, seed=1)[4]]
@@ -158,7 +197,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{args.device}: {'decode only':<12}{size:>6}{p50:>9.2f}{p90:>9.2f}{size / p50 * 1e3:>9.0f}")
     if args.phases and stage is not None:
         # timers go in only now: the rows above are timed without them
-        seconds, missing = timed_phases()
+        events: list = []
+        seconds, missing = timed_phases(events if args.timeline else None)
         if missing:
             print("not in this version, not timed:", ", ".join(missing))
         print("GPU stage parts, ms per pipe.run batch (mean; nested parts indented):")
@@ -171,6 +211,10 @@ def main(argv: list[str] | None = None) -> None:
                 direct(size)
             print(f"  batch {size}: " + ", ".join(f"{label.strip()} {total / args.batches * 1e3:.3f}"
                                                   for label, total in seconds.items() if total))
+        if args.timeline:
+            for size in args.sizes:
+                print_timeline(served, size, args.batches, events)
+        events.clear()
     if args.cprofile:
         import cProfile
         import pstats

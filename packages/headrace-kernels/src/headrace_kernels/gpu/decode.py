@@ -120,9 +120,42 @@ class Prepared:
     memory: object = None  # with the C API: the batch's output allocation (`MixedDecoder.allocate`) ...
     addresses: np.ndarray | None = None  # ... each image's address in it ...
     images: list | None = None  # ... and the DeviceImage records the decode will fill
-    ahead: LaneDecode | None = None  # its decode, where `MixedDecoder.start_ahead` handed it to the lanes ...
+    ahead: LaneDecode | StartedHere | None = None  # its decode, where started before the step's run ...
     attempt: int = 0  # ... and which of the decoder's backend attempts decoded it
     pinned: object = None  # the pinned host block `encoded` lies in (MixedDecoder.pinned_input), held per stream
+
+
+class StartedHere:
+    """A small batch's decode submitted on the pipeline's stream in the calling thread ahead of its step's run
+    (`MixedDecoder.start_here`); `statuses()` waits for it, as `LaneDecode.statuses` for the lanes' parts. It
+    holds what nvImageCodec reads and writes, and a batch dropped before its run (a step before it failed) still
+    waits for its decode before those go."""
+
+    def __init__(self, lock: threading.Lock, started: capi.StartedDecode | None, count: int, prepared: Prepared,
+                 stream):
+        self.lock, self.started, self.count, self.stream = lock, started, count, stream
+        self.pinned = prepared.pinned
+        self.keep = (prepared.streams, prepared.encoded, prepared.memory)  # not `prepared`: it holds this
+
+    def statuses(self) -> np.ndarray:
+        """Each image's nvimgcodecProcessingStatus_t, once decoded (all failed where the call itself failed)."""
+        try:
+            if self.started is None:
+                return np.zeros(self.count, np.uint32)
+            with self.lock:
+                return self.started.finish()
+        finally:
+            if self.pinned is not None:  # the decoder's copies of the encoded bytes may still be queued
+                hold_until_read(self.stream, self.pinned)
+                self.pinned = None
+            self.keep = ()
+
+    def __del__(self) -> None:
+        if self.started is not None and self.started.submitted:
+            try:
+                self.started.finish()
+            except Exception:  # noqa: BLE001 - nobody asked for this batch; its memory must outlive the decode
+                pass
 
 
 def _parse(data, max_pixels: int = 0):
@@ -624,6 +657,28 @@ class MixedDecoder:
         prepared.ahead = self._hand_to_lanes(prepared, self._lane_parts(len(prepared.shapes)), stream,
                                              self.output_type == GRAY)
 
+    def start_here(self, prepared: Prepared, stream) -> None:
+        """Start a prepared batch's decode now, where its step runs next in this thread (fed inputs, no look-ahead):
+        a batch for the lanes goes to them, a smaller one is submitted on `stream` here. The host work up to the
+        step's run (the rest of the CPU stage, the next steps' plans) then overlaps the decode, as DALI's executor
+        queues a batch's decode before its later stages' host work. Call with the GPU context active."""
+        if prepared.shapes is None or prepared.ahead is not None or not len(prepared.shapes):
+            return
+        count, gray = len(prepared.shapes), self.output_type == GRAY
+        prepared.attempt = self._attempt
+        several_calls = 0 < self.capacity < count  # a coalesced batch
+        if count >= SPLIT_FROM or several_calls:  # a small batch (a request) is not split: no lanes to ask about
+            parts = self._lane_parts(count)
+            if len(parts) > 1:
+                prepared.ahead = self._hand_to_lanes(prepared, parts, stream, gray)
+                return
+        if several_calls:  # one lane: the run makes the calls in turn
+            return
+        lock = self._lane(0).lock
+        with lock:
+            started = self._start(self._first_decoder(stream), prepared, np.arange(count), stream, gray)
+        prepared.ahead = StartedHere(lock, started, count, prepared, stream)
+
     def run(self, prepared: Prepared, stream, meanwhile=None) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU.
         `meanwhile()` is called once, while the decode runs where it can (the C API path), else before it."""
@@ -714,6 +769,11 @@ class MixedDecodeKernel:
         """Hand the decode of what `prepare` made of this batch (`batch.ahead`) to the decode lanes, from the
         look-ahead, while the batch before runs its later steps: the decoder does not wait for them."""
         self.decoder.start_ahead(batch.ahead, batch.stream)
+
+    def start_now(self, batch) -> None:
+        """Start the decode of what `prepare` made of this batch (`batch.ahead`) now, in this thread, where the GPU
+        stage runs the batch next (fed inputs): its host work until the decode step overlaps the decode."""
+        self.decoder.start_here(batch.ahead, batch.stream)
 
     def run(self, batch):
         prepared = batch.ahead

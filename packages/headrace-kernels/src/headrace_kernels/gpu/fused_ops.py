@@ -100,7 +100,8 @@ class FusedResizeNormalize:
             plan = None if answer is None else adopt(images, prepared.addresses, answer)
         if plan is None:
             plan = self._plan(batch, images, (prepared.addresses, prepared.shapes))
-        place(*plan)  # outputs, records and tables too: after the decode only the launch is left
+        if plan[0].placed is None:  # the cache's plans come placed
+            place(*plan)  # outputs, records and tables too: after the decode only the launch is left
         return plan
 
     def finish_plan(self, planned):

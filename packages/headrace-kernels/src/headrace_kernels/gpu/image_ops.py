@@ -28,6 +28,7 @@ from headrace_kernels.gpu.color_ops import MODE_MATRIX, colour_maps
 from headrace_kernels.gpu.memory import stream_scratch
 from headrace_kernels.gpu.ragged import PackedSamples, direct_samples
 from headrace_kernels.gpu.runtime import cupy, function
+from headrace_kernels.gpu.staging import pinned_bytes, send_bytes
 from headrace_kernels.gpu.tap_tables import AXIS, DeviceTables, axis_records, triangle_axes
 from headrace_kernels.registry import SampleFailureError, gpu_kernel
 from headrace_kernels.windows import crop_size, fixed_resize_size, random_crop_window, resize_plans, round_half_up
@@ -147,7 +148,7 @@ def _aligned(nbytes: int) -> int:
 
 def tables_to_device(batch: Batch, head: int = 0) -> tuple:
     """A device buffer of `head` bytes (left to the caller) followed by the batch's tap tables, each 8-byte aligned;
-    the host bytes to copy into it (the tables written, or the axes the device makes them of); and the launches
+    the host bytes (pinned) to copy into it (the tables written, or the axes the device makes them of); and the launches
     that make the device-made tables, to run right after the copy (`send_tables`). The resampled samples' records
     point at the tables."""
     if isinstance(batch.tables, DeviceTables):
@@ -158,7 +159,7 @@ def tables_to_device(batch: Batch, head: int = 0) -> tuple:
         offsets.append(at)
         at += _aligned(table.nbytes)
     device = cupy().empty(max(at, 8), np.uint8)
-    host = np.empty(at, np.uint8)
+    host = pinned_bytes(at)
     if tables:
         which, _, (row_start, col_start) = batch.tables
         for field, table, offset, start in zip(_TABLE_FIELDS, tables, offsets,
@@ -183,7 +184,7 @@ def _device_made_tables(batch: Batch, tables: DeviceTables, head: int) -> tuple:
     base = device.data.ptr
     records = np.concatenate([axis_records(axes, base + index_at, base + weight_at)
                               for axes, (index_at, weight_at) in zip((rows, cols), offsets, strict=True)])
-    host = np.empty(axes_at + records.nbytes, np.uint8)
+    host = pinned_bytes(axes_at + records.nbytes)
     host[axes_at:] = records.view(np.uint8)
     which = tables.which
     for (index_field, weight_field), axes, (index_at, weight_at) in zip(
@@ -199,10 +200,9 @@ def _device_made_tables(batch: Batch, tables: DeviceTables, head: int) -> tuple:
 
 
 def send_tables(device, host: np.ndarray, fills: list) -> None:
-    """Copy `host` to the start of `device` (one copy, on the current stream) and launch the table fills after
-    it."""
-    if host.size:
-        device[:host.size].set(host)
+    """Copy `host` (pinned) to the start of `device` (one copy, on the current stream; the host does not wait for
+    the stream to get there, which may be behind a decode) and launch the table fills after it."""
+    send_bytes(device, host)
     for kernel, grid, block, arguments in fills:
         kernel(grid, block, arguments)
 
@@ -229,53 +229,77 @@ def row_chunks(sizes: np.ndarray, limit: int) -> tuple[list[int], np.ndarray]:
     return bounds, offsets
 
 
+class Placement:
+    """What `place` derives from a batch's output sizes alone: the outputs' offsets and shapes, the vertical pass's
+    row blocks and the launches' grids. The plan cache keeps one per batch of image shapes, so that a batch of
+    known shapes only allocates, writes its addresses and sends its records."""
+
+    def __init__(self, batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool):
+        rec, channels, n = batch.rec, batch.channels, len(batch.inputs)
+        out_dtype = self.out_dtype = np.dtype(out_dtype)
+        out_ctype = _OUT_CTYPES.get(out_dtype)
+        if out_ctype is None:
+            raise SampleFailureError(0, f"output type {out_dtype} is not supported by the GPU image kernels")
+        heights, widths = rec["out_h"].astype(np.int64), rec["out_w"].astype(np.int64)
+        sizes = heights * widths * out_channels
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)])
+        self.offsets.flags.writeable = False  # every batch placed by this shares it (PackedSamples' starts)
+        self.total = int(self.offsets[-1])
+        self.out_at = (self.offsets[:-1] * out_dtype.itemsize).astype(np.uint64)  # bytes into the output buffer
+        self.shapes = [((out_channels, h, w) if chw else (h, w, out_channels))
+                       for h, w in zip(heights.tolist(), widths.tolist(), strict=True)]
+        self.resampled = rec["mode"] == MODE_TAPS
+        self.rows_size, self.rows_at = 0, None  # the vertical pass's row block, and each sample's place in it
+        bounds, row_sizes = [0, n], np.zeros(n, np.int64)
+        if self.resampled.any():
+            row_sizes = np.where(self.resampled, rec["rs_h"].astype(np.int64) * rec["col_n"] * channels * 4, 0)
+            bounds, row_offsets = row_chunks(row_sizes, RESIZE_ROWS_BYTES)
+            self.rows_size = int((row_offsets + row_sizes).max())
+            self.rows_at = row_offsets.astype(np.uint64)
+        self.head = _aligned(rec.nbytes)  # the records, then the tap tables, in one device buffer
+        in_type = CTYPES[batch.in_dtype]
+        self.launches = []  # (kernel, grid, block, the chunk's first record's byte offset, the other arguments)
+        for first, last in zip(bounds[:-1], bounds[1:], strict=True):  # a chunk's vertical pass, then its store pass
+            part = slice(first, last)
+            resampled_part = self.resampled[part]
+            at = first * SAMPLE.itemsize
+            if row_sizes[part].sum() > 0:
+                width = int((rec["col_n"][part][resampled_part].astype(np.int64) * channels).max())
+                grid = (-(-width // 128), min(int(rec["rs_h"][part][resampled_part].max()), 65535), last - first)
+                self.launches.append((_kernel(f"resample_vertical<{in_type}>"), grid, (128, 1, 1), at,
+                                      (np.int32(channels),)))
+            if sizes[part].sum() > 0:  # no launch for a chunk of empty outputs (its grid would be empty)
+                grid = (-(-int(widths[part].max()) // 32), -(-int(heights[part].max()) // 8), last - first)
+                self.launches.append((_kernel(f"image_store<{in_type}, {out_ctype}>"), grid, (32, 8, 1), at,
+                                      (np.int32(channels), np.int32(out_channels), np.int32(chw),
+                                       np.int32(normalize))))
+
+    def apply(self, batch: Batch) -> None:
+        """Place `batch` (whose records give the sizes this was made of): allocate its outputs (one buffer) and
+        rows, write their addresses into its records, send the records and tap tables to the device in one copy."""
+        cp = cupy()
+        rec = batch.rec
+        flat = cp.empty(self.total, dtype=self.out_dtype)
+        rec["out"] = flat.data.ptr + self.out_at
+        rows = None
+        if self.rows_size:
+            rows = cp.ndarray(self.rows_size, cp.uint8, stream_scratch(self.rows_size, "resize rows"))
+            rec["tmp"] = np.where(self.resampled, rows.data.ptr + self.rows_at, 0)
+        device, host, fills = tables_to_device(batch, head=self.head)
+        host[:rec.nbytes] = rec.view(np.uint8)
+        send_tables(device, host, fills)
+        launches = [(kernel, grid, block, (device[at:] if at else device, *arguments))
+                    for kernel, grid, block, at, arguments in self.launches]
+        batch.placed = (flat, self.offsets, list(self.shapes), rows, device, launches)
+        batch.records_sent = True
+
+
 def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool) -> None:
-    """Everything of a launch but the kernels: allocate the outputs (one buffer) and the vertical pass's rows,
+    """Everything of a launch but the kernels (`Placement`): allocate the outputs and the vertical pass's rows,
     write their addresses into the records, send the records and the tap tables to the device in one copy, and
     set up the kernels' grids and arguments. The GPU stage does it ahead (in the look-ahead, or while the decode
     runs), so that `launch` only launches."""
-    cp = cupy()
-    rec, channels, n = batch.rec, batch.channels, len(batch.inputs)
-    out_dtype = np.dtype(out_dtype)
-    out_ctype = _OUT_CTYPES.get(out_dtype)
-    if out_ctype is None:
-        raise SampleFailureError(0, f"output type {out_dtype} is not supported by the GPU image kernels")
-    heights, widths = rec["out_h"].astype(np.int64), rec["out_w"].astype(np.int64)
-    sizes = heights * widths * out_channels
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    flat = cp.empty(int(offsets[-1]), dtype=out_dtype)
-    rec["out"] = flat.data.ptr + offsets[:-1] * out_dtype.itemsize
-    resampled = rec["mode"] == MODE_TAPS
-    tmp = None
-    bounds = [0, n]
-    if resampled.any():
-        tmp_sizes = np.where(resampled, rec["rs_h"].astype(np.int64) * rec["col_n"] * channels * 4, 0)
-        bounds, tmp_offsets = row_chunks(tmp_sizes, RESIZE_ROWS_BYTES)
-        size = int((tmp_offsets + tmp_sizes).max())
-        tmp = cp.ndarray(size, cp.uint8, stream_scratch(size, "resize rows"))
-        rec["tmp"] = np.where(resampled, tmp.data.ptr + tmp_offsets, 0).astype(np.uint64)
-    device, host, fills = tables_to_device(batch, head=_aligned(rec.nbytes))  # the records first, then the tables
-    host[:rec.nbytes] = rec.view(np.uint8)
-    send_tables(device, host, fills)
-    shapes = [((out_channels, h, w) if chw else (h, w, out_channels))
-              for h, w in zip(heights.tolist(), widths.tolist(), strict=True)]
-    in_type = CTYPES[batch.in_dtype]
-    launches = []  # (kernel, grid, block, arguments)
-    for first, last in zip(bounds[:-1], bounds[1:], strict=True):  # a chunk's vertical pass, then its store pass
-        records, part = device[first * SAMPLE.itemsize:], slice(first, last)
-        resampled_part = resampled[part]
-        if tmp is not None and tmp_sizes[part].sum() > 0:
-            width = int((rec["col_n"][part][resampled_part].astype(np.int64) * channels).max())
-            grid = (-(-width // 128), min(int(rec["rs_h"][part][resampled_part].max()), 65535), last - first)
-            launches.append((_kernel(f"resample_vertical<{in_type}>"), grid, (128, 1, 1),
-                             (records, np.int32(channels))))
-        if sizes[part].sum() > 0:  # no launch for a chunk of empty outputs (its grid would be empty)
-            grid = (-(-int(widths[part].max()) // 32), -(-int(heights[part].max()) // 8), last - first)
-            launches.append((_kernel(f"image_store<{in_type}, {out_ctype}>"), grid, (32, 8, 1),
-                             (records, np.int32(channels), np.int32(out_channels), np.int32(chw),
-                              np.int32(normalize))))
-    batch.placed = (flat, offsets, shapes, tmp, device, launches)
-    batch.records_sent = True
+    Placement(batch, out_dtype, out_channels, chw, normalize).apply(batch)
 
 
 def launch(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool,

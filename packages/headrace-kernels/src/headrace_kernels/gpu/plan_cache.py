@@ -3,7 +3,8 @@
 With the same arguments for every sample (no per-sample argument inputs), a sample's record and tables depend on
 its image's shape alone. A served model sees the same few sizes over and over (camera resolutions, one client's
 images), and planning a batch of one on the host (records, tap tables, their upload) took longer than decoding
-it. So each shape is planned once, its tables stay on the device, and a batch only copies its records."""
+it. So each shape is planned once, its tables stay on the device, and a batch only copies its records; the rest
+of its placement (output offsets, launch grids) is kept per batch of shapes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from headrace_kernels.gpu.image_ops import (
     MAXC,
     SAMPLE,
     Batch,
+    Placement,
     plan_crop_mirror_normalize,
     send_tables,
     tables_to_device,
@@ -38,6 +40,7 @@ class FusedPlanCache:
         self._rows = np.zeros(0, SAMPLE)  # one record per shape, pointing at its tables on the device
         self._tables: list = []  # the device buffers of those tables (batches hold this list while in flight)
         self._launch: tuple | None = None  # (output type, output channels, CHW, normalize)
+        self._placements: dict[tuple, Placement] = {}  # by the batch's shapes, at most `capacity`
         self._lock = threading.Lock()  # the look-ahead's thread and the GPU stage's may both plan
 
     def __len__(self) -> int:
@@ -45,8 +48,9 @@ class FusedPlanCache:
 
     def plan(self, images: list, addresses: np.ndarray, shapes: np.ndarray) -> tuple | None:
         """`plan_crop_mirror_normalize`'s plan for packed uint8 images at `addresses` of `shapes` (n, 3), made from
-        the kept records (new shapes are planned first); None for a batch this cannot serve (no samples, or
-        several channel counts: the caller plans it as usual). Call with the pipeline's GPU context active."""
+        the kept records (new shapes are planned first) and placed (`image_ops.place`); None for a batch this
+        cannot serve (no samples, or several channel counts: the caller plans it as usual). Call with the
+        pipeline's GPU context active."""
         if not self.enabled or not len(shapes) or (shapes[:, 2] != shapes[0, 2]).any() or \
                 not 0 < shapes[0, 2] <= MAXC:
             return None
@@ -70,6 +74,13 @@ class FusedPlanCache:
         rec["in"] = addresses
         batch = Batch.of_records(list(images), int(shapes[0, 2]), rec)
         batch.table_memory = self._tables
+        placements, together = self._placements, tuple(keys)
+        placement = placements.get(together)
+        if placement is None:
+            if len(placements) >= self.capacity:
+                placements.clear()
+            placement = placements[together] = Placement(batch, *self._launch)
+        placement.apply(batch)
         return (batch, *self._launch)
 
     def _add(self, shapes: list[tuple[int, int, int]]) -> None:
@@ -94,5 +105,5 @@ class FusedPlanCache:
             self._forget()
 
     def _forget(self) -> None:
-        self._index, self._rows, self._tables = {}, np.zeros(0, SAMPLE), []
+        self._index, self._rows, self._tables, self._placements = {}, np.zeros(0, SAMPLE), [], {}
         self.hits = self.misses = 0

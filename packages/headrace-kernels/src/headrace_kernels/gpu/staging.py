@@ -105,6 +105,20 @@ def _sent(cp, host: np.ndarray, pinned, stream):
     return device
 
 
+def pinned_bytes(nbytes: int) -> np.ndarray:
+    """A uint8 host array of `nbytes` in pinned memory (the array holds its block): fill it, then `send_bytes`."""
+    return np.frombuffer(_pinned(cupy(), nbytes), np.uint8, nbytes)
+
+
+def send_bytes(device, host: np.ndarray) -> None:
+    """Copy `host` (from `pinned_bytes`) to the start of `device` on the current stream without waiting for the
+    stream to get there; `host` is held until the stream has read it."""
+    if host.size:
+        stream = cupy().cuda.get_current_stream()
+        device.data.copy_from_host_async(host.ctypes.data, host.nbytes, stream)
+        hold_until_read(stream, host)
+
+
 def upload_array(array: np.ndarray):
     """One host array on the current device and stream, copied asynchronously through pinned memory."""
     cp = cupy()
