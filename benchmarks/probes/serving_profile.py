@@ -115,13 +115,16 @@ def timed_phases(events: list | None = None) -> tuple[dict[str, float], list[str
     return seconds, missing
 
 
-def print_timeline(served, size: int, batches: int, events: list) -> None:
+def print_timeline(served, size: int, batches: int, events: list, gap: float = 0.0) -> None:
     """When each timed part of a served batch of `size` starts and ends, from the batch's start (medians over
-    `batches`, each part's first call in its batch): what lies on the way from the request to its answer."""
+    `batches`, each part's first call in its batch, `gap` seconds of sleep before each): what lies on the way
+    from the request to its answer."""
     starts: dict[str, list[float]] = {}
     ends: dict[str, list[float]] = {}
     totals = []
     for _ in range(batches):
+        if gap:
+            time.sleep(gap)
         events.clear()
         begin = time.perf_counter()
         served(size)
@@ -132,7 +135,8 @@ def print_timeline(served, size: int, batches: int, events: list) -> None:
                 seen.add(label)
                 starts.setdefault(label, []).append(start - begin)
                 ends.setdefault(label, []).append(end - begin)
-    print(f"timeline of a served batch of {size} (ms from its start, medians of {batches}; the whole batch "
+    after = f" after {gap * 1e3:g} ms idle" if gap else ""
+    print(f"timeline of a served batch of {size}{after} (ms from its start, medians of {batches}; the whole batch "
           f"{np.median(totals) * 1e3:.3f}):")
     for label in sorted(starts, key=lambda k: np.median(starts[k])):
         print(f"  {np.median(starts[label]) * 1e3:7.3f} - {np.median(ends[label]) * 1e3:7.3f}  {label.strip()}"
@@ -213,7 +217,8 @@ def main(argv: list[str] | None = None) -> None:
                                                   for label, total in seconds.items() if total))
         if args.timeline:
             for size in args.sizes:
-                print_timeline(served, size, args.batches, events)
+                for gap in args.gap_ms:
+                    print_timeline(served, size, args.batches, events, gap / 1e3)
         events.clear()
     if args.cprofile:
         import cProfile
