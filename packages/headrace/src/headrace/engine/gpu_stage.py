@@ -126,7 +126,7 @@ class KernelStep:
         self.prepares = hasattr(self.kernel, "prepare")  # a host half that the CPU stage runs, ahead
         self.plans = hasattr(self.kernel, "plan")  # plans ahead: a launch on a decoder's records, a copy's upload
         self.launches_ahead = hasattr(self.kernel, "launch_ahead")  # starts its work in the look-ahead: a decode
-        self.starts_now = hasattr(self.kernel, "start_now")  # starts it in the CPU stage of a fed batch
+        self.starts_now = hasattr(self.kernel, "start_now")  # starts it in the CPU stage where `run` follows
         self.frames = sequence
         """The node runs frame by frame on sequences: its kernel sees a batch of frames (engine.frames)."""
 
@@ -335,7 +335,7 @@ class GpuStage:
                 if not self.skip_until:  # skipping: a replaced sample is prepared again
                     self.launch_ahead(values, info)  # first: the decode runs while the launches are planned
                 self.plan_ahead(values, info)
-        elif not self.skip_until:  # fed: `run` holds the context; the decode runs while the batch gets to its step
+        elif not self.skip_until:  # fed, or no look-ahead: `run` holds the context; the decode runs meanwhile
             self.launch_ahead(values, info, now=True)
         self._time_cpu_stage(start, read, prepared, time.perf_counter())
         return values, sources, collectors, info
@@ -413,8 +413,8 @@ class GpuStage:
 
     def launch_ahead(self, values: dict, info: BatchInfo, now: bool = False) -> None:
         """Start the steps that can start ahead (a decoder hands the batch to its decode lanes), so that they work
-        on this batch while the batch before runs its later steps; `now`: a fed batch, which this thread runs
-        next (a decoder starts even a small batch, here)."""
+        on this batch while the batch before runs its later steps; `now`: a batch this thread runs next (fed
+        inputs, or no look-ahead: a decoder starts even a small batch, here)."""
         for kind, step in self.steps:
             if kind != "gpu" or not (step.starts_now if now else step.launches_ahead) or step.node.guard is not None:
                 continue
