@@ -772,7 +772,8 @@ class MixedDecodeKernel:
 
     def start_now(self, batch) -> None:
         """Start the decode of what `prepare` made of this batch (`batch.ahead`) now, in this thread, where the GPU
-        stage runs the batch next (fed inputs): its host work until the decode step overlaps the decode."""
+        stage runs the batch next (fed inputs, or no look-ahead): its host work until the decode step overlaps the
+        decode."""
         self.decoder.start_here(batch.ahead, batch.stream)
 
     def run(self, batch):
