@@ -31,6 +31,8 @@
 #   lone      probes/serving_profile.py --dali: a served batch of 1 / 5 / 8 in process against DALI's served model's own
 #             work, back to back and after 1 ms idle, the GPU stage's parts, and a cProfile of 1,000 batches of one
 #             (after setup: DALI's GPU build)
+#   idle      probes/serving_profile.py --dali: a served batch of one after 0 / 0.25 / 1 / 4 ms of idle against DALI's,
+#             and the timeline of each (which parts grow after idle: the gap left at concurrency 1; after setup)
 #   peer      the same check with --dali: DALI's GPU build serving the same pipeline in the same backend (4
 #             instances each), measured in alternation with headrace and the null model (after setup; carry .triton)
 set -uo pipefail
@@ -91,6 +93,8 @@ step() {
         python3 scripts/serving_soak.py --kind KIND_GPU --seconds 60 --concurrency 32 --bad 0.1 --instances 2 ;;
     lone) python3 benchmarks/probes/serving_profile.py --device gpu --dali --sizes 1 5 8 --batches 1000 --gap-ms 0 1 \
             --phases --cprofile 1 ;;
+    idle) python3 benchmarks/probes/serving_profile.py --device gpu --dali --sizes 1 --batches 1000 \
+            --gap-ms 0 0.25 1 4 --phases --timeline ;;
     peer)
       mkdir -p "$out/peer" && OUT="$out/peer" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-tests --no-pil --dali \
         --seconds 3 --rounds 2 --instances 4 --shared-memory system ;;
