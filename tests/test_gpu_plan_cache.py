@@ -118,29 +118,37 @@ def test_a_batch_of_known_shapes_sends_no_tables(host_memory):
     assert plan[0].table_memory is cache._tables  # held by the batch while its kernels may read them
 
 
-def test_kept_placements_equal_a_fresh_placement(host_memory):
-    """A batch of shapes seen before is placed from the kept placement: the same output offsets and shapes, row
-    blocks and launches (grids, arguments) as `place` gives the same records; its own outputs and records."""
+def test_kept_placements_place_each_batch_of_their_shapes(host_memory, monkeypatch):
+    """A batch of shapes seen before is placed from the kept placement, as the first was: CHW float32 outputs of
+    3x224x224 back to back, the store pass over 7x28 blocks of 32x8 threads per sample; with a row block too small
+    for two samples' vertical passes (RESIZE_ROWS_BYTES), one chunk per sample, each chunk's passes reading its own
+    record and its rows at the block's start. Each batch gets outputs and records of its own."""
+    monkeypatch.setattr(image_ops, "RESIZE_ROWS_BYTES", 1)
     cache = plan_cache.FusedPlanCache(CMN, RESIZE)
     shapes = [(300, 200, 3), (427, 640, 3), (300, 200, 3)]
     first = cache.plan(*_packed(shapes))
     kept = cache.plan(*_packed(shapes))
     assert len(cache._placements) == 1
-    fresh = image_ops.Batch.of_records(kept[0].inputs, 3, kept[0].rec.copy())
-    image_ops.place(fresh, *kept[1:])
-    for placed, expected in ((kept[0].placed, fresh.placed), (first[0].placed, fresh.placed)):
-        flat, offsets, out_shapes, rows, device, launches = placed
-        assert offsets.tolist() == expected[1].tolist() and out_shapes == expected[2]
-        assert flat.array.size == expected[0].array.size == offsets[-1]
-        assert [launch[:2] for launch in launches] == [launch[:2] for launch in expected[5]]
-        assert [tuple(map(int, launch[3][1:])) for launch in launches] == \
-            [tuple(map(int, launch[3][1:])) for launch in expected[5]]
-        assert {launch[3][0].data.ptr for launch in launches} == {device.data.ptr}  # one chunk: all records
-        rec = np.frombuffer(device.array[:kept[0].rec.nbytes].tobytes(), image_ops.SAMPLE)
-        assert rec["out"].tolist() == (flat.data.ptr + offsets[:-1] * 4).tolist()  # float32 outputs
+    size, normalize = 3 * 224 * 224, int(kept[4])
+    for batch in (first[0], kept[0]):
+        flat, offsets, out_shapes, rows, device, launches = batch.placed
+        assert offsets.tolist() == [0, size, 2 * size, 3 * size] and out_shapes == [(3, 224, 224)] * 3
+        assert flat.array.size == 3 * size and flat.array.dtype == np.float32
+        rec = np.frombuffer(device.array[:batch.rec.nbytes].tobytes(), image_ops.SAMPLE)
+        assert rec["out"].tolist() == [flat.data.ptr + i * size * 4 for i in range(3)]
+        row_bytes = rec["rs_h"].astype(np.int64) * rec["col_n"] * 3 * 4
+        assert rows.array.size == row_bytes.max() and rec["tmp"].tolist() == [rows.data.ptr] * 3
+        assert len(launches) == 6
+        for i, (vertical, store) in enumerate(zip(launches[::2], launches[1::2], strict=True)):
+            assert vertical[0].startswith("resample_vertical<") and store[0].startswith("image_store<")
+            for _, grid, _, arguments in (vertical, store):
+                assert arguments[0].data.ptr == device.data.ptr + i * image_ops.SAMPLE.itemsize and grid[2] == 1
+            assert vertical[1][:2] == (-(-int(rec["col_n"][i] * 3) // 128), int(rec["rs_h"][i]))
+            assert vertical[2] == (128, 1, 1) and int(vertical[3][1]) == 3
+            assert store[1] == (7, 28, 1) and store[2] == (32, 8, 1)
+            assert tuple(map(int, store[3][1:])) == (3, 3, 1, normalize)
     assert kept[0].placed[0] is not first[0].placed[0] and kept[0].placed[4] is not first[0].placed[4]
-    assert kept[0].placed[1] is first[0].placed[1]  # the offsets are kept, read-only
-    assert not kept[0].placed[1].flags.writeable
+    assert kept[0].placed[1] is first[0].placed[1] and not kept[0].placed[1].flags.writeable  # kept, read-only
 
 
 def test_it_stops_where_shapes_do_not_recur(host_memory):

@@ -151,11 +151,13 @@ class StartedHere:
             self.keep = ()
 
     def __del__(self) -> None:
-        if self.started is not None and self.started.submitted:
-            try:
-                self.started.finish()
-            except Exception:  # noqa: BLE001 - nobody asked for this batch; its memory must outlive the decode
-                pass
+        try:
+            if self.started is not None and self.started.submitted:
+                self.started.finish()  # nobody asked for this batch; its memory must outlive the decode
+            if self.pinned is not None:
+                hold_until_read(self.stream, self.pinned)
+        except Exception:  # noqa: BLE001 - interpreter shutdown, or a broken stream the run reported
+            pass
 
 
 def _parse(data, max_pixels: int = 0):
@@ -248,7 +250,8 @@ class MixedDecoder:
         self._backend_confirmed = False  # it has decoded an image on this GPU
         self.fallbacks = 0
         self.decode_seconds = 0.0  # waiting for nvImageCodec's decode calls
-        self.decoded_ahead = 0  # batches whose decode was handed to the lanes ahead (`start_ahead`)
+        self.decoded_ahead = 0  # batches whose decode started before their step ran (`start_ahead`, `start_here`)
+        self._here: StartedHere | None = None  # the last decode `start_here` started, until its step waits for it
         self.c_api = c_api and self.output_type != YCBCR and capi.available()
         self.ahead_from = AHEAD_FROM  # the smallest batch decoded ahead on a lane (`start_ahead`)
         self.options = decoder_options(args, capacity)
@@ -361,6 +364,7 @@ class MixedDecoder:
     def _next_backend(self) -> bool:
         """After a batch that the lone backend refused entirely as unsupported here (a GPU without a hardware
         decoder makes one anyway): move to the next attempt, once, before any image was decoded."""
+        self._finish_here()
         if self._backend_confirmed or len(self._backend_attempts()[self._attempt][0]) != 1 or \
                 self._attempt + 1 >= len(self._backend_attempts()):
             return False
@@ -397,8 +401,9 @@ class MixedDecoder:
         return self._more_decoders[j - 1]
 
     def release(self) -> None:
-        """Drop the decoders (their device buffers go with them), once the decodes handed to the lanes are done;
-        the next batch makes new ones."""
+        """Drop the decoders (their device buffers go with them), once the decodes handed to the lanes or started
+        ahead are done; the next batch makes new ones."""
+        self._finish_here()
         lanes = list(self._lanes)
         for lane in lanes:
             lane.close()
@@ -552,8 +557,11 @@ class MixedDecoder:
     def _decode_c(self, prepared: Prepared, stream, gray: bool, meanwhile) -> np.ndarray:
         """One batch decode's per-image statuses (all failed where the call itself fails), with `meanwhile()` run
         between starting it and waiting for it; `decode_seconds` counts the time spent waiting for the decoder.
-        A batch handed to the lanes ahead is only waited for; a small one decodes on `stream` in this thread."""
+        A batch started ahead (handed to the lanes, or `start_here`) is only waited for; else a small one decodes
+        on `stream` in this thread."""
         ahead, prepared.ahead = prepared.ahead, None
+        if self._here is not ahead:
+            self._finish_here()  # a decode started for a batch that failed before its step: done first
         start = time.perf_counter()
         if ahead is not None:
             self.decoded_ahead += 1
@@ -573,6 +581,8 @@ class MixedDecoder:
                     meanwhile()
             finally:  # the parts read the batch's code streams and write its memory: always waited for
                 statuses = ahead.statuses()  # done on the device too: `stream` reads the images after this
+                if self._here is ahead:
+                    self._here = None
         self.decode_seconds += time.perf_counter() - start
         return statuses
 
@@ -664,6 +674,7 @@ class MixedDecoder:
         queues a batch's decode before its later stages' host work. Call with the GPU context active."""
         if prepared.shapes is None or prepared.ahead is not None or not len(prepared.shapes):
             return
+        self._finish_here()
         count, gray = len(prepared.shapes), self.output_type == GRAY
         prepared.attempt = self._attempt
         several_calls = 0 < self.capacity < count  # a coalesced batch
@@ -677,7 +688,18 @@ class MixedDecoder:
         lock = self._lane(0).lock
         with lock:
             started = self._start(self._first_decoder(stream), prepared, np.arange(count), stream, gray)
-        prepared.ahead = StartedHere(lock, started, count, prepared, stream)
+        prepared.ahead = self._here = StartedHere(lock, started, count, prepared, stream)
+
+    def _finish_here(self) -> None:
+        """Wait for the decode `start_here` started last whose step never waited for it (its batch failed before
+        the step, and an exception may still hold the batch): before this decoder decodes again or is closed, so
+        that a decoder has one started decode at a time and none outlives it. Call without lane 0's lock."""
+        here, self._here = self._here, None
+        if here is not None:
+            try:
+                here.statuses()
+            except Exception:  # noqa: BLE001 - its batch failed already; its decode only has to end
+                pass
 
     def run(self, prepared: Prepared, stream, meanwhile=None) -> list:
         """Decode the batch on `stream`; every output is checked, and a None is decoded again on the CPU.

@@ -48,7 +48,7 @@ class FusedPlanCache:
 
     def plan(self, images: list, addresses: np.ndarray, shapes: np.ndarray) -> tuple | None:
         """`plan_crop_mirror_normalize`'s plan for packed uint8 images at `addresses` of `shapes` (n, 3), made from
-        the kept records (new shapes are planned first) and placed (`image_ops.place`); None for a batch this
+        the kept records (new shapes are planned first) and placed (`image_ops.Placement`); None for a batch this
         cannot serve (no samples, or several channel counts: the caller plans it as usual). Call with the
         pipeline's GPU context active."""
         if not self.enabled or not len(shapes) or (shapes[:, 2] != shapes[0, 2]).any() or \
