@@ -33,6 +33,9 @@
 #             (after setup: DALI's GPU build)
 #   idle      probes/serving_profile.py --dali: a served batch of one after 0 / 0.25 / 1 / 4 ms of idle against DALI's,
 #             and the timeline of each (which parts grow after idle: the gap left at concurrency 1; after setup)
+#   abserve   benchmarks/ab_trees.py: a served batch of one (serving_profile.py's BatchRunner img/s) with the tree in
+#             .ab-base (ignored: `git archive OLD packages kernels | tar -x -C .ab-base`; carry it) against this one, in
+#             alternating processes, 5 rounds
 #   peer      the same check with --dali: DALI's GPU build serving the same pipeline in the same backend (4
 #             instances each), measured in alternation with headrace and the null model (after setup; carry .triton)
 set -uo pipefail
@@ -95,6 +98,9 @@ step() {
             --phases --cprofile 1 ;;
     idle) python3 benchmarks/probes/serving_profile.py --device gpu --dali --sizes 1 --batches 1000 \
             --gap-ms 0 0.25 1 4 --phases --timeline ;;
+    abserve) python3 benchmarks/ab_trees.py --old .ab-base --new . --rounds 5 \
+               --pattern "BatchRunner +1 +[0-9.]+ +[0-9.]+ +([0-9]+)" -- \
+               benchmarks/probes/serving_profile.py --device gpu --sizes 1 --batches 1000 ;;
     peer)
       mkdir -p "$out/peer" && OUT="$out/peer" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-tests --no-pil --dali \
         --seconds 3 --rounds 2 --instances 4 --shared-memory system ;;
