@@ -23,7 +23,7 @@ def _images() -> list[np.ndarray]:
 
 
 def _decoder(pipe) -> decode.MixedDecoder:
-    return next(k.decoder for k in pipe._executor.gpu.kernels() if hasattr(k, "start_now"))
+    return next(k.decoder for k in pipe._executor.gpu.kernels() if hasattr(k, "launch_ahead"))
 
 
 def _served(batches: list[list[np.ndarray]], batch_size: int) -> tuple[list[np.ndarray], decode.MixedDecoder]:

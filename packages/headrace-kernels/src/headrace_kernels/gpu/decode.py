@@ -145,17 +145,20 @@ class StartedHere:
             with self.lock:
                 return self.started.finish()
         finally:
-            if self.pinned is not None:  # the decoder's copies of the encoded bytes may still be queued
-                hold_until_read(self.stream, self.pinned)
-                self.pinned = None
-            self.keep = ()
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """After the decode: what it read and wrote may go (pinned input once `stream` has read its copies)."""
+        if self.pinned is not None:
+            hold_until_read(self.stream, self.pinned)
+            self.pinned = None
+        self.keep = ()
 
     def __del__(self) -> None:
         try:
             if self.started is not None and self.started.submitted:
                 self.started.finish()  # nobody asked for this batch; its memory must outlive the decode
-            if self.pinned is not None:
-                hold_until_read(self.stream, self.pinned)
+            self._let_go()
         except Exception:  # noqa: BLE001 - interpreter shutdown, or a broken stream the run reported
             pass
 
@@ -787,16 +790,12 @@ class MixedDecodeKernel:
             self.decoder.allocate(prepared, batch.stream)
         return prepared
 
-    def launch_ahead(self, batch) -> None:
+    def launch_ahead(self, batch, now: bool = False) -> None:
         """Hand the decode of what `prepare` made of this batch (`batch.ahead`) to the decode lanes, from the
-        look-ahead, while the batch before runs its later steps: the decoder does not wait for them."""
-        self.decoder.start_ahead(batch.ahead, batch.stream)
-
-    def start_now(self, batch) -> None:
-        """Start the decode of what `prepare` made of this batch (`batch.ahead`) now, in this thread, where the GPU
-        stage runs the batch next (fed inputs, or no look-ahead): its host work until the decode step overlaps the
-        decode."""
-        self.decoder.start_here(batch.ahead, batch.stream)
+        look-ahead, while the batch before runs its later steps: the decoder does not wait for them. `now`: the
+        GPU stage runs this batch next in this thread (fed inputs, or no look-ahead), so even a small batch starts
+        here, and the stage's host work until the decode step overlaps the decode."""
+        (self.decoder.start_here if now else self.decoder.start_ahead)(batch.ahead, batch.stream)
 
     def run(self, batch):
         prepared = batch.ahead

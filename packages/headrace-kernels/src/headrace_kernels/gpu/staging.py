@@ -88,33 +88,31 @@ def _pinned(cp, size: int):
     return cp.cuda.alloc_pinned_memory(large_size(size) if size > SMALL_BYTES else 1 << (size - 1).bit_length())
 
 
-def _staged(cp, shape: tuple[int, ...], dtype) -> tuple[np.ndarray, Any]:
-    """A host array of `shape` and `dtype` in pinned memory, and that memory."""
+def _staged(cp, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """A host array of `shape` and `dtype` in pinned memory (it holds that memory)."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    pinned = _pinned(cp, nbytes)
-    return np.frombuffer(pinned, np.uint8, nbytes).view(dtype).reshape(shape), pinned
+    return np.frombuffer(_pinned(cp, nbytes), np.uint8, nbytes).view(dtype).reshape(shape)
 
 
-def _sent(cp, host: np.ndarray, pinned, stream):
-    """`host` (in `pinned`) copied to a new device array on `stream`, the pinned memory held until it is read."""
+def _sent(cp, host: np.ndarray, stream):
+    """`host` (a view of pinned memory) copied to a new device array on `stream`, held until it is read."""
     device = cp.empty(host.shape, host.dtype)
-    if host.nbytes:
-        device.data.copy_from_host_async(host.ctypes.data, host.nbytes, stream)
-    hold_until_read(stream, pinned)
+    send_bytes(device, host, stream)
     return device
 
 
 def pinned_bytes(nbytes: int) -> np.ndarray:
     """A uint8 host array of `nbytes` in pinned memory (the array holds its block): fill it, then `send_bytes`."""
-    return np.frombuffer(_pinned(cupy(), nbytes), np.uint8, nbytes)
+    return _staged(cupy(), (nbytes,), np.uint8)
 
 
-def send_bytes(device, host: np.ndarray) -> None:
-    """Copy `host` (from `pinned_bytes`) to the start of `device` on the current stream without waiting for the
-    stream to get there; `host` is held until the stream has read it."""
-    if host.size:
-        stream = cupy().cuda.get_current_stream()
+def send_bytes(device, host: np.ndarray, stream=None) -> None:
+    """Copy `host` (a view of pinned memory) to the start of `device` on `stream` (default: the current one)
+    without waiting for the stream to get there; `host`, and so its pinned block, is held until the stream has
+    read it."""
+    if host.nbytes:
+        stream = stream if stream is not None else cupy().cuda.get_current_stream()
         device.data.copy_from_host_async(host.ctypes.data, host.nbytes, stream)
         hold_until_read(stream, host)
 
@@ -122,9 +120,9 @@ def send_bytes(device, host: np.ndarray) -> None:
 def upload_array(array: np.ndarray):
     """One host array on the current device and stream, copied asynchronously through pinned memory."""
     cp = cupy()
-    host, pinned = _staged(cp, array.shape, array.dtype)
+    host = _staged(cp, array.shape, array.dtype)
     np.copyto(host, array)
-    return _sent(cp, host, pinned, cp.cuda.get_current_stream())
+    return _sent(cp, host, cp.cuda.get_current_stream())
 
 
 def upload_column(column) -> tuple[Any, PackedSamples | None] | None:
@@ -157,25 +155,22 @@ def upload_arrays(arrays: list[np.ndarray]) -> tuple[Any, PackedSamples | list |
     stream = cp.cuda.get_current_stream()
     first = arrays[0]
     if all(a.shape == first.shape and a.dtype == first.dtype for a in arrays):
-        host, pinned = _staged(cp, (len(arrays), *first.shape), first.dtype)
+        host = _staged(cp, (len(arrays), *first.shape), first.dtype)
         np.stack(arrays, out=host)
-        return _sent(cp, host, pinned, stream), None
+        return _sent(cp, host, stream), None
     offsets, total = [], 0
     one_type = all(a.dtype == first.dtype for a in arrays)
     tight = one_type and all(a.nbytes <= SMALL_SAMPLE for a in arrays)
     for a in arrays:
         offsets.append(total)
         total += a.nbytes if tight else _aligned(a.nbytes)
-    pinned = _pinned(cp, total)
-    packed = np.frombuffer(pinned, np.uint8, total)
+    packed = pinned_bytes(total)
     if tight:  # one copy for the batch
         np.concatenate([a.reshape(-1) for a in arrays], out=packed.view(first.dtype))
     else:
         _pack(arrays, packed, offsets)
     device = cp.empty(max(total, 1), np.uint8)
-    if total:
-        device.data.copy_from_host_async(packed.ctypes.data, total, stream)
-    hold_until_read(stream, pinned)
+    send_bytes(device, packed, stream)
     itemsize = first.dtype.itemsize
     if one_type and (tight or ALIGN % itemsize == 0):  # one typed buffer
         flat = cp.ndarray((device.nbytes // itemsize,), first.dtype, memptr=device.data)

@@ -126,7 +126,6 @@ class KernelStep:
         self.prepares = hasattr(self.kernel, "prepare")  # a host half that the CPU stage runs, ahead
         self.plans = hasattr(self.kernel, "plan")  # plans ahead: a launch on a decoder's records, a copy's upload
         self.launches_ahead = hasattr(self.kernel, "launch_ahead")  # starts its work in the look-ahead: a decode
-        self.starts_now = hasattr(self.kernel, "start_now")  # starts it in the CPU stage where `run` follows
         self.frames = sequence
         """The node runs frame by frame on sequences: its kernel sees a batch of frames (engine.frames)."""
 
@@ -416,7 +415,7 @@ class GpuStage:
         on this batch while the batch before runs its later steps; `now`: a batch this thread runs next (fed
         inputs, or no look-ahead: a decoder starts even a small batch, here)."""
         for kind, step in self.steps:
-            if kind != "gpu" or not (step.starts_now if now else step.launches_ahead) or step.node.guard is not None:
+            if kind != "gpu" or not step.launches_ahead or step.node.guard is not None:
                 continue
             prepared = values.get((PREPARED, step.node.name))
             if prepared is None:
@@ -424,7 +423,7 @@ class GpuStage:
             batch = step.batch(values, info)
             batch.ahead = prepared
             try:
-                (step.kernel.start_now if now else step.kernel.launch_ahead)(batch)
+                step.kernel.launch_ahead(batch, now)
             except Exception:  # noqa: BLE001 - starting early is an optimization: the step's run decodes it and
                 pass  # reports the error there
 
