@@ -172,17 +172,21 @@ __device__ __forceinline__ void apply_colour(const Sample& s, int channels, floa
 
 // Vertical pass of MODE_TAPS samples: tmp[oy][x][c] = sum_k row_w[oy][k] * in[row_idx[oy][k]][col_lo + x][c].
 // One thread per (x, c) of a row: grid (ceil(col_n * channels / 128), min(rs_h, 65535), samples).
+// A launch's in_base, out_base and tmp_base are added to its records' in, out and tmp: 0 where the records hold
+// addresses; a recurring batch of shapes keeps its records on the device with offsets and passes its buffers here.
 template <typename InT>
-__global__ void resample_vertical(const Sample* samples, int channels) {
+__global__ void resample_vertical(const Sample* samples, int channels, unsigned long long in_base,
+                                  unsigned long long tmp_base) {
   const Sample& s = samples[blockIdx.z];
   if (s.mode != MODE_TAPS) return;
   int j = blockIdx.x * blockDim.x + threadIdx.x;
   int width = s.col_n * channels;
   if (j >= width) return;
-  const InT* base = (const InT*)s.in + (size_t)s.col_lo * channels + j;
+  const InT* in = (const InT*)(s.in + in_base);
+  const InT* base = in + (size_t)s.col_lo * channels + j;
   if (s.src_flip & 1) {  // column col_lo + x of the flipped source is column in_w - 1 - (col_lo + x)
     int x = j / channels;
-    base = (const InT*)s.in + (size_t)(s.in_w - 1 - s.col_lo - x) * channels + (j - x * channels);
+    base = in + (size_t)(s.in_w - 1 - s.col_lo - x) * channels + (j - x * channels);
   }
   const int flip_y = s.src_flip & 2, last_row = s.in_h - 1;
   for (int oy = blockIdx.y; oy < s.rs_h; oy += gridDim.y) {  // gridDim.y is capped at 65535
@@ -197,15 +201,16 @@ __global__ void resample_vertical(const Sample* samples, int channels) {
         acc = __fadd_rn(acc, __fmul_rn(wk, (float)base[(size_t)row * s.in_pitch]));
       }
     }
-    ((float*)s.tmp)[(size_t)oy * width + j] = acc;
+    ((float*)(s.tmp + tmp_base))[(size_t)oy * width + j] = acc;
   }
 }
 
 // The horizontal pass at (ry, rx) of the resampled image, from tmp; rounded as the CPU's uint8 output when asked.
-__device__ __forceinline__ void resample_horizontal(const Sample& s, int channels, int ry, int rx, float* v) {
+__device__ __forceinline__ void resample_horizontal(const Sample& s, const float* tmp, int channels, int ry, int rx,
+                                                    float* v) {
   const int* idx = (const int*)s.col_idx + (size_t)rx * s.tx;
   const float* w = (const float*)s.col_w + (size_t)rx * s.tx;
-  const float* row = (const float*)s.tmp + (size_t)ry * s.col_n * channels;
+  const float* row = tmp + (size_t)ry * s.col_n * channels;
   for (int c = 0; c < channels; c++) {
     float acc = __fmul_rn(w[0], row[(size_t)(idx[0] - s.col_lo) * channels + c]);
     for (int k = 1; k < s.tx; k++) {
@@ -222,7 +227,8 @@ __device__ __forceinline__ void resample_horizontal(const Sample& s, int channel
 // colour stages, normalizes it as (v - mean) * mul + shift in float32 without FMA when asked, and stores it as OutT
 // in CHW or HWC.
 template <typename InT, typename OutT>
-__global__ void image_store(const Sample* samples, int channels, int out_channels, int chw, int normalize) {
+__global__ void image_store(const Sample* samples, int channels, int out_channels, int chw, int normalize,
+                            unsigned long long in_base, unsigned long long out_base, unsigned long long tmp_base) {
   const Sample& s = samples[blockIdx.z];
   int ox = blockIdx.x * blockDim.x + threadIdx.x;
   int oy = blockIdx.y * blockDim.y + threadIdx.y;
@@ -236,14 +242,14 @@ __global__ void image_store(const Sample* samples, int channels, int out_channel
       int sy = s.win_y + ry, sx = s.win_x + rx;
       if (s.src_flip & 2) sy = s.in_h - 1 - sy;
       if (s.src_flip & 1) sx = s.in_w - 1 - sx;
-      const InT* p = (const InT*)s.in + (size_t)sy * s.in_pitch + (size_t)sx * channels;
+      const InT* p = (const InT*)(s.in + in_base) + (size_t)sy * s.in_pitch + (size_t)sx * channels;
       for (int c = 0; c < channels; c++) v[c] = (float)p[c];
     } else {
-      resample_horizontal(s, channels, ry, rx, v);
+      resample_horizontal(s, (const float*)(s.tmp + tmp_base), channels, ry, rx, v);
     }
     if (s.n_colour) apply_colour(s, channels, v);
   }
-  OutT* out = (OutT*)s.out;
+  OutT* out = (OutT*)(s.out + out_base);
   size_t plane = (size_t)s.out_h * s.out_w;
   size_t pixel = (size_t)oy * s.out_w + ox;
   for (int c = 0; c < out_channels; c++) {

@@ -4,7 +4,7 @@ Without a GPU: a host buffer stands in for device memory (its address is real, s
 where the records point) and the kept plans must equal a fresh plan: same records, apart from the input addresses
 and where the tables lie, and the same tables (exact: integers and float32 made by the same code). On a GPU: a
 served pipeline's outputs are bit for bit those of the same pipeline with the cache off, over batches whose image
-sizes recur and change."""
+sizes recur and change, and with a CPU fallback in a batch on kept records."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from triton_helpers import served_preprocess
 from headrace import types
 from headrace.data.synthetic import synthetic_image
 from headrace.schema import get_schema
+from headrace_kernels import nvimgcodec_capi
 from headrace_kernels.gpu import image_ops, plan_cache, tap_tables
 from tests.conftest import encode
 
@@ -118,37 +119,95 @@ def test_a_batch_of_known_shapes_sends_no_tables(host_memory):
     assert plan[0].table_memory is cache._tables  # held by the batch while its kernels may read them
 
 
+def _packed_at(shapes: list[tuple[int, int, int]], base: int) -> tuple[list, np.ndarray, np.ndarray]:
+    """`_packed` with the images from `base` on."""
+    images, addresses, array = _packed(shapes)
+    return images, addresses - np.uint64(1 << 40) + np.uint64(base), array
+
+
+def _launch_addresses(batch: image_ops.Batch) -> tuple[np.ndarray, list[tuple[int, int, int, int]]]:
+    """The records a placed batch's launches read (from its device buffer), and per launch the addresses its kernel
+    reads from record 0 of its chunk: (in, out, tmp, record address), each record field plus the launch's base
+    argument (kernels/image.cu: in_base, out_base, tmp_base; the vertical pass has no out_base)."""
+    device, launches = batch.placed[4], batch.placed[5]
+    rec = np.frombuffer(device.array[:len(batch.inputs) * image_ops.SAMPLE.itemsize].tobytes(), image_ops.SAMPLE)
+    read = []
+    for name, _, _, arguments in launches:
+        i = (arguments[0].data.ptr - device.data.ptr) // image_ops.SAMPLE.itemsize
+        if name.startswith("resample_vertical<"):
+            in_base, tmp_base = map(int, arguments[2:])
+            out = -1
+        else:
+            in_base, out_base, tmp_base = map(int, arguments[5:])
+            out = int(rec["out"][i]) + out_base
+        read.append((int(rec["in"][i]) + in_base, out, int(rec["tmp"][i]) + tmp_base, arguments[0].data.ptr))
+    return rec, read
+
+
 def test_kept_placements_place_each_batch_of_their_shapes(host_memory, monkeypatch):
     """A batch of shapes seen before is placed from the kept placement, as the first was: CHW float32 outputs of
     3x224x224 back to back, the store pass over 7x28 blocks of 32x8 threads per sample; with a row block too small
     for two samples' vertical passes (RESIZE_ROWS_BYTES), one chunk per sample, each chunk's passes reading its own
-    record and its rows at the block's start. Each batch gets outputs and records of its own."""
+    record and its rows at the block's start. Each batch gets outputs of its own; from the second on, the records
+    are the kept ones (offsets), and the launches' base arguments point them at the batch's own buffers."""
     monkeypatch.setattr(image_ops, "RESIZE_ROWS_BYTES", 1)
     cache = plan_cache.FusedPlanCache(CMN, RESIZE)
     shapes = [(300, 200, 3), (427, 640, 3), (300, 200, 3)]
-    first = cache.plan(*_packed(shapes))
-    kept = cache.plan(*_packed(shapes))
+    packed = [_packed_at(shapes, base) for base in (1 << 40, 1 << 41, 3 << 40)]
+    first, kept, again = [cache.plan(*batch) for batch in packed]
     assert len(cache._placements) == 1
     size, normalize = 3 * 224 * 224, int(kept[4])
-    for batch in (first[0], kept[0]):
+    for plan, (_, addresses, _) in zip((first, kept, again), packed, strict=True):
+        batch = plan[0]
         flat, offsets, out_shapes, rows, device, launches = batch.placed
         assert offsets.tolist() == [0, size, 2 * size, 3 * size] and out_shapes == [(3, 224, 224)] * 3
         assert flat.array.size == 3 * size and flat.array.dtype == np.float32
-        rec = np.frombuffer(device.array[:batch.rec.nbytes].tobytes(), image_ops.SAMPLE)
-        assert rec["out"].tolist() == [flat.data.ptr + i * size * 4 for i in range(3)]
+        rec, read = _launch_addresses(batch)
         row_bytes = rec["rs_h"].astype(np.int64) * rec["col_n"] * 3 * 4
-        assert rows.array.size == row_bytes.max() and rec["tmp"].tolist() == [rows.data.ptr] * 3
+        assert rows.array.size == row_bytes.max()
         assert len(launches) == 6
         for i, (vertical, store) in enumerate(zip(launches[::2], launches[1::2], strict=True)):
             assert vertical[0].startswith("resample_vertical<") and store[0].startswith("image_store<")
-            for _, grid, _, arguments in (vertical, store):
-                assert arguments[0].data.ptr == device.data.ptr + i * image_ops.SAMPLE.itemsize and grid[2] == 1
+            record = device.data.ptr + i * image_ops.SAMPLE.itemsize
+            assert read[2 * i] == (int(addresses[i]), -1, rows.data.ptr, record)
+            assert read[2 * i + 1] == (int(addresses[i]), flat.data.ptr + i * size * 4, rows.data.ptr, record)
             assert vertical[1][:2] == (-(-int(rec["col_n"][i] * 3) // 128), int(rec["rs_h"][i]))
             assert vertical[2] == (128, 1, 1) and int(vertical[3][1]) == 3
             assert store[1] == (7, 28, 1) and store[2] == (32, 8, 1)
-            assert tuple(map(int, store[3][1:])) == (3, 3, 1, normalize)
-    assert kept[0].placed[0] is not first[0].placed[0] and kept[0].placed[4] is not first[0].placed[4]
+            assert tuple(map(int, store[3][1:5])) == (3, 3, 1, normalize)
+    assert all(int(base) == 0 for launch in first[0].placed[5] for base in launch[3][-2:])  # addresses: no bases
+    assert first[0].placed[4] is not kept[0].placed[4] and kept[0].placed[4] is again[0].placed[4]
+    assert kept[0].placed[0] is not first[0].placed[0] and again[0].placed[0] is not kept[0].placed[0]
     assert kept[0].placed[1] is first[0].placed[1] and not kept[0].placed[1].flags.writeable  # kept, read-only
+    assert kept[0].shared_records and not kept[0].rec.flags.writeable and not first[0].shared_records
+
+
+def test_inputs_laid_out_otherwise_get_records_of_their_own(host_memory):
+    """The kept records hold each input's offset from the first: a batch of the same shapes whose inputs lie
+    elsewhere (not one decoder allocation) is placed on records of its own, with addresses."""
+    cache = plan_cache.FusedPlanCache(CMN, RESIZE)
+    shapes = [(300, 200, 3), (427, 640, 3)]
+    cache.plan(*_packed(shapes))
+    images, addresses, array = _packed(shapes)
+    addresses[1] += np.uint64(4096)
+    plan = cache.plan(images, addresses, array)
+    assert not plan[0].shared_records and plan[0].rec["in"].tolist() == addresses.tolist()
+    rec, read = _launch_addresses(plan[0])  # one chunk: both passes start at record 0, with no base
+    assert rec["in"].tolist() == addresses.tolist() and [r[0] for r in read] == [int(addresses[0])] * 2
+
+
+def test_a_batch_on_kept_records_is_planned_again_for_a_moved_input(host_memory):
+    """`adopt_inputs` (a CPU fallback decoded an image elsewhere) never writes into kept records: that batch is
+    planned again."""
+    cache = plan_cache.FusedPlanCache(CMN, RESIZE)
+    cache.plan(*_packed([(300, 200, 3)]))
+    images = [pytypes.SimpleNamespace(shape=(300, 200, 3), dtype=np.uint8, strides=(600, 3, 1))]
+    plan = cache.plan(images, *_packed([(300, 200, 3)])[1:])
+    moved = pytypes.SimpleNamespace(shape=(300, 200, 3), dtype=np.uint8, strides=(600, 3, 1),
+                                    data=pytypes.SimpleNamespace(ptr=12345))
+    assert plan[0].shared_records
+    assert not image_ops.adopt_inputs(plan, [moved])
+    assert image_ops.adopt_inputs(plan, images)  # the same images: nothing to write
 
 
 def test_it_stops_where_shapes_do_not_recur(host_memory):
@@ -178,7 +237,8 @@ def test_mixed_channel_counts_are_left_to_the_caller(host_memory):
 def test_served_outputs_with_kept_plans_equal_outputs_without():
     rng = np.random.default_rng(21)
     images = [encode(synthetic_image(rng, h, w)) for h, w in [(427, 640), (300, 200), (427, 640), (512, 384)]]
-    batches = [[images[0]], [images[1], images[0]], [images[2]] * 3, [images[3], images[1]], [images[0]]]
+    batches = [[images[0]], [images[1], images[0]], [images[2]] * 3, [images[3], images[1]], [images[0]],
+               [images[1], images[2]], [images[2]] * 3]  # the last three: batches of shapes seen before
 
     def run(cache: str) -> tuple[list[np.ndarray], tuple | None]:
         pipe = served_preprocess(device="gpu", batch_size=8, device_id=0,  # decode, resize, crop, normalize
@@ -192,6 +252,38 @@ def test_served_outputs_with_kept_plans_equal_outputs_without():
 
     with_cache, kept = run("1")
     without, none = run("0")
-    assert kept == (3, 6) and none is None  # 3 sizes; 6 of the 9 samples planned from a kept size
+    assert kept == (3, 11) and none is None  # 3 sizes; 11 of the 14 samples planned from a kept size
     for a, b in zip(with_cache, without, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.gpu
+def test_a_cpu_fallback_in_a_batch_on_kept_records_gives_the_bits_without_the_cache(monkeypatch):
+    """A batch of shapes seen before whose first image the GPU decoders report as not decoded: the CPU fallback's
+    image lies elsewhere, so the batch is planned again instead of writing into the kept records; its outputs are
+    those of the same pipeline without the cache."""
+    rng = np.random.default_rng(22)
+    images = [encode(synthetic_image(rng, h, w)) for h, w in [(427, 640), (300, 200)]]
+    finish = nvimgcodec_capi.StartedDecode.finish
+
+    def first_not_decoded(started):
+        statuses = finish(started).copy()
+        statuses[0] = nvimgcodec_capi.PROCESSING_BACKEND_UNSUPPORTED + 1  # any status but success
+        return statuses
+
+    def run(cache: bool) -> tuple[np.ndarray, int]:
+        pipe = served_preprocess(device="gpu", batch_size=8, device_id=0, executor_options={"plan_cache": cache})
+        pipe.build()
+        decoder = next(k.decoder for k in pipe._executor.gpu.kernels() if hasattr(k, "launch_ahead"))
+        pipe.run(images=images)
+        before = decoder.fallbacks
+        with monkeypatch.context() as patched:
+            patched.setattr(nvimgcodec_capi.StartedDecode, "finish", first_not_decoded)
+            out = pipe.run(images=images)[0].as_cpu().as_array()
+        fallbacks = decoder.fallbacks - before
+        pipe.close()
+        return out, fallbacks
+
+    (with_cache, fell_back), (without, fell_back_without) = run(True), run(False)
+    assert fell_back == fell_back_without == 1
+    np.testing.assert_array_equal(with_cache, without)

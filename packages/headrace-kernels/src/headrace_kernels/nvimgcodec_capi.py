@@ -215,7 +215,8 @@ def _compile_loops(c):
 
 def _addresses(array: np.ndarray) -> np.ndarray:
     """The address of every element of a contiguous 1-D array, as uint64."""
-    return np.uint64(array.ctypes.data) + np.arange(len(array), dtype=np.uint64) * np.uint64(array.dtype.itemsize)
+    start, step = array.ctypes.data, array.dtype.itemsize
+    return np.arange(start, start + len(array) * step, step, dtype=np.uint64)
 
 
 @functools.lru_cache(maxsize=1)

@@ -201,6 +201,13 @@ def _refuse_oversized(streams, max_pixels: int) -> None:
         streams.failed.setdefault(i, cpu_decode.too_many_pixels(int(heights[i]), int(widths[i]), max_pixels))
 
 
+def _shapes(heights: np.ndarray, widths: np.ndarray, channels: int) -> np.ndarray:
+    """The decoded images' shapes, rows (h, w, c)."""
+    shapes = np.empty((len(heights), 3), np.int64)
+    shapes[:, 0], shapes[:, 1], shapes[:, 2] = heights, widths, channels
+    return shapes
+
+
 def _displayed(turned: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Heights and widths as displayed: exchanged where the EXIF orientation turns the image by 90 degrees."""
     return np.where(turned, widths, heights), np.where(turned, heights, widths)
@@ -494,15 +501,15 @@ class MixedDecoder:
         streams = capi.CodeStreams(capi.Instance.shared(), arrays, located)
         _refuse_oversized(streams, self.max_pixels)
         _raise_first_failure(streams)
-        channels = np.full(len(arrays), 1 if self.output_type == GRAY else 3, np.int64)
+        channels = 1 if self.output_type == GRAY else 3
         heights, widths = streams.heights, streams.widths
         if not self.random_crop and region is None:
             if self.args["adjust_orientation"]:  # the decoder turns by the orientation it parsed
                 rotated = streams.infos["orientation"]["rotated"]
                 turned = (rotated // 90) % 2 == 1
                 heights, widths = _displayed(turned, heights, widths)
-            shapes = np.stack([heights, widths, channels], axis=1)
-            return Prepared(streams, [None] * len(arrays), arrays, shapes, pinned=pinned)
+            return Prepared(streams, [None] * len(arrays), arrays, _shapes(heights, widths, channels),
+                            pinned=pinned)
         args = self.args
         if args["adjust_orientation"]:  # windows in the displayed frame, as the CPU kernel and the decoder take them
             turned = self._turned(arrays, located)
@@ -514,7 +521,7 @@ class MixedDecoder:
             raise
         streams.cut(boxes)
         _raise_first_failure(streams)
-        shapes = np.stack([boxes[:, 2], boxes[:, 3], channels], axis=1)
+        shapes = _shapes(boxes[:, 2], boxes[:, 3], channels)
         return Prepared(streams, [tuple(b) for b in boxes.tolist()], arrays, shapes, pinned=pinned)
 
     def allocate(self, prepared: Prepared, stream) -> None:
@@ -523,9 +530,10 @@ class MixedDecoder:
         if prepared.shapes is None or prepared.memory is not None:
             return
         shapes = prepared.shapes
-        sizes = (shapes.prod(axis=1) + _ALIGN - 1) // _ALIGN * _ALIGN
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64)
-        memory = batch_allocation(max(int(sizes.sum()), _ALIGN), "decoded images")
+        sizes = (shapes[:, 0] * shapes[:, 1] * shapes[:, 2] + _ALIGN - 1) // _ALIGN * _ALIGN
+        ends = np.cumsum(sizes)
+        offsets = (ends - sizes).astype(np.uint64)
+        memory = batch_allocation(max(int(ends[-1]) if len(ends) else 0, _ALIGN), "decoded images")
         prepared.memory, prepared.addresses = memory, memory.ptr + offsets
         prepared.images = [DeviceImage.at(memory, address, shape, stream)
                            for address, shape in zip(prepared.addresses.tolist(), map(tuple, shapes.tolist()),
@@ -550,8 +558,9 @@ class MixedDecoder:
         finally:
             prepared.streams.close()
         out = list(prepared.images)
-        for i in np.flatnonzero(~ok).tolist():
-            out[i] = self._cpu_decode(prepared, i)
+        if not ok.all():
+            for i in np.flatnonzero(~ok).tolist():
+                out[i] = self._cpu_decode(prepared, i)
         if self.output_type == BGR:
             cp = cupy()
             out = [self._channels(cp.asarray(image), gray) for image in out]

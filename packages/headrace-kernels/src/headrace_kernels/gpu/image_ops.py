@@ -7,7 +7,7 @@ and the kernels sum in the CPU's order without FMA: CPU and GPU give the same bi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -98,6 +98,7 @@ class Batch:
         self.tables: tuple | DeviceTables | None = None  # resampled samples' taps: see set_resizes
         self.placed: tuple | None = None  # outputs, rows, device records and kernel launches (`place`)
         self.records_sent = False
+        self.shared_records = False  # records kept for a batch of shapes (Placement.keep): never written
         self.table_memory = None  # tables kept elsewhere on the device that the records point at (plan_cache)
         if rec is not None:  # records made already (of_records)
             self.rec = rec
@@ -229,10 +230,24 @@ def row_chunks(sizes: np.ndarray, limit: int) -> tuple[list[int], np.ndarray]:
     return bounds, offsets
 
 
+_NO_BASE = np.uint64(0)
+"""A launch's in_base, out_base and tmp_base (kernels/image.cu) where its records hold addresses."""
+
+
+class KeptRecords(NamedTuple):
+    """A recurring batch of shapes' records on the device (`Placement.keep`): the host copy, each input's offset
+    from the first, the device buffer and each launch's view of it."""
+
+    rec: np.ndarray
+    inputs: np.ndarray
+    device: Any
+    views: list
+
+
 class Placement:
     """What `place` derives from a batch's output sizes alone: the outputs' offsets and shapes, the vertical pass's
-    row blocks and the launches' grids. The plan cache keeps one per batch of image shapes, so that a batch of
-    known shapes only allocates, writes its addresses and sends its records."""
+    row blocks and the launches' grids. The plan cache keeps one per batch of image shapes, with that batch's
+    records on the device (`keep`), so that a later batch of those shapes only allocates its outputs (`apply_kept`)."""
 
     def __init__(self, batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool):
         rec, channels, n = batch.rec, batch.channels, len(batch.inputs)
@@ -267,12 +282,13 @@ class Placement:
                 width = int((rec["col_n"][part][resampled_part].astype(np.int64) * channels).max())
                 grid = (-(-width // 128), min(int(rec["rs_h"][part][resampled_part].max()), 65535), last - first)
                 self.launches.append((_kernel(f"resample_vertical<{in_type}>"), grid, (128, 1, 1), at,
-                                      (np.int32(channels),)))
+                                      (np.int32(channels),), ("in", "tmp")))
             if sizes[part].sum() > 0:  # no launch for a chunk of empty outputs (its grid would be empty)
                 grid = (-(-int(widths[part].max()) // 32), -(-int(heights[part].max()) // 8), last - first)
                 self.launches.append((_kernel(f"image_store<{in_type}, {out_ctype}>"), grid, (32, 8, 1), at,
                                       (np.int32(channels), np.int32(out_channels), np.int32(chw),
-                                       np.int32(normalize))))
+                                       np.int32(normalize)), ("in", "out", "tmp")))
+        self.kept: KeptRecords | None = None  # `keep`: the records on the device, as offsets from the buffers
 
     def apply(self, batch: Batch) -> None:
         """Place `batch` (whose records give the sizes this was made of): allocate its outputs (one buffer) and
@@ -288,10 +304,50 @@ class Placement:
         device, host, fills = tables_to_device(batch, head=self.head)
         host[:rec.nbytes] = rec.view(np.uint8)
         send_tables(device, host, fills)
-        launches = [(kernel, grid, block, (device[at:] if at else device, *arguments))
-                    for kernel, grid, block, at, arguments in self.launches]
+        launches = [(kernel, grid, block, (device[at:] if at else device, *arguments, *(_NO_BASE,) * len(bases)))
+                    for kernel, grid, block, at, arguments, bases in self.launches]
         batch.placed = (flat, self.offsets, list(self.shapes), rows, device, launches)
         batch.records_sent = True
+
+    def keep(self, batch: Batch) -> None:
+        """Keep the records of `batch` (placed by `apply`, its tap tables kept elsewhere on the device) on the
+        device, its input, output and row addresses as offsets from each buffer's start: a later batch whose
+        inputs lie at the same offsets in one buffer then uploads nothing (`apply_kept`)."""
+        rec = batch.rec.copy()
+        inputs = rec["in"].copy()
+        rec["in"] = inputs - inputs[0]
+        rec["out"] = self.out_at
+        rec["tmp"] = np.where(self.resampled, self.rows_at, 0) if self.rows_size else 0
+        device = cupy().empty(max(rec.nbytes, 8), np.uint8)
+        host = pinned_bytes(rec.nbytes)
+        host[:] = rec.view(np.uint8)
+        send_bytes(device, host)
+        rec.flags.writeable = False  # batches share it: `adopt_inputs` re-plans them instead of writing into it
+        self.kept = KeptRecords(rec, rec["in"], device, [device[at:] if at else device
+                                                         for _, _, _, at, _, _ in self.launches])
+
+    def apply_kept(self, inputs: list, addresses: np.ndarray, channels: int) -> Batch | None:
+        """A placed batch of packed uint8 `inputs` at `addresses` on the kept records (`keep`): its outputs and rows
+        allocated, the launches given their start addresses; None where the inputs lie otherwise than the kept
+        batch's (then `apply` a batch of records as usual)."""
+        kept = self.kept
+        base = int(addresses[0])
+        if len(addresses) > 1 and not np.array_equal(addresses - np.uint64(base), kept.inputs):
+            return None
+        cp = cupy()
+        batch = Batch.of_records(list(inputs), channels, kept.rec)
+        batch.shared_records = True
+        flat = cp.empty(self.total, dtype=self.out_dtype)
+        rows = cp.ndarray(self.rows_size, cp.uint8, stream_scratch(self.rows_size, "resize rows")) \
+            if self.rows_size else None
+        starts = {"in": np.uint64(base), "out": np.uint64(flat.data.ptr),
+                  "tmp": np.uint64(rows.data.ptr if rows is not None else 0)}
+        launches = [(kernel, grid, block, (records, *arguments, *(starts[name] for name in bases)))
+                    for (kernel, grid, block, _, arguments, bases), records in zip(self.launches, kept.views,
+                                                                                   strict=True)]
+        batch.placed = (flat, self.offsets, list(self.shapes), rows, kept.device, launches)
+        batch.records_sent = True
+        return batch
 
 
 def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool) -> None:
@@ -565,13 +621,16 @@ def launch_plan(plan: tuple):
 
 def adopt_inputs(plan: tuple, images: list) -> bool:
     """Point a plan made on records of the decoder's outputs at the images it really produced (a CPU fallback
-    lives elsewhere); False when an image differs in shape, type or strides (the plan no longer applies)."""
+    lives elsewhere); False when an image differs in shape, type or strides (the plan no longer applies), or when
+    one moved and the records are kept ones (Placement.keep), which no batch writes."""
     batch = plan[0]
     if len(images) != len(batch.inputs):
         return False
     for i, (old, new) in enumerate(zip(batch.inputs, images, strict=True)):
         if new is old:
             continue
+        if batch.shared_records:  # records kept for a batch of shapes: this batch is planned again
+            return False
         if tuple(new.shape) != tuple(old.shape) or new.dtype != old.dtype or tuple(new.strides) != tuple(old.strides):
             return False
         batch.rec["in"][i] = new.data.ptr

@@ -192,7 +192,8 @@ def _rows(batch, start: int, count: int, name: str):
     """Samples start..start+count of an output batch as one array (a view when the batch is dense). GPU batches
     stay on the device (CuPy arrays), complete when returned (`_run_group` waited for the batch itself)."""
     if batch.is_dense_tensor():
-        return batch.as_array()[start:start + count]
+        array = batch.as_array()
+        return array if start == 0 and count == len(array) else array[start:start + count]
     samples = [batch.at(i) for i in range(start, start + count)]
     shapes = {tuple(s.shape) for s in samples}
     if len(shapes) > 1:
