@@ -19,7 +19,7 @@ from headrace import types
 from headrace.data.synthetic import synthetic_image
 from headrace.schema import get_schema
 from headrace_kernels import nvimgcodec_capi
-from headrace_kernels.gpu import image_ops, plan_cache, tap_tables
+from headrace_kernels.gpu import decode, image_ops, plan_cache, tap_tables
 from tests.conftest import encode
 
 ADDRESS_FIELDS = ("in", "out", "tmp", "row_idx", "row_w", "col_idx", "col_w")
@@ -27,11 +27,15 @@ ADDRESS_FIELDS = ("in", "out", "tmp", "row_idx", "row_w", "col_idx", "col_w")
 
 class _HostBuffer:
     """Host bytes standing in for a device buffer: `.data.ptr` is their address, `set` copies into them, a slice
-    is a buffer of its own over the same bytes."""
+    is a buffer of its own over the same bytes, `reshape` views them as an array."""
 
     def __init__(self, size: int, dtype, array: np.ndarray | None = None):
         self.array = np.zeros(size, dtype) if array is None else array
         self.data = pytypes.SimpleNamespace(ptr=self.array.ctypes.data)
+
+    @property
+    def size(self) -> int:
+        return self.array.size
 
     def __getitem__(self, part: slice) -> _HostBuffer:
         view = self.array[part]
@@ -39,6 +43,9 @@ class _HostBuffer:
 
     def set(self, host: np.ndarray) -> None:
         self.array[:] = host
+
+    def reshape(self, shape: tuple) -> np.ndarray:
+        return self.array.reshape(shape)
 
 
 def _host_triangle_tables(grid, block, arguments) -> None:
@@ -148,16 +155,17 @@ def test_kept_placements_place_each_batch_of_their_shapes(host_memory, monkeypat
     """A batch of shapes seen before is placed from the kept placement, as the first was: CHW float32 outputs of
     3x224x224 back to back, the store pass over 7x28 blocks of 32x8 threads per sample; with a row block too small
     for two samples' vertical passes (RESIZE_ROWS_BYTES), one chunk per sample, each chunk's passes reading its own
-    record and its rows at the block's start. Each batch gets outputs of its own; from the second on, the records
-    are the kept ones (offsets), and the launches' base arguments point them at the batch's own buffers."""
+    record and its rows at the block's start. Each batch gets outputs of its own. The second batch of the shapes has
+    its records kept (offsets); from the third on, batches share them, and the launches' base arguments point them
+    at each batch's own buffers."""
     monkeypatch.setattr(image_ops, "RESIZE_ROWS_BYTES", 1)
     cache = plan_cache.FusedPlanCache(CMN, RESIZE)
     shapes = [(300, 200, 3), (427, 640, 3), (300, 200, 3)]
-    packed = [_packed_at(shapes, base) for base in (1 << 40, 1 << 41, 3 << 40)]
-    first, kept, again = [cache.plan(*batch) for batch in packed]
+    packed = [_packed_at(shapes, base) for base in (1 << 40, 1 << 41, 3 << 40, 1 << 42)]
+    plans = [cache.plan(*batch) for batch in packed]
     assert len(cache._placements) == 1
-    size, normalize = 3 * 224 * 224, int(kept[4])
-    for plan, (_, addresses, _) in zip((first, kept, again), packed, strict=True):
+    size, normalize = 3 * 224 * 224, int(plans[0][4])
+    for plan, (_, addresses, _) in zip(plans, packed, strict=True):
         batch = plan[0]
         flat, offsets, out_shapes, rows, device, launches = batch.placed
         assert offsets.tolist() == [0, size, 2 * size, 3 * size] and out_shapes == [(3, 224, 224)] * 3
@@ -175,11 +183,46 @@ def test_kept_placements_place_each_batch_of_their_shapes(host_memory, monkeypat
             assert vertical[2] == (128, 1, 1) and int(vertical[3][1]) == 3
             assert store[1] == (7, 28, 1) and store[2] == (32, 8, 1)
             assert tuple(map(int, store[3][1:5])) == (3, 3, 1, normalize)
-    assert all(int(base) == 0 for launch in first[0].placed[5] for base in launch[3][-2:])  # addresses: no bases
-    assert first[0].placed[4] is not kept[0].placed[4] and kept[0].placed[4] is again[0].placed[4]
-    assert kept[0].placed[0] is not first[0].placed[0] and again[0].placed[0] is not kept[0].placed[0]
-    assert kept[0].placed[1] is first[0].placed[1] and not kept[0].placed[1].flags.writeable  # kept, read-only
-    assert kept[0].shared_records and not kept[0].rec.flags.writeable and not first[0].shared_records
+    first, second, third, fourth = (plan[0] for plan in plans)
+    for batch in (first, second):  # records with addresses, sent with the batch: no bases
+        assert all(int(base) == 0 for launch in batch.placed[5] for base in launch[3][-2:])
+        assert not batch.shared_records
+    assert len({id(batch.placed[4]) for batch in (first, second, third)}) == 3 and third.placed[4] is fourth.placed[4]
+    assert len({id(batch.placed[0]) for batch in (first, second, third, fourth)}) == 4
+    assert second.placed[1] is first.placed[1] and not second.placed[1].flags.writeable  # kept, read-only
+    assert third.shared_records and not third.rec.flags.writeable and third.rec is fourth.rec
+
+
+def test_kept_records_hold_each_sample_s_offsets(host_memory):
+    """One row block for the batch (each resampled sample's rows at its own offset in it), a sample copied as it is
+    (already at the resize's size: no rows), inputs laid in descending order in one buffer (offsets from the first
+    wrap around below it): a batch on kept records reads and writes where a batch on records of its own does."""
+    cache = plan_cache.FusedPlanCache(CMN, RESIZE)
+    shapes = [(300, 200, 3), (256, 341, 3), (427, 640, 3)]
+    size = 3 * 224 * 224
+
+    def descending(base: int) -> tuple[list, np.ndarray, np.ndarray]:
+        images, _, array = _packed(shapes)
+        return images, np.uint64(base) - np.arange(3, dtype=np.uint64) * np.uint64(1 << 24), array
+
+    packed = [descending(base) for base in (1 << 41, 1 << 42, 3 << 41)]
+    plans = [cache.plan(*batch) for batch in packed]
+    own, kept = plans[1][0], plans[2][0]
+    assert kept.shared_records and not own.shared_records
+    assert kept.rec["mode"].tolist() == [image_ops.MODE_TAPS, image_ops.MODE_COPY, image_ops.MODE_TAPS]
+    rows_at = cache._placements[tuple(shapes)].rows_at
+    assert int(rows_at[2]) > 0 and int(kept.rec["tmp"][2]) == int(rows_at[2])  # after the first sample's rows
+    for batch, (_, addresses, _) in ((own, packed[1]), (kept, packed[2])):
+        rec, read = _launch_addresses(batch)
+        flat, rows = batch.placed[0], batch.placed[3]
+        assert [r[3] for r in read] == [batch.placed[4].data.ptr] * 2  # one chunk, from record 0
+        in_base, tmp_base = map(int, batch.placed[5][0][3][2:])
+        out_base = int(batch.placed[5][1][3][6])
+        for i in range(3):
+            assert (int(rec["in"][i]) + in_base) % (1 << 64) == int(addresses[i])
+            assert int(rec["out"][i]) + out_base == flat.data.ptr + i * size * 4
+        for i in (0, 2):
+            assert int(rec["tmp"][i]) + tmp_base - rows.data.ptr == int(rows_at[i])
 
 
 def test_inputs_laid_out_otherwise_get_records_of_their_own(host_memory):
@@ -187,6 +230,7 @@ def test_inputs_laid_out_otherwise_get_records_of_their_own(host_memory):
     elsewhere (not one decoder allocation) is placed on records of its own, with addresses."""
     cache = plan_cache.FusedPlanCache(CMN, RESIZE)
     shapes = [(300, 200, 3), (427, 640, 3)]
+    cache.plan(*_packed(shapes))
     cache.plan(*_packed(shapes))
     images, addresses, array = _packed(shapes)
     addresses[1] += np.uint64(4096)
@@ -196,18 +240,60 @@ def test_inputs_laid_out_otherwise_get_records_of_their_own(host_memory):
     assert rec["in"].tolist() == addresses.tolist() and [r[0] for r in read] == [int(addresses[0])] * 2
 
 
-def test_a_batch_on_kept_records_is_planned_again_for_a_moved_input(host_memory):
-    """`adopt_inputs` (a CPU fallback decoded an image elsewhere) never writes into kept records: that batch is
-    planned again."""
+def test_a_moved_input_gets_a_copy_of_the_kept_records(host_memory):
+    """`adopt_inputs` (a CPU fallback decoded an image elsewhere) never writes into kept records: the batch gets a
+    copy of them in a device buffer of its own, with the moved image's offset from the launches' input base; `launch`
+    sends it."""
     cache = plan_cache.FusedPlanCache(CMN, RESIZE)
-    cache.plan(*_packed([(300, 200, 3)]))
-    images = [pytypes.SimpleNamespace(shape=(300, 200, 3), dtype=np.uint8, strides=(600, 3, 1))]
-    plan = cache.plan(images, *_packed([(300, 200, 3)])[1:])
-    moved = pytypes.SimpleNamespace(shape=(300, 200, 3), dtype=np.uint8, strides=(600, 3, 1),
-                                    data=pytypes.SimpleNamespace(ptr=12345))
-    assert plan[0].shared_records
-    assert not image_ops.adopt_inputs(plan, [moved])
-    assert image_ops.adopt_inputs(plan, images)  # the same images: nothing to write
+    shapes = [(300, 200, 3), (427, 640, 3)]
+    for _ in range(2):
+        cache.plan(*_packed(shapes))
+    images = [pytypes.SimpleNamespace(shape=shape, dtype=np.uint8, strides=(shape[1] * 3, 3, 1)) for shape in shapes]
+    _, addresses, array = _packed(shapes)
+    plan = cache.plan(images, addresses, array)
+    batch = plan[0]
+    kept_rec, kept_device = batch.rec, batch.placed[4]
+    kept_bytes = kept_device.array.copy()
+    moved = pytypes.SimpleNamespace(shape=shapes[1], dtype=np.uint8, strides=(640 * 3, 3, 1),
+                                    data=pytypes.SimpleNamespace(ptr=int(addresses[0]) - 4096))
+    assert batch.shared_records
+    assert image_ops.adopt_inputs(plan, [images[0], moved])
+    assert not batch.shared_records and not batch.records_sent and batch.rec is not kept_rec
+    assert batch.placed[4] is not kept_device and batch.inputs[1] is moved
+    launches = batch.placed[5]
+    ran = []
+    batch.placed = (*batch.placed[:5], [(lambda *a, name=name: ran.append(name), grid, block, arguments)
+                                        for name, grid, block, arguments in launches])
+    image_ops.launch(*plan)  # sends the batch's own records, then runs the (standing-in) kernels
+    assert batch.records_sent and ran == [launch[0] for launch in launches]
+    batch.placed = (*batch.placed[:5], launches)
+    np.testing.assert_array_equal(kept_device.array, kept_bytes)  # the kept records are as they were
+    rec, read = _launch_addresses(batch)
+    assert all(r[3] == batch.placed[4].data.ptr for r in read)
+    in_base = int(batch.placed[5][0][3][-2])
+    assert [(int(r) + in_base) % (1 << 64) for r in rec["in"]] == [int(addresses[0]), moved.data.ptr]
+    odd = pytypes.SimpleNamespace(shape=(1, 1, 3), dtype=np.uint8, strides=(3, 3, 1))
+    assert not image_ops.adopt_inputs(plan, [images[0], odd])  # another shape: the plan no longer applies
+
+
+def test_a_failed_keep_leaves_its_shapes_planned_as_before(host_memory, monkeypatch):
+    """Keeping the records can fail (no device memory): that batch's plan fails (the step plans it again), and the
+    next batches of those shapes are placed on records of their own until keeping succeeds."""
+    cache = plan_cache.FusedPlanCache(CMN, RESIZE)
+    shapes = [(300, 200, 3)]
+    cache.plan(*_packed(shapes))
+
+    def no_memory(placement, batch) -> None:
+        raise MemoryError("out of device memory (standing in)")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(image_ops.Placement, "keep", no_memory)
+        with pytest.raises(MemoryError):
+            cache.plan(*_packed(shapes))
+    assert cache._placements[tuple(shapes)].kept is None
+    again = cache.plan(*_packed(shapes))
+    assert not again[0].shared_records and again[0].rec["in"].tolist() == _packed(shapes)[1].tolist()
+    assert cache.plan(*_packed(shapes))[0].shared_records
 
 
 def test_it_stops_where_shapes_do_not_recur(host_memory):
@@ -259,31 +345,38 @@ def test_served_outputs_with_kept_plans_equal_outputs_without():
 
 @pytest.mark.gpu
 def test_a_cpu_fallback_in_a_batch_on_kept_records_gives_the_bits_without_the_cache(monkeypatch):
-    """A batch of shapes seen before whose first image the GPU decoders report as not decoded: the CPU fallback's
-    image lies elsewhere, so the batch is planned again instead of writing into the kept records; its outputs are
-    those of the same pipeline without the cache."""
+    """Batches of shapes seen before (the third on kept records) whose first image the GPU decoders report as not
+    decoded: the CPU fallback's image (inverted here, so that reading the GPU's decode instead would show) lies
+    elsewhere, and the batch gets a copy of the kept records to point at it; its outputs are those of the same
+    pipeline without the cache, and differ from the batch decoded on the GPU."""
     rng = np.random.default_rng(22)
     images = [encode(synthetic_image(rng, h, w)) for h, w in [(427, 640), (300, 200)]]
-    finish = nvimgcodec_capi.StartedDecode.finish
+    finish, cpu_decode = nvimgcodec_capi.StartedDecode.finish, decode.MixedDecoder._cpu_decode
 
     def first_not_decoded(started):
         statuses = finish(started).copy()
         statuses[0] = nvimgcodec_capi.PROCESSING_BACKEND_UNSUPPORTED + 1  # any status but success
         return statuses
 
-    def run(cache: bool) -> tuple[np.ndarray, int]:
+    def run(cache: bool) -> tuple[np.ndarray, list[np.ndarray], int]:
         pipe = served_preprocess(device="gpu", batch_size=8, device_id=0, executor_options={"plan_cache": cache})
         pipe.build()
         decoder = next(k.decoder for k in pipe._executor.gpu.kernels() if hasattr(k, "launch_ahead"))
+        decoded = pipe.run(images=images)[0].as_cpu().as_array()
         pipe.run(images=images)
         before = decoder.fallbacks
         with monkeypatch.context() as patched:
             patched.setattr(nvimgcodec_capi.StartedDecode, "finish", first_not_decoded)
-            out = pipe.run(images=images)[0].as_cpu().as_array()
+            patched.setattr(decode.MixedDecoder, "_cpu_decode", lambda self, prepared, i: 255 - cpu_decode(
+                self, prepared, i))
+            outs = [pipe.run(images=images)[0].as_cpu().as_array() for _ in range(2)]
         fallbacks = decoder.fallbacks - before
         pipe.close()
-        return out, fallbacks
+        return decoded, outs, fallbacks
 
-    (with_cache, fell_back), (without, fell_back_without) = run(True), run(False)
-    assert fell_back == fell_back_without == 1
-    np.testing.assert_array_equal(with_cache, without)
+    (decoded, with_cache, fell_back), (_, without, fell_back_without) = run(True), run(False)
+    assert fell_back == fell_back_without == 2
+    for a, b in zip(with_cache, without, strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a[1], decoded[1])
+        assert not np.array_equal(a[0], decoded[0])

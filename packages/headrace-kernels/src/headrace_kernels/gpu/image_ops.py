@@ -98,7 +98,8 @@ class Batch:
         self.tables: tuple | DeviceTables | None = None  # resampled samples' taps: see set_resizes
         self.placed: tuple | None = None  # outputs, rows, device records and kernel launches (`place`)
         self.records_sent = False
-        self.shared_records = False  # records kept for a batch of shapes (Placement.keep): never written
+        self.shared_records = False  # records kept for a batch of shapes (Placement.keep): never written ...
+        self.in_base = 0  # ... and their `in` is an offset from this address (the launches pass it)
         self.table_memory = None  # tables kept elsewhere on the device that the records point at (plan_cache)
         if rec is not None:  # records made already (of_records)
             self.rec = rec
@@ -246,8 +247,9 @@ class KeptRecords(NamedTuple):
 
 class Placement:
     """What `place` derives from a batch's output sizes alone: the outputs' offsets and shapes, the vertical pass's
-    row blocks and the launches' grids. The plan cache keeps one per batch of image shapes, with that batch's
-    records on the device (`keep`), so that a later batch of those shapes only allocates its outputs (`apply_kept`)."""
+    row blocks and the launches' grids. The plan cache keeps one per batch of image shapes, and where such a batch
+    recurs its records on the device (`keep`), so that a later batch of those shapes only allocates its outputs
+    (`apply_kept`)."""
 
     def __init__(self, batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool):
         rec, channels, n = batch.rec, batch.channels, len(batch.inputs)
@@ -273,7 +275,8 @@ class Placement:
             self.rows_at = row_offsets.astype(np.uint64)
         self.head = _aligned(rec.nbytes)  # the records, then the tap tables, in one device buffer
         in_type = CTYPES[batch.in_dtype]
-        self.launches = []  # (kernel, grid, block, the chunk's first record's byte offset, the other arguments)
+        # (kernel, grid, block, the chunk's first record's byte offset, the other arguments, the bases it takes)
+        self.launches = []
         for first, last in zip(bounds[:-1], bounds[1:], strict=True):  # a chunk's vertical pass, then its store pass
             part = slice(first, last)
             resampled_part = self.resampled[part]
@@ -289,6 +292,7 @@ class Placement:
                                       (np.int32(channels), np.int32(out_channels), np.int32(chw),
                                        np.int32(normalize)), ("in", "out", "tmp")))
         self.kept: KeptRecords | None = None  # `keep`: the records on the device, as offsets from the buffers
+        self.seen = False  # whether a batch was placed by this before (the plan cache keeps a recurring one's records)
 
     def apply(self, batch: Batch) -> None:
         """Place `batch` (whose records give the sizes this was made of): allocate its outputs (one buffer) and
@@ -331,6 +335,9 @@ class Placement:
         allocated, the launches given their start addresses; None where the inputs lie otherwise than the kept
         batch's (then `apply` a batch of records as usual)."""
         kept = self.kept
+        if kept is None:  # `keep` never ran, or failed
+            return None
+        addresses = np.asarray(addresses, np.uint64)
         base = int(addresses[0])
         if len(addresses) > 1 and not np.array_equal(addresses - np.uint64(base), kept.inputs):
             return None
@@ -340,6 +347,7 @@ class Placement:
         flat = cp.empty(self.total, dtype=self.out_dtype)
         rows = cp.ndarray(self.rows_size, cp.uint8, stream_scratch(self.rows_size, "resize rows")) \
             if self.rows_size else None
+        batch.in_base = base
         starts = {"in": np.uint64(base), "out": np.uint64(flat.data.ptr),
                   "tmp": np.uint64(rows.data.ptr if rows is not None else 0)}
         launches = [(kernel, grid, block, (records, *arguments, *(starts[name] for name in bases)))
@@ -348,6 +356,20 @@ class Placement:
         batch.placed = (flat, self.offsets, list(self.shapes), rows, kept.device, launches)
         batch.records_sent = True
         return batch
+
+
+def _own_records(batch: Batch) -> None:
+    """Give a batch placed on kept records (`Placement.apply_kept`) a copy of them in a device buffer of its own,
+    which `launch` fills, so that `adopt_inputs` can write into it; the launches keep their bases. The kept records
+    are never written."""
+    flat, offsets, shapes, rows, kept_device, launches = batch.placed
+    device = cupy().empty(kept_device.size, np.uint8)
+    own = []
+    for kernel, grid, block, (records, *arguments) in launches:
+        at = records.data.ptr - kept_device.data.ptr
+        own.append((kernel, grid, block, (device[at:] if at else device, *arguments)))
+    batch.rec, batch.placed = batch.rec.copy(), (flat, offsets, shapes, rows, device, own)
+    batch.shared_records = batch.records_sent = False
 
 
 def place(batch: Batch, out_dtype: np.dtype, out_channels: int, chw: bool, normalize: bool) -> None:
@@ -621,19 +643,19 @@ def launch_plan(plan: tuple):
 
 def adopt_inputs(plan: tuple, images: list) -> bool:
     """Point a plan made on records of the decoder's outputs at the images it really produced (a CPU fallback
-    lives elsewhere); False when an image differs in shape, type or strides (the plan no longer applies), or when
-    one moved and the records are kept ones (Placement.keep), which no batch writes."""
+    lives elsewhere); False when an image differs in shape, type or strides (the plan no longer applies). A batch
+    on kept records (Placement.apply_kept) first gets a copy of its own."""
     batch = plan[0]
     if len(images) != len(batch.inputs):
         return False
     for i, (old, new) in enumerate(zip(batch.inputs, images, strict=True)):
         if new is old:
             continue
-        if batch.shared_records:  # records kept for a batch of shapes: this batch is planned again
-            return False
         if tuple(new.shape) != tuple(old.shape) or new.dtype != old.dtype or tuple(new.strides) != tuple(old.strides):
             return False
-        batch.rec["in"][i] = new.data.ptr
+        if batch.shared_records:
+            _own_records(batch)
+        batch.rec["in"][i] = (new.data.ptr - batch.in_base) % (1 << 64)
         batch.inputs[i] = new
         batch.records_sent = False
     return True

@@ -4,8 +4,9 @@ With the same arguments for every sample (no per-sample argument inputs), a samp
 its image's shape alone. A served model sees the same few sizes over and over (camera resolutions, one client's
 images), and planning a batch of one on the host (records, tap tables, their upload) took longer than decoding
 it. So each shape is planned once and its tables stay on the device. Per batch of shapes, the rest of its
-placement (output offsets, launch grids) is kept too, and its records on the device with offsets into the input,
-output and row buffers in place of addresses: a batch of shapes seen before uploads nothing."""
+placement (output offsets, launch grids) is kept too, and once such a batch recurs, its records on the device with
+offsets into the input, output and row buffers in place of addresses: from then on a batch of those shapes uploads
+nothing."""
 
 from __future__ import annotations
 
@@ -88,8 +89,9 @@ class FusedPlanCache:
                 placements.clear()
             placement = placements[together] = Placement(batch, *self._launch)
         placement.apply(batch)
-        if placement.kept is None:
+        if placement.seen and placement.kept is None:  # a batch of these shapes came before: they recur
             placement.keep(batch)
+        placement.seen = True
         return (batch, *self._launch)
 
     def _add(self, shapes: list[tuple[int, int, int]]) -> None:

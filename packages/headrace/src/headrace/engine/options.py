@@ -43,7 +43,8 @@ class ExecutorOptions:
     """A byte limit of the pipeline's device memory pool; 0 for none."""
     plan_cache: bool = True
     """Keep the fused resize + normalize launch records per image size on the device (where every sample has the
-    same arguments), so a batch of sizes seen before only copies its records."""
+    same arguments), and per batch of sizes that recurs its records too, so such a batch only allocates its
+    outputs."""
     plan_process: str = "auto"
     """Whether the fused resize + crop_mirror_normalize's host plans (sample records, tap-table axes) are computed
     in a helper process, so that their Python does not hold the interpreter lock the GPU stage's threads need (the

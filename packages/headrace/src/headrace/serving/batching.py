@@ -189,8 +189,8 @@ def _cause(exc: SampleError) -> str:
 
 
 def _rows(batch, start: int, count: int, name: str):
-    """Samples start..start+count of an output batch as one array (a view when the batch is dense). GPU batches
-    stay on the device (CuPy arrays), complete when returned (`_run_group` waited for the batch itself)."""
+    """Samples start..start+count of an output batch as one array (a dense batch's own array, or a view of it). GPU
+    batches stay on the device (CuPy arrays), complete when returned (`_run_group` waited for the batch itself)."""
     if batch.is_dense_tensor():
         array = batch.as_array()
         return array if start == 0 and count == len(array) else array[start:start + count]
