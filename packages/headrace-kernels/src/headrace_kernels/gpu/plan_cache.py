@@ -74,7 +74,7 @@ class FusedPlanCache:
         channels = int(shapes[0, 2])
         placements, together = self._placements, tuple(keys)
         placement = placements.get(together)
-        if placement is not None:  # a batch of these shapes was seen: its records are on the device already
+        if placement is not None:  # a batch of these shapes came before: from the second on, its records are kept
             batch = placement.apply_kept(images, addresses, channels)
             if batch is not None:
                 batch.table_memory = self._tables
