@@ -36,7 +36,9 @@
 #   abserve   benchmarks/ab_trees.py: a served batch of one (serving_profile.py's BatchRunner img/s) with the tree in
 #             .ab-base (ignored: `git archive OLD packages kernels | tar -x -C .ab-base`; carry it) against this one, in
 #             alternating processes, 5 rounds
-#   peer      the same check with --dali: DALI's GPU build serving the same pipeline in the same backend (4
+#   abidle    the same after 1 ms of idle before each batch (--gap-ms 1; 4 rounds): what a request at concurrency 1
+#             meets
+#   peer      the triton step's check with --dali: DALI's GPU build serving the same pipeline in the same backend (4
 #             instances each), measured in alternation with headrace and the null model (after setup; carry .triton)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +103,9 @@ step() {
     abserve) python3 benchmarks/ab_trees.py --old .ab-base --new . --rounds 5 \
                --pattern "BatchRunner +1 +[0-9.]+ +[0-9.]+ +([0-9]+)" -- \
                benchmarks/probes/serving_profile.py --device gpu --sizes 1 --batches 1000 ;;
+    abidle) python3 benchmarks/ab_trees.py --old .ab-base --new . --rounds 4 \
+              --pattern "BatchRunner +1 +[0-9.]+ +[0-9.]+ +([0-9]+)" -- \
+              benchmarks/probes/serving_profile.py --device gpu --sizes 1 --batches 1000 --gap-ms 1 ;;
     peer)
       mkdir -p "$out/peer" && OUT="$out/peer" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-tests --no-pil --dali \
         --seconds 3 --rounds 2 --instances 4 --shared-memory system ;;
