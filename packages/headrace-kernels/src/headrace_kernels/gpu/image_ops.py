@@ -236,11 +236,10 @@ _NO_BASE = np.uint64(0)
 
 
 class KeptRecords(NamedTuple):
-    """A recurring batch of shapes' records on the device (`Placement.keep`): the host copy, each input's offset
-    from the first, the device buffer and each launch's view of it."""
+    """A recurring batch of shapes' records on the device (`Placement.keep`): the host copy (`in`: each input's
+    offset from the first), the device buffer and each launch's view of it."""
 
     rec: np.ndarray
-    inputs: np.ndarray
     device: Any
     views: list
 
@@ -292,18 +291,14 @@ class Placement:
                                       (np.int32(channels), np.int32(out_channels), np.int32(chw),
                                        np.int32(normalize)), ("in", "out", "tmp")))
         self.kept: KeptRecords | None = None  # `keep`: the records on the device, as offsets from the buffers
-        self.seen = False  # whether a batch was placed by this before (the plan cache keeps a recurring one's records)
 
     def apply(self, batch: Batch) -> None:
         """Place `batch` (whose records give the sizes this was made of): allocate its outputs (one buffer) and
         rows, write their addresses into its records, send the records and tap tables to the device in one copy."""
-        cp = cupy()
         rec = batch.rec
-        flat = cp.empty(self.total, dtype=self.out_dtype)
+        flat, rows = self._buffers()
         rec["out"] = flat.data.ptr + self.out_at
-        rows = None
-        if self.rows_size:
-            rows = cp.ndarray(self.rows_size, cp.uint8, stream_scratch(self.rows_size, "resize rows"))
+        if rows is not None:
             rec["tmp"] = np.where(self.resampled, rows.data.ptr + self.rows_at, 0)
         device, host, fills = tables_to_device(batch, head=self.head)
         host[:rec.nbytes] = rec.view(np.uint8)
@@ -326,9 +321,15 @@ class Placement:
         host = pinned_bytes(rec.nbytes)
         host[:] = rec.view(np.uint8)
         send_bytes(device, host)
-        rec.flags.writeable = False  # batches share it: `adopt_inputs` re-plans them instead of writing into it
-        self.kept = KeptRecords(rec, rec["in"], device, [device[at:] if at else device
-                                                         for _, _, _, at, _, _ in self.launches])
+        rec.flags.writeable = False  # batches share it: `adopt_inputs` gives a batch a copy instead of writing it
+        self.kept = KeptRecords(rec, device, [device[at:] if at else device for _, _, _, at, _, _ in self.launches])
+
+    def _buffers(self) -> tuple[Any, Any]:
+        """A batch's output buffer and its vertical pass's row block (None where no sample is resampled)."""
+        cp = cupy()
+        rows = cp.ndarray(self.rows_size, cp.uint8, stream_scratch(self.rows_size, "resize rows")) \
+            if self.rows_size else None
+        return cp.empty(self.total, dtype=self.out_dtype), rows
 
     def apply_kept(self, inputs: list, addresses: np.ndarray, channels: int) -> Batch | None:
         """A placed batch of packed uint8 `inputs` at `addresses` on the kept records (`keep`): its outputs and rows
@@ -339,14 +340,11 @@ class Placement:
             return None
         addresses = np.asarray(addresses, np.uint64)
         base = int(addresses[0])
-        if len(addresses) > 1 and not np.array_equal(addresses - np.uint64(base), kept.inputs):
+        if len(addresses) > 1 and not np.array_equal(addresses - np.uint64(base), kept.rec["in"]):
             return None
-        cp = cupy()
         batch = Batch.of_records(list(inputs), channels, kept.rec)
         batch.shared_records = True
-        flat = cp.empty(self.total, dtype=self.out_dtype)
-        rows = cp.ndarray(self.rows_size, cp.uint8, stream_scratch(self.rows_size, "resize rows")) \
-            if self.rows_size else None
+        flat, rows = self._buffers()
         batch.in_base = base
         starts = {"in": np.uint64(base), "out": np.uint64(flat.data.ptr),
                   "tmp": np.uint64(rows.data.ptr if rows is not None else 0)}

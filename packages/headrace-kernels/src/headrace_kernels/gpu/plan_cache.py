@@ -74,7 +74,8 @@ class FusedPlanCache:
         channels = int(shapes[0, 2])
         placements, together = self._placements, tuple(keys)
         placement = placements.get(together)
-        if placement is not None:  # a batch of these shapes came before: from the second on, its records are kept
+        recurs = placement is not None  # a batch of these shapes came before: from the second on, its records are kept
+        if recurs:
             batch = placement.apply_kept(images, addresses, channels)
             if batch is not None:
                 batch.table_memory = self._tables
@@ -89,9 +90,8 @@ class FusedPlanCache:
                 placements.clear()
             placement = placements[together] = Placement(batch, *self._launch)
         placement.apply(batch)
-        if placement.seen and placement.kept is None:  # a batch of these shapes came before: they recur
+        if recurs and placement.kept is None:
             placement.keep(batch)
-        placement.seen = True
         return (batch, *self._launch)
 
     def _add(self, shapes: list[tuple[int, int, int]]) -> None:
