@@ -250,17 +250,22 @@ def _counts(conn) -> tuple[int, int]:
     return int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0))
 
 
+def _gpu_repository(target: Path) -> Path:
+    """scripts/make_model_repository.py's repository for GPU instances, in `target`."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, str(MODEL_REPOSITORY.parent / "scripts" / "make_model_repository.py"), "--out",
+                    str(target), "--kind", "KIND_GPU"], check=True, capture_output=True)
+    assert "kind: KIND_GPU" in (target / "preprocess" / "config.pbtxt").read_text()
+    return target
+
+
 @pytest.fixture(scope="module")
 def gpu_server(tmp_path_factory):
     """The repository regenerated for the GPU (mixed decoder, GPU resize and normalize, the classifier on the GPU)
     on one server for both protocols, and the same preprocess file loaded in this process on the GPU."""
-    import subprocess
-    import sys
-
-    repo = tmp_path_factory.mktemp("gpu-repo")
-    subprocess.run([sys.executable, str(MODEL_REPOSITORY.parent / "scripts" / "make_model_repository.py"), "--out",
-                    str(repo), "--kind", "KIND_GPU"], check=True, capture_output=True)
-    assert "kind: KIND_GPU" in (repo / "preprocess" / "config.pbtxt").read_text()
+    repo = _gpu_repository(tmp_path_factory.mktemp("gpu-repo"))
     pipe = Pipeline.load(repo / "preprocess" / "1" / "pipeline.json", device_id=0)
     with start_server(repo, timeout=180) as handle:
         yield handle, pipe
@@ -379,3 +384,72 @@ def _tritonserver_pids(repo: Path) -> list[int]:
                 pids.append(int(entry.name))
     return pids
 
+
+
+def _background_repository(source: Path, target: Path) -> Path:
+    """`source`'s preprocess model, with `respond_in_background: true` added to its config."""
+    model = target / "preprocess"
+    shutil.copytree(source / "preprocess" / "1", model / "1")
+    config = (source / "preprocess" / "config.pbtxt").read_text()
+    (model / "config.pbtxt").write_text(
+        config + 'parameters {\n  key: "respond_in_background"\n  value: { string_value: "true" }\n}\n')
+    return target
+
+
+def _burst_with_a_corrupt_request(conn, images: list[np.ndarray], reference: list[np.ndarray], seed: int) -> None:
+    """64 concurrent requests of 1 to 3 images, one of them holding a corrupt image: that one gets its error, every
+    other one exactly its images' outputs."""
+    corrupt = np.frombuffer(b"\xff\xd8\xff\xe0 not a JPEG at all " * 8, np.uint8)
+    rng = np.random.default_rng(seed)
+    plans = [list(rng.choice(len(images), size=int(rng.integers(1, 4)))) for _ in range(64)]
+    plans[7] = [0, -1]
+
+    def send(plan):
+        try:
+            return infer(conn, "grpc", padded([images[i] if i >= 0 else corrupt for i in plan]))
+        except InferenceServerException as exc:
+            return exc
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(send, plans))
+    assert isinstance(results[7], InferenceServerException) and "sample 1 of this request" in str(results[7])
+    for i, (plan, result) in enumerate(zip(plans, results, strict=True)):
+        if i != 7:
+            assert not isinstance(result, InferenceServerException), result
+            np.testing.assert_array_equal(result, np.stack([reference[j] for j in plan]), err_msg=f"request {i}")
+
+
+def test_respond_in_background(tmp_path, reference):
+    """`respond_in_background: true`: execute returns at once and a worker thread answers through each request's
+    response sender. Outputs equal the offline pipeline's over both protocols, a corrupt image fails only its
+    request in a burst, and the server stops cleanly with the worker."""
+    repo = _background_repository(MODEL_REPOSITORY, tmp_path / "repo")
+    images = jpegs()
+    with start_server(repo, timeout=120) as handle:
+        for protocol in ("http", "grpc"):
+            conn = client(handle, protocol)
+            np.testing.assert_array_equal(infer(conn, protocol, padded(images[:3])), np.stack(reference[:3]))
+            np.testing.assert_array_equal(infer(conn, protocol, images[4][None]), reference[4][None])
+            conn.close()  # an open connection would hold the server's stop for its exit timeout
+        with grpc.InferenceServerClient(handle.grpc_url) as conn:
+            _burst_with_a_corrupt_request(conn, images, reference, seed=11)
+        assert_warmed_up(handle.log())
+        code = handle.stop()
+    assert code == 0, handle.log_tail(30)
+    assert "could not be sent" not in handle.log()
+
+
+@pytest.mark.gpu
+def test_gpu_respond_in_background(gpu_server, tmp_path):
+    """The same on a GPU instance: the worker thread runs the GPU pipeline, and its outputs are bit-equal to the
+    pipeline file run in this process."""
+    _, pipe = gpu_server
+    images = jpegs()
+    reference = [pipe.run(images=[j])[0].as_cpu().as_array()[0] for j in images]
+    repo = _background_repository(_gpu_repository(tmp_path / "gpu"), tmp_path / "repo")
+    with start_server(repo, timeout=180) as handle:
+        with grpc.InferenceServerClient(handle.grpc_url) as conn:
+            np.testing.assert_array_equal(infer(conn, "grpc", padded(images[:3])), np.stack(reference[:3]))
+            _burst_with_a_corrupt_request(conn, images, reference, seed=12)
+        code = handle.stop()
+    assert code == 0, handle.log_tail(30)

@@ -2,6 +2,10 @@
 the external sources of the same names, pipeline outputs become Triton outputs, each batch of requests is one
 pipeline run (BatchRunner), and a bad request gets its own error while the others are answered.
 
+With the model parameter `respond_in_background: true`, execute only reads its requests and returns; a worker
+thread runs them and answers each through its response sender (serving/background.py), so the instance takes its
+next batch while this one runs.
+
 Runs inside Triton's Python stub (`triton_python_backend_utils` exists only there). Under numpy 2 the stub's own
 numpy conversions are broken (`as_numpy()` repeats the first element; `pb_utils.Tensor(name, ndarray)` arrives
 empty), so tensors cross through DLPack: inputs by `np.from_dlpack`, outputs as torch tensors (CPU) or device
@@ -17,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from headrace.engine.options import ExecutorOptions
+from headrace.serving.background import BackgroundRunner, Pending
 from headrace.serving.batching import BatchRunner, InputSpec, RequestError
 from headrace.serving.config import DEFAULT_PIPELINE_FILENAME, NUMPY_OF_TRITON, output_names
 
@@ -32,6 +37,13 @@ def executor_options(parameters: dict[str, str]) -> ExecutorOptions:
     `parameters { key: "executor.lookahead" value: { string_value: "off" } }`."""
     prefix = "executor."
     return ExecutorOptions.from_strings({k[len(prefix):]: v for k, v in parameters.items() if k.startswith(prefix)})
+
+
+def _flag(parameters: dict[str, str], name: str) -> bool:
+    value = parameters.get(name, "false").strip().lower()
+    if value not in ("true", "false", "on", "off", "1", "0", ""):
+        raise ValueError(f"model parameter '{name}': {value!r} is not true or false")
+    return value in ("true", "on", "1")
 
 
 def _input_specs(config: dict) -> list[InputSpec]:
@@ -85,6 +97,10 @@ class TritonPythonModel:
         self._warm_up(args["model_name"])
         self.timing = ExecuteTiming(int(params.get("log_timing_every", "0") or 0), pb_utils.Logger.log_info,
                                     lambda: {**self.runner.seconds, **self.pipe.gpu_timings})
+        self.background = None
+        if _flag(params, "respond_in_background"):
+            self.background = BackgroundRunner(self.runner, pb_utils.Logger.log_error,
+                                               lambda n, ran, answered: self.timing.add(n, 0.0, ran, answered))
 
     def _warm_up(self, model_name: str) -> None:
         """Make the first request as fast as the next (Pipeline.warm_up: the decoders, and one batch of the
@@ -101,28 +117,49 @@ class TritonPythonModel:
         self.pb.Logger.log_info(f"headrace: model '{model_name}' warmed up ({what}) in "
                                 f"{(time.perf_counter() - start) * 1e3:.0f} ms")
 
-    def execute(self, requests: list) -> list:
-        """One response per request, in order: outputs, or that request's own error."""
-        pb = self.pb
+    def execute(self, requests: list) -> list | None:
+        """One response per request, in order: outputs, or that request's own error. In the background, none: each
+        request is answered through its response sender once its run is done."""
+        if self.background is not None:
+            self._hand_over(requests)
+            return None
         start = time.perf_counter()
         arrays = [self._read(request) for request in requests]
         read = time.perf_counter()
         results = self.runner.run(arrays)
         ran = time.perf_counter()
-        responses = []
-        for result in results:
-            if isinstance(result, RequestError):
-                responses.append(pb.InferenceResponse(output_tensors=[], error=_error(pb, str(result))))
-                continue
-            try:
-                tensors = [self._tensor(name, value) for name, value in zip(self.runner.output_names, result,
-                                                                               strict=True)]
-                self._log_placement(tensors)
-                responses.append(pb.InferenceResponse(output_tensors=tensors))
-            except Exception as exc:  # noqa: BLE001 - answered to this request only
-                responses.append(pb.InferenceResponse(output_tensors=[], error=_error(pb, str(exc))))
+        responses = [self._response(result) for result in results]
         self.timing.add(len(requests), read - start, ran - read, time.perf_counter() - ran)
         return responses
+
+    def _hand_over(self, requests: list) -> None:
+        """The requests' inputs, copied (a request's own memory goes when execute returns), to the background runner;
+        a request whose inputs cannot be read is answered at once."""
+        final = self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        pending = []
+        for request in requests:
+            sender = request.get_response_sender()
+            try:
+                inputs = {name: np.array(array, copy=True) for name, array in self._read(request).items()}
+            except Exception as exc:  # noqa: BLE001 - answered to this request only
+                sender.send(self._response(RequestError(f"its inputs could not be read: {exc}")), flags=final)
+                continue
+            pending.append(Pending(inputs, lambda result, sender=sender: sender.send(self._response(result),
+                                                                                     flags=final)))
+        if pending:
+            self.background.submit(pending)
+
+    def _response(self, result):
+        """The response for one request's result: its output tensors, or its error."""
+        pb = self.pb
+        if isinstance(result, RequestError):
+            return pb.InferenceResponse(output_tensors=[], error=_error(pb, str(result)))
+        try:
+            tensors = [self._tensor(name, value) for name, value in zip(self.runner.output_names, result, strict=True)]
+            self._log_placement(tensors)
+            return pb.InferenceResponse(output_tensors=tensors)
+        except Exception as exc:  # noqa: BLE001 - answered to this request only
+            return pb.InferenceResponse(output_tensors=[], error=_error(pb, str(exc)))
 
     def _read(self, request) -> dict:
         """The request's inputs as host arrays (DLPack: the stub's as_numpy is wrong under numpy 2)."""
@@ -168,6 +205,9 @@ class TritonPythonModel:
             self.pb.Logger.log_info(f"headrace: output '{name}' is handed to Triton in {where}")
 
     def finalize(self) -> None:
+        background = getattr(self, "background", None)
+        if background is not None:
+            background.close()
         pipe = getattr(self, "pipe", None)
         if pipe is not None:
             pipe.close()

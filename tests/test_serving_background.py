@@ -1,0 +1,174 @@
+"""BackgroundRunner, the Triton backend's `respond_in_background` mode, run directly (no server): every request is
+answered once, in order, with the same values as a run in the calling thread; requests queued during a run share
+the next one; one bad request, one failing answer or a failing run leaves the worker serving."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from triton_helpers import PREPROCESS_FILE, jpegs, padded
+
+from headrace.pipeline import Pipeline
+from headrace.serving.background import BackgroundRunner, Pending
+from headrace.serving.batching import BatchRunner, InputSpec, RequestError
+
+IMAGES = InputSpec("images", np.dtype(np.uint8), (-1,))
+
+
+class RecordingRunner(BatchRunner):
+    """A BatchRunner that records how many requests each of its runs took."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.runs: list[int] = []
+
+    def run(self, requests):
+        self.runs.append(len(requests))
+        return super().run(requests)
+
+
+@pytest.fixture(scope="module")
+def pipe():
+    pipe = Pipeline.load(PREPROCESS_FILE, batch_size=8, num_threads=2)
+    yield pipe
+    pipe.close()
+
+
+@pytest.fixture(scope="module")
+def reference():
+    pipe = Pipeline.load(PREPROCESS_FILE)
+    out = [pipe.run(images=[j])[0].as_array()[0].copy() for j in jpegs()]
+    pipe.close()
+    return out
+
+
+class Answers:
+    """Where the requests' answers go: one slot per request, and an event once all have come."""
+
+    def __init__(self, count: int):
+        self.results: list = [None] * count
+        self.order: list[int] = []
+        self.came = threading.Condition()
+
+    def to(self, slot: int):
+        def answer(result):
+            with self.came:
+                self.results[slot] = result
+                self.order.append(slot)
+                self.came.notify_all()
+        return answer
+
+    def wait_for(self, count: int | None = None, timeout: float = 30) -> bool:
+        """Whether `count` answers (default: all) came within `timeout` seconds."""
+        with self.came:
+            return self.came.wait_for(lambda: len(self.order) >= (count or len(self.results)), timeout)
+
+
+def _serve(pipe, errors: list[str] | None = None, waiting: int = 8) -> tuple[RecordingRunner, BackgroundRunner]:
+    runner = RecordingRunner(pipe, [IMAGES], ["normalized"])
+    return runner, BackgroundRunner(runner, (errors if errors is not None else []).append, waiting=waiting)
+
+
+def test_requests_queued_during_a_run_share_the_next(pipe, reference):
+    images = jpegs()
+    runner, background = _serve(pipe)
+    answers = Answers(5)
+    release = threading.Event()
+
+    def first(result):  # holds the worker inside its first run's answers until the others are queued
+        answers.to(0)(result)
+        release.wait(10)
+
+    background.submit([Pending({"images": padded(images[0:1])}, first)])
+    assert answers.wait_for(1)  # the worker is in its first run
+    background.submit([Pending({"images": padded(images[1:3])}, answers.to(1)),
+                       Pending({"images": padded(images[3:4])}, answers.to(2))])
+    background.submit([Pending({"images": padded(images[4:5])}, answers.to(3))])
+    background.submit([Pending({"images": padded(images[5:8])}, answers.to(4))])
+    release.set()
+    assert answers.wait_for()
+    background.close()
+    assert runner.runs == [1, 4]  # the first alone, the four queued behind it in one run
+    assert answers.order == [0, 1, 2, 3, 4]
+    for result, (lo, hi) in zip(answers.results, [(0, 1), (1, 3), (3, 4), (4, 5), (5, 8)], strict=True):
+        assert not isinstance(result, RequestError), result
+        np.testing.assert_array_equal(result[0], np.stack(reference[lo:hi]))
+
+
+def test_a_hand_over_waits_while_one_waits_already(pipe, reference):
+    """With one hand-over allowed to wait (the default), a third submit blocks until the worker takes the second."""
+    images = jpegs()
+    _, background = _serve(pipe, waiting=1)
+    answers = Answers(3)
+    release = threading.Event()
+
+    def first(result):
+        answers.to(0)(result)
+        release.wait(10)
+
+    background.submit([Pending({"images": padded(images[0:1])}, first)])
+    assert answers.wait_for(1)
+    background.submit([Pending({"images": padded(images[1:2])}, answers.to(1))])
+    third = threading.Thread(target=background.submit, args=([Pending({"images": padded(images[2:3])},
+                                                                      answers.to(2))],))
+    third.start()
+    third.join(0.5)
+    assert third.is_alive()  # blocked: the second hand-over still waits
+    release.set()
+    third.join(10)
+    assert not third.is_alive() and answers.wait_for()
+    background.close()
+    assert answers.order == [0, 1, 2]
+    for i, result in enumerate(answers.results):
+        np.testing.assert_array_equal(result[0], reference[i][None])
+
+
+def test_a_bad_request_a_failing_answer_and_a_failing_run_stop_nothing(pipe, reference):
+    images = jpegs()
+    corrupt = np.frombuffer(b"\xff\xd8 this is not really a JPEG " * 4, np.uint8)
+    errors: list[str] = []
+    _, background = _serve(pipe, errors)
+    answers = Answers(5)
+
+    release = threading.Event()
+
+    def first(result):  # holds the worker until the later requests are queued: they share one run
+        answers.to(0)(result)
+        release.wait(10)
+
+    def refused(result):
+        raise ConnectionError("the client has gone")
+
+    background.submit([Pending({"images": padded(images[0:2])}, first),
+                       Pending({"images": padded([images[2], corrupt])}, answers.to(1)),
+                       Pending({"images": padded(images[3:4])}, refused)])
+    assert answers.wait_for(1)
+    background.submit([Pending(None, answers.to(2))])  # not a mapping: BatchRunner.run itself raises
+    background.submit([Pending({"images": padded(images[4:5])}, answers.to(3))])
+    release.set()
+    assert answers.wait_for(4)
+    background.submit([Pending({"images": padded(images[5:6])}, answers.to(4))])
+    background.close()
+    np.testing.assert_array_equal(answers.results[0][0], np.stack(reference[0:2]))
+    assert isinstance(answers.results[1], RequestError) and "sample 1 of this request" in str(answers.results[1])
+    assert errors == ["headrace: a response could not be sent: ConnectionError: the client has gone"]
+    # the run of requests 2 and 3 failed as a whole: each got the error, and the worker went on
+    for result in answers.results[2:4]:
+        assert isinstance(result, RequestError) and "the pipeline failed: AttributeError" in str(result)
+    np.testing.assert_array_equal(answers.results[4][0], reference[5][None])
+
+
+def test_close_answers_everything_queued(pipe, reference):
+    images = jpegs()
+    _, background = _serve(pipe)
+    answers = Answers(6)
+    for i in range(6):
+        background.submit([Pending({"images": padded(images[i:i + 1])}, answers.to(i))])
+    background.close()
+    assert answers.wait_for(timeout=0) and answers.order == list(range(6))
+    for i, result in enumerate(answers.results):
+        np.testing.assert_array_equal(result[0], reference[i][None])
+    with pytest.raises(RuntimeError, match="closed"):
+        background.submit([Pending({"images": padded(images[0:1])}, answers.to(0))])
