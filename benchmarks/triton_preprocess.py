@@ -291,11 +291,11 @@ def write_dali_model(target: Path, kind: str, instances: int, delay_us: int, out
 
 def write_headrace_model(target: Path, kind: str, instances: int | None, threads: int | None,
                          delay_us: int, hw_decoder_load: float | None, log_timing_every: int = 0,
-                         dtype: str = "fp32", background: bool = False) -> Path:
+                         dtype: str = "fp32", background: int | None = None) -> Path:
     """model_repository/preprocess's pipeline as scripts/make_model_repository.py builds it (for the GPU: mixed
     decoder, GPU resize and normalize; FP16 outputs with `dtype` "fp16"), with its config, as the model named as
     the folder `target`; returns the pipeline file. `background`: answered from a worker thread
-    (`respond_in_background`)."""
+    (`respond_in_background`) with this many response threads beside it."""
     (target / "1").mkdir(parents=True)
     options = {} if hw_decoder_load is None else {"hw_decoder_load": hw_decoder_load}
     pipe = served_preprocess(dtype=types.from_numpy_dtype(OUTPUT_TYPES[dtype]),
@@ -303,8 +303,8 @@ def write_headrace_model(target: Path, kind: str, instances: int | None, threads
     pipeline_file = target / "1" / "pipeline.json"
     pipe.serialize(pipeline_file)
     parameters = {"log_timing_every": log_timing_every} if log_timing_every else {}
-    if background:
-        parameters["respond_in_background"] = "true"
+    if background is not None:
+        parameters.update(respond_in_background="true", response_threads=background)
     (target / "config.pbtxt").write_text(triton_config(pipe, target.name, instance_kind=kind,
                                                        instance_count=instances or 1, num_threads=threads,
                                                        max_queue_delay_us=delay_us, parameters=parameters))
@@ -367,10 +367,11 @@ def main(argv: list[str] | None = None) -> None:
                              "spent. Tracing costs time of its own: read rates from a run without it. At high "
                              "rates tracing every request can crash tritonserver before 2.57 (server#7795): trace "
                              "every 10th or so there")
-    parser.add_argument("--background", action="store_true",
+    parser.add_argument("--background", nargs="*", type=int, default=[], metavar="THREADS",
                         help="also serve headrace's model answered from a worker thread (respond_in_background: "
                              "execute returns at once and the instance takes its next batch while this one runs), "
-                             "measured in the same rounds as 'headrace bg'")
+                             "once per number of response threads given, measured in the same rounds as "
+                             "'headrace bgN'")
     parser.add_argument("--log-timing-every", type=int, default=0,
                         help="have headrace's backend log where execute spends its time every N calls, and print it")
     args = parser.parse_args(argv)
@@ -413,8 +414,8 @@ def main(argv: list[str] | None = None) -> None:
           f"through {'gRPC' if args.shared_memory == 'none' else args.shared_memory + ' shared memory'}")
 
     runs: dict[str, dict[int, list]] = {"headrace": {}, "null model": {}}
-    if args.background:
-        runs["headrace bg"] = {}
+    for threads in args.background:
+        runs[f"headrace bg{threads}"] = {}
     if args.dali:
         runs["DALI"] = {}
     if not args.no_pil:
@@ -432,9 +433,10 @@ def main(argv: list[str] | None = None) -> None:
                                              args.dtype)
         write_null_model(repo / "null_preprocess", args.kind, args.instances or 1, args.queue_delay_us, out_type,
                          args.null_work_us, args.null_gpu_kernel, args.null_fresh_outputs)
-        if args.background:
-            write_headrace_model(repo / "preprocess_bg", args.kind, args.instances, args.threads, args.queue_delay_us,
-                                 args.hw_decoder_load, args.log_timing_every, args.dtype, background=True)
+        for threads in args.background:
+            write_headrace_model(repo / f"preprocess_bg{threads}", args.kind, args.instances, args.threads,
+                                 args.queue_delay_us, args.hw_decoder_load, args.log_timing_every, args.dtype,
+                                 background=threads)
         if args.dali:
             write_dali_model(repo / "dali_preprocess", args.kind, args.instances or 1, args.queue_delay_us, out_type,
                              args.threads, args.hw_decoder_load)
@@ -460,9 +462,9 @@ def main(argv: list[str] | None = None) -> None:
                  else _no_server()) as theirs:
             check_output(ours.grpc_url, "preprocess", make_input(images, 0, False), want, exact=True)
             contenders = [("headrace", ours, "preprocess", False), ("null model", ours, "null_preprocess", False)]
-            if args.background:
-                check_output(ours.grpc_url, "preprocess_bg", make_input(images, 0, False), want, exact=True)
-                contenders.append(("headrace bg", ours, "preprocess_bg", False))
+            for threads in args.background:
+                check_output(ours.grpc_url, f"preprocess_bg{threads}", make_input(images, 0, False), want, exact=True)
+                contenders.append((f"headrace bg{threads}", ours, f"preprocess_bg{threads}", False))
             if args.dali:
                 dali_diff = check_output(ours.grpc_url, "dali_preprocess", make_input(images, 0, False), want,
                                          exact=False)
@@ -542,15 +544,16 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  concurrency {c:>2}: DALI p50 {d['p50'] - n['p50']:+.2f} ms over the null model, throughput "
                   f"{d['rate'] / n['rate']:.0%} of it; headrace / DALI throughput x{h['rate'] / d['rate']:.2f}, "
                   f"p50 latency x{h['p50'] / d['p50']:.2f}")
-            if "headrace bg" in results:
-                g = results["headrace bg"][c]
-                print(f"                  headrace bg / DALI throughput x{g['rate'] / d['rate']:.2f}, p50 latency "
-                      f"x{g['p50'] / d['p50']:.2f}")
-    if "headrace bg" in results:
-        print("headrace answered from a worker thread (respond_in_background) against the null model, and against "
-              "headrace answering in execute (same run):")
+            for threads in args.background:
+                g = results[f"headrace bg{threads}"][c]
+                print(f"                  headrace bg{threads} / DALI throughput x{g['rate'] / d['rate']:.2f}, p50 "
+                      f"latency x{g['p50'] / d['p50']:.2f}")
+    for threads in args.background:
+        name = f"headrace bg{threads}"
+        print(f"{name}: headrace answered from a worker thread and {threads} response threads "
+              "(respond_in_background), against the null model and against headrace answering in execute (same run):")
         for c in args.concurrency:
-            g, h, n = results["headrace bg"][c], results["headrace"][c], results["null model"][c]
+            g, h, n = results[name][c], results["headrace"][c], results["null model"][c]
             print(f"  concurrency {c:>2}: p50 {g['p50'] - n['p50']:+.2f} ms over the null model, throughput "
                   f"{g['rate'] / n['rate']:.0%} of it; bg / in execute: throughput x{g['rate'] / h['rate']:.2f}, "
                   f"p50 latency x{g['p50'] / h['p50']:.2f}")

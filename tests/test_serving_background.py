@@ -172,3 +172,31 @@ def test_close_answers_everything_queued(pipe, reference):
         np.testing.assert_array_equal(result[0], reference[i][None])
     with pytest.raises(RuntimeError, match="closed"):
         background.submit([Pending({"images": padded(images[0:1])}, answers.to(0))])
+
+
+def test_answers_on_response_threads(pipe, reference):
+    """With response threads, a run's answers but the last go out on them: each request is still answered once,
+    with its own outputs, and an answer that blocks holds up neither the run's other answers nor the next run."""
+    images = jpegs()
+    runner = RecordingRunner(pipe, [IMAGES], ["normalized"])
+    background = BackgroundRunner(runner, [].append, senders=2, waiting=8)
+    answers = Answers(5)
+    release = threading.Event()
+
+    def stuck(result):  # a response sender waiting on a slow server
+        release.wait(10)
+        answers.to(0)(result)
+
+    background.submit([Pending({"images": padded(images[0:1])}, stuck),
+                       Pending({"images": padded(images[1:3])}, answers.to(1))])
+    assert answers.wait_for(1)  # answered while the first answer is still stuck
+    background.submit([Pending({"images": padded(images[3:4])}, answers.to(2)),
+                       Pending({"images": padded(images[4:6])}, answers.to(3)),
+                       Pending({"images": padded(images[6:7])}, answers.to(4))])
+    assert answers.wait_for(4)  # the next run is answered too
+    assert 0 not in answers.order
+    release.set()
+    background.close()
+    assert sorted(answers.order) == [0, 1, 2, 3, 4]
+    for result, (lo, hi) in zip(answers.results, [(0, 1), (1, 3), (3, 4), (4, 6), (6, 7)], strict=True):
+        np.testing.assert_array_equal(result[0], np.stack(reference[lo:hi]))

@@ -8,6 +8,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,14 +32,17 @@ class BackgroundRunner:
     """A BatchRunner on a worker thread. `submit` queues the requests of one execute; the worker takes everything
     queued (so requests that arrived during a run share the next one), runs it and answers each request in order.
     At most `waiting` hand-overs wait for the worker: `submit` blocks beyond that, so that Triton keeps batching
-    requests while the worker is busy, instead of handing over one execute per request. A failing answer is
-    reported through `on_error` and never stops the worker."""
+    requests while the worker is busy, instead of handing over one execute per request. With `senders` threads,
+    all answers of a run but its last go out on them, side by side (an answer that waits on another process, as a
+    Triton response sender does, then holds up neither the others nor the next run). A failing answer is reported
+    through `on_error` and never stops the worker."""
 
     def __init__(self, runner: BatchRunner, on_error: Callable[[str], None],
-                 on_done: Callable[[int, float, float], None] | None = None, waiting: int = 1):
+                 on_done: Callable[[int, float, float], None] | None = None, waiting: int = 1, senders: int = 0):
         self.runner = runner
         self.on_error = on_error
         self.on_done = on_done  # (requests, seconds running, seconds answering) after each run
+        self._senders = ThreadPoolExecutor(senders, thread_name_prefix="headrace-answer") if senders else None
         self._queue: queue.Queue = queue.Queue(maxsize=waiting)
         self._thread = threading.Thread(target=self._serve, name="headrace-background", daemon=True)
         self._thread.start()
@@ -53,6 +57,8 @@ class BackgroundRunner:
         if self._thread.is_alive():
             self._queue.put(_STOP, timeout=timeout)
             self._thread.join(timeout)
+        if self._senders is not None:
+            self._senders.shutdown(wait=True)
 
     def _serve(self) -> None:
         stopping = False
@@ -78,13 +84,19 @@ class BackgroundRunner:
         except Exception as exc:  # noqa: BLE001 - BatchRunner answers bad requests itself; this is anything else
             results = [RequestError(f"the pipeline failed: {type(exc).__name__}: {exc}")] * len(batch)
         ran = time.perf_counter()
-        for pending, result in zip(batch, results, strict=True):
-            try:
-                pending.answer(result)
-            except Exception as exc:  # noqa: BLE001 - one unanswerable request (a cancelled one) stops nothing
-                self.on_error(f"headrace: a response could not be sent: {type(exc).__name__}: {exc}")
+        for i, (pending, result) in enumerate(zip(batch, results, strict=True)):
+            if self._senders is not None and i < len(batch) - 1:
+                self._senders.submit(self._answer, pending, result)
+            else:
+                self._answer(pending, result)
         if self.on_done is not None:
             self.on_done(len(batch), ran - start, time.perf_counter() - ran)
+
+    def _answer(self, pending: Pending, result: Result) -> None:
+        try:
+            pending.answer(result)
+        except Exception as exc:  # noqa: BLE001 - one unanswerable request (a cancelled one) stops nothing
+            self.on_error(f"headrace: a response could not be sent: {type(exc).__name__}: {exc}")
 
 
 __all__ = ["BackgroundRunner", "Pending"]

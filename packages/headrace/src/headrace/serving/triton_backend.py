@@ -100,7 +100,8 @@ class TritonPythonModel:
         self.background = None
         if _flag(params, "respond_in_background"):
             self.background = BackgroundRunner(self.runner, pb_utils.Logger.log_error,
-                                               lambda n, ran, answered: self.timing.add(n, 0.0, ran, answered))
+                                               lambda n, ran, answered: self.timing.add(n, 0.0, ran, answered),
+                                               senders=int(params.get("response_threads", "0") or 0))
 
     def _warm_up(self, model_name: str) -> None:
         """Make the first request as fast as the next (Pipeline.warm_up: the decoders, and one batch of the
