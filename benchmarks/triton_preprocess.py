@@ -291,11 +291,12 @@ def write_dali_model(target: Path, kind: str, instances: int, delay_us: int, out
 
 def write_headrace_model(target: Path, kind: str, instances: int | None, threads: int | None,
                          delay_us: int, hw_decoder_load: float | None, log_timing_every: int = 0,
-                         dtype: str = "fp32", background: int | None = None) -> Path:
+                         dtype: str = "fp32", background: str | None = None) -> Path:
     """model_repository/preprocess's pipeline as scripts/make_model_repository.py builds it (for the GPU: mixed
     decoder, GPU resize and normalize; FP16 outputs with `dtype` "fp16"), with its config, as the model named as
     the folder `target`; returns the pipeline file. `background`: answered from a worker thread
-    (`respond_in_background`) with this many response threads beside it."""
+    (`respond_in_background`), "THREADS" or "THREADS:DEPTH": this many response threads beside it, and as many
+    hand-overs waiting for it (background_queue_depth, default 1)."""
     (target / "1").mkdir(parents=True)
     options = {} if hw_decoder_load is None else {"hw_decoder_load": hw_decoder_load}
     pipe = served_preprocess(dtype=types.from_numpy_dtype(OUTPUT_TYPES[dtype]),
@@ -304,11 +305,17 @@ def write_headrace_model(target: Path, kind: str, instances: int | None, threads
     pipe.serialize(pipeline_file)
     parameters = {"log_timing_every": log_timing_every} if log_timing_every else {}
     if background is not None:
-        parameters.update(respond_in_background="true", response_threads=background)
+        threads, _, depth = background.partition(":")
+        parameters.update(respond_in_background="true", response_threads=threads, background_queue_depth=depth or 1)
     (target / "config.pbtxt").write_text(triton_config(pipe, target.name, instance_kind=kind,
                                                        instance_count=instances or 1, num_threads=threads,
                                                        max_queue_delay_us=delay_us, parameters=parameters))
     return pipeline_file
+
+
+def background_model(variant: str) -> str:
+    """The model name of a --background variant ("THREADS[:DEPTH]")."""
+    return f"preprocess_bg{variant.replace(':', '_')}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -367,11 +374,11 @@ def main(argv: list[str] | None = None) -> None:
                              "spent. Tracing costs time of its own: read rates from a run without it. At high "
                              "rates tracing every request can crash tritonserver before 2.57 (server#7795): trace "
                              "every 10th or so there")
-    parser.add_argument("--background", nargs="*", type=int, default=[], metavar="THREADS",
+    parser.add_argument("--background", nargs="*", default=[], metavar="THREADS[:DEPTH]",
                         help="also serve headrace's model answered from a worker thread (respond_in_background: "
                              "execute returns at once and the instance takes its next batch while this one runs), "
-                             "once per number of response threads given, measured in the same rounds as "
-                             "'headrace bgN'")
+                             "once per number of response threads given (and hand-overs that may wait for the "
+                             "worker, default 1), measured in the same rounds as 'headrace bgTHREADS[:DEPTH]'")
     parser.add_argument("--log-timing-every", type=int, default=0,
                         help="have headrace's backend log where execute spends its time every N calls, and print it")
     args = parser.parse_args(argv)
@@ -434,7 +441,7 @@ def main(argv: list[str] | None = None) -> None:
         write_null_model(repo / "null_preprocess", args.kind, args.instances or 1, args.queue_delay_us, out_type,
                          args.null_work_us, args.null_gpu_kernel, args.null_fresh_outputs)
         for threads in args.background:
-            write_headrace_model(repo / f"preprocess_bg{threads}", args.kind, args.instances, args.threads,
+            write_headrace_model(repo / background_model(threads), args.kind, args.instances, args.threads,
                                  args.queue_delay_us, args.hw_decoder_load, args.log_timing_every, args.dtype,
                                  background=threads)
         if args.dali:
@@ -463,8 +470,8 @@ def main(argv: list[str] | None = None) -> None:
             check_output(ours.grpc_url, "preprocess", make_input(images, 0, False), want, exact=True)
             contenders = [("headrace", ours, "preprocess", False), ("null model", ours, "null_preprocess", False)]
             for threads in args.background:
-                check_output(ours.grpc_url, f"preprocess_bg{threads}", make_input(images, 0, False), want, exact=True)
-                contenders.append((f"headrace bg{threads}", ours, f"preprocess_bg{threads}", False))
+                check_output(ours.grpc_url, background_model(threads), make_input(images, 0, False), want, exact=True)
+                contenders.append((f"headrace bg{threads}", ours, background_model(threads), False))
             if args.dali:
                 dali_diff = check_output(ours.grpc_url, "dali_preprocess", make_input(images, 0, False), want,
                                          exact=False)
@@ -550,8 +557,8 @@ def main(argv: list[str] | None = None) -> None:
                       f"latency x{g['p50'] / d['p50']:.2f}")
     for threads in args.background:
         name = f"headrace bg{threads}"
-        print(f"{name}: headrace answered from a worker thread and {threads} response threads "
-              "(respond_in_background), against the null model and against headrace answering in execute (same run):")
+        print(f"{name}: headrace answered from a worker thread (respond_in_background; response threads[:queue "
+              "depth]), against the null model and against headrace answering in execute (same run):")
         for c in args.concurrency:
             g, h, n = results[name][c], results["headrace"][c], results["null model"][c]
             print(f"  concurrency {c:>2}: p50 {g['p50'] - n['p50']:+.2f} ms over the null model, throughput "

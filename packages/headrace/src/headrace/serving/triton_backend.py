@@ -101,6 +101,7 @@ class TritonPythonModel:
         if _flag(params, "respond_in_background"):
             self.background = BackgroundRunner(self.runner, pb_utils.Logger.log_error,
                                                lambda n, ran, answered: self.timing.add(n, 0.0, ran, answered),
+                                               waiting=int(params.get("background_queue_depth", "1") or 1),
                                                senders=int(params.get("response_threads", "0") or 0))
 
     def _warm_up(self, model_name: str) -> None:
