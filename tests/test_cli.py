@@ -438,6 +438,9 @@ def test_triton_config_prints_and_writes_config(capsys, train_file, tmp_path):
                              "--instance-count", "2")
     assert status == 0 and 'name: "prep"' in out and "max_batch_size: 4" in out
     assert 'name: "images"' in out and "count: 2" in out and "kind: KIND_CPU" in out
+    assert "respond_in_background" not in out
+    status, out, _ = run_cli(capsys, "triton-config", served, "--respond-in-background")
+    assert status == 0 and 'key: "respond_in_background"\n  value: { string_value: "true" }' in out
     status, out, _ = run_cli(capsys, "triton-config", served, "--out", tmp_path / "config.pbtxt")
     assert status == 0 and "written to" in out
     text = (tmp_path / "config.pbtxt").read_text()

@@ -13,6 +13,7 @@ from triton_helpers import PREPROCESS_FILE, jpegs, padded
 from headrace.pipeline import Pipeline
 from headrace.serving.background import BackgroundRunner, Pending
 from headrace.serving.batching import BatchRunner, InputSpec, RequestError
+from headrace.serving.triton_backend import background_options
 
 IMAGES = InputSpec("images", np.dtype(np.uint8), (-1,))
 
@@ -200,3 +201,17 @@ def test_answers_on_response_threads(pipe, reference):
     assert sorted(answers.order) == [0, 1, 2, 3, 4]
     for result, (lo, hi) in zip(answers.results, [(0, 1), (1, 3), (3, 4), (4, 6), (6, 7)], strict=True):
         np.testing.assert_array_equal(result[0], np.stack(reference[lo:hi]))
+
+
+def test_background_options_from_model_parameters():
+    assert background_options({}) is None
+    assert background_options({"respond_in_background": "false", "response_threads": "4"}) is None
+    assert background_options({"respond_in_background": "true"}) == {"senders": 2, "waiting": 1}
+    assert background_options({"respond_in_background": "On", "response_threads": "0",
+                               "background_queue_depth": "3"}) == {"senders": 0, "waiting": 3}
+    with pytest.raises(ValueError, match="'respond_in_background': 'yes please' is not true or false"):
+        background_options({"respond_in_background": "yes please"})
+    with pytest.raises(ValueError, match="'response_threads': '-1' is not a whole number of at least 0"):
+        background_options({"respond_in_background": "1", "response_threads": "-1"})
+    with pytest.raises(ValueError, match="'background_queue_depth': '0' is not a whole number of at least 1"):
+        background_options({"respond_in_background": "1", "background_queue_depth": "0"})

@@ -24,6 +24,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--allow-module", action="append", default=[], metavar="MODULE", dest="allowed_modules",
                         help="trust this module for the user code the file names (repeatable); the served model "
                              "gets the same list as its allowed_modules parameter")
+    parser.add_argument("--respond-in-background", action="store_true",
+                        help="answer from a worker thread, so that an instance takes its next batch while one runs "
+                             "(the respond_in_background parameter; docs/serving.md says when it pays)")
     parser.add_argument("--out", type=Path, help="write config.pbtxt here instead of printing it")
 
 
@@ -49,7 +52,8 @@ def main(args: argparse.Namespace) -> int:
     model_name = args.model_name or args.file.stem
     text = triton_config(pipeline_file=str(args.file), model_name=model_name, max_batch_size=args.max_batch_size,
                          instance_kind=INSTANCE_KINDS[args.instance_kind], instance_count=args.instance_count,
-                         allowed_modules=args.allowed_modules)
+                         allowed_modules=args.allowed_modules,
+                         parameters={"respond_in_background": "true"} if args.respond_in_background else None)
     if args.out is None:
         print(text, end="" if text.endswith("\n") else "\n")
         return 0

@@ -39,11 +39,23 @@ def executor_options(parameters: dict[str, str]) -> ExecutorOptions:
     return ExecutorOptions.from_strings({k[len(prefix):]: v for k, v in parameters.items() if k.startswith(prefix)})
 
 
-def _flag(parameters: dict[str, str], name: str) -> bool:
-    value = parameters.get(name, "false").strip().lower()
-    if value not in ("true", "false", "on", "off", "1", "0", ""):
-        raise ValueError(f"model parameter '{name}': {value!r} is not true or false")
-    return value in ("true", "on", "1")
+def background_options(parameters: dict[str, str]) -> dict[str, int] | None:
+    """BackgroundRunner's settings among a model's parameters, or None where execute answers its requests itself:
+    `respond_in_background` (true / false, default false), `response_threads` (default 2) and
+    `background_queue_depth` (hand-overs that may wait for the worker, default 1)."""
+    switch = parameters.get("respond_in_background", "false").strip().lower()
+    if switch not in ("true", "false", "on", "off", "1", "0", ""):
+        raise ValueError(f"model parameter 'respond_in_background': {switch!r} is not true or false")
+    if switch not in ("true", "on", "1"):
+        return None
+    options = {}
+    for name, key, default, least in (("response_threads", "senders", 2, 0),
+                                      ("background_queue_depth", "waiting", 1, 1)):
+        text = parameters.get(name, "").strip() or str(default)
+        if not text.isdigit() or int(text) < least:
+            raise ValueError(f"model parameter '{name}': {text!r} is not a whole number of at least {least}")
+        options[key] = int(text)
+    return options
 
 
 def _input_specs(config: dict) -> list[InputSpec]:
@@ -97,12 +109,10 @@ class TritonPythonModel:
         self._warm_up(args["model_name"])
         self.timing = ExecuteTiming(int(params.get("log_timing_every", "0") or 0), pb_utils.Logger.log_info,
                                     lambda: {**self.runner.seconds, **self.pipe.gpu_timings})
-        self.background = None
-        if _flag(params, "respond_in_background"):
-            self.background = BackgroundRunner(self.runner, pb_utils.Logger.log_error,
-                                               lambda n, ran, answered: self.timing.add(n, 0.0, ran, answered),
-                                               waiting=int(params.get("background_queue_depth", "1") or 1),
-                                               senders=int(params.get("response_threads", "0") or 0))
+        background = background_options(params)
+        self.background = None if background is None else BackgroundRunner(
+            self.runner, pb_utils.Logger.log_error, lambda n, ran, answered: self.timing.add(n, 0.0, ran, answered),
+            **background)
 
     def _warm_up(self, model_name: str) -> None:
         """Make the first request as fast as the next (Pipeline.warm_up: the decoders, and one batch of the
@@ -218,7 +228,8 @@ class TritonPythonModel:
 class ExecuteTiming:
     """Where `execute` spends its time, logged every `every` calls (the model parameter `log_timing_every`; 0: off):
     reading the inputs, running the pipeline (with splitting its outputs by request), making the responses, and
-    the parts of the pipeline run that `details` reports (cumulative seconds by name)."""
+    the parts of the pipeline run that `details` reports (cumulative seconds by name). In the background, the
+    worker's runs and answers (per run, not per execute); execute's reading is not counted there."""
 
     PARTS = ("read", "pipeline", "respond")
 
@@ -254,4 +265,4 @@ def _error(pb, message: str):
         return pb.TritonError(message)
 
 
-__all__ = ["ExecuteTiming", "TritonPythonModel"]
+__all__ = ["ExecuteTiming", "TritonPythonModel", "background_options", "executor_options"]
