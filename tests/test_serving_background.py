@@ -126,6 +126,33 @@ def test_a_hand_over_waits_while_one_waits_already(pipe, reference):
         np.testing.assert_array_equal(result[0], reference[i][None])
 
 
+def test_with_no_queue_a_hand_over_waits_until_taken(pipe, reference):
+    """`waiting=0`: a submit returns only once the worker has taken its requests, so a second one blocks while the
+    worker is still in its first run."""
+    images = jpegs()
+    _, background = _serve(pipe, waiting=0)
+    answers = Answers(2)
+    release = threading.Event()
+
+    def first(result):
+        answers.to(0)(result)
+        release.wait(10)
+
+    background.submit([Pending({"images": padded(images[0:1])}, first)])
+    assert answers.wait_for(1)
+    second = threading.Thread(target=background.submit, args=([Pending({"images": padded(images[1:2])},
+                                                                       answers.to(1))],))
+    second.start()
+    second.join(0.5)
+    assert second.is_alive()  # the worker has not taken it: it is still in its first run
+    release.set()
+    second.join(10)
+    assert not second.is_alive() and answers.wait_for()
+    background.close()
+    for i, result in enumerate(answers.results):
+        np.testing.assert_array_equal(result[0], reference[i][None])
+
+
 def test_a_bad_request_a_failing_answer_and_a_failing_run_stop_nothing(pipe, reference):
     images = jpegs()
     corrupt = np.frombuffer(b"\xff\xd8 this is not really a JPEG " * 4, np.uint8)
@@ -213,5 +240,5 @@ def test_background_options_from_model_parameters():
         background_options({"respond_in_background": "yes please"})
     with pytest.raises(ValueError, match="'response_threads': '-1' is not a whole number of at least 0"):
         background_options({"respond_in_background": "1", "response_threads": "-1"})
-    with pytest.raises(ValueError, match="'background_queue_depth': '0' is not a whole number of at least 1"):
-        background_options({"respond_in_background": "1", "background_queue_depth": "0"})
+    with pytest.raises(ValueError, match="'background_queue_depth': 'x' is not a whole number of at least 0"):
+        background_options({"respond_in_background": "1", "background_queue_depth": "x"})

@@ -32,7 +32,8 @@ class BackgroundRunner:
     """A BatchRunner on a worker thread. `submit` queues the requests of one execute; the worker takes everything
     queued (so requests that arrived during a run share the next one), runs it and answers each request in order.
     At most `waiting` hand-overs wait for the worker: `submit` blocks beyond that, so that Triton keeps batching
-    requests while the worker is busy, instead of handing over one execute per request. With `senders` threads,
+    requests while the worker is busy, instead of handing over one execute per request (with 0, `submit` returns
+    once the worker has taken its requests). With `senders` threads,
     all answers of a run but its last go out on them, side by side (an answer that waits on another process, as a
     Triton response sender does, then holds up neither the others nor the next run). A failing answer is reported
     through `on_error` and never stops the worker."""
@@ -43,7 +44,8 @@ class BackgroundRunner:
         self.on_error = on_error
         self.on_done = on_done  # (requests, seconds running, seconds answering) after each run
         self._senders = ThreadPoolExecutor(senders, thread_name_prefix="headrace-answer") if senders else None
-        self._queue: queue.Queue = queue.Queue(maxsize=waiting)
+        self._queue: queue.Queue = queue.Queue(maxsize=max(waiting, 1))
+        self._taken = threading.Semaphore(0) if waiting == 0 else None  # released per hand-over the worker takes
         self._thread = threading.Thread(target=self._serve, name="headrace-background", daemon=True)
         self._thread.start()
 
@@ -51,6 +53,8 @@ class BackgroundRunner:
         if not self._thread.is_alive():
             raise RuntimeError("the background runner is closed")
         self._queue.put(list(pending))
+        if self._taken is not None:
+            self._taken.acquire()
 
     def close(self, timeout: float = 60.0) -> None:
         """Answer everything queued, then stop the worker."""
@@ -66,6 +70,7 @@ class BackgroundRunner:
             batch = self._queue.get()
             if batch is _STOP:
                 return
+            self._took()
             while True:  # whatever else is queued joins this run
                 try:
                     more = self._queue.get_nowait()
@@ -74,8 +79,13 @@ class BackgroundRunner:
                 if more is _STOP:
                     stopping = True
                     break
+                self._took()
                 batch += more
             self._run(batch)
+
+    def _took(self) -> None:
+        if self._taken is not None:
+            self._taken.release()
 
     def _run(self, batch: list[Pending]) -> None:
         start = time.perf_counter()

@@ -42,7 +42,8 @@ def executor_options(parameters: dict[str, str]) -> ExecutorOptions:
 def background_options(parameters: dict[str, str]) -> dict[str, int] | None:
     """BackgroundRunner's settings among a model's parameters, or None where execute answers its requests itself:
     `respond_in_background` (true / false, default false), `response_threads` (default 2) and
-    `background_queue_depth` (hand-overs that may wait for the worker, default 1)."""
+    `background_queue_depth` (hand-overs that may wait for the worker, default 1; 0: execute returns once the worker
+    has taken its requests)."""
     switch = parameters.get("respond_in_background", "false").strip().lower()
     if switch not in ("true", "false", "on", "off", "1", "0", ""):
         raise ValueError(f"model parameter 'respond_in_background': {switch!r} is not true or false")
@@ -50,7 +51,7 @@ def background_options(parameters: dict[str, str]) -> dict[str, int] | None:
         return None
     options = {}
     for name, key, default, least in (("response_threads", "senders", 2, 0),
-                                      ("background_queue_depth", "waiting", 1, 1)):
+                                      ("background_queue_depth", "waiting", 1, 0)):
         text = parameters.get(name, "").strip() or str(default)
         if not text.isdigit() or int(text) < least:
             raise ValueError(f"model parameter '{name}': {text!r} is not a whole number of at least {least}")
