@@ -5,6 +5,7 @@ the next one; one bad request, one failing answer or a failing run leaves the wo
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -138,7 +139,10 @@ def test_with_no_queue_a_hand_over_waits_until_taken(pipe, reference):
         answers.to(0)(result)
         release.wait(10)
 
-    background.submit([Pending({"images": padded(images[0:1])}, first)])
+    lone = threading.Thread(target=background.submit, args=([Pending({"images": padded(images[0:1])}, first)],))
+    lone.start()
+    lone.join(10)
+    assert not lone.is_alive()  # returned once the idle worker took it
     assert answers.wait_for(1)
     second = threading.Thread(target=background.submit, args=([Pending({"images": padded(images[1:2])},
                                                                        answers.to(1))],))
@@ -181,7 +185,8 @@ def test_a_bad_request_a_failing_answer_and_a_failing_run_stop_nothing(pipe, ref
     background.close()
     np.testing.assert_array_equal(answers.results[0][0], np.stack(reference[0:2]))
     assert isinstance(answers.results[1], RequestError) and "sample 1 of this request" in str(answers.results[1])
-    assert errors == ["headrace: a response could not be sent: ConnectionError: the client has gone"]
+    assert errors[0] == "headrace: a response could not be sent: ConnectionError: the client has gone"
+    assert len(errors) == 2 and errors[1].startswith("headrace: a pipeline run failed: AttributeError")
     # the run of requests 2 and 3 failed as a whole: each got the error, and the worker went on
     for result in answers.results[2:4]:
         assert isinstance(result, RequestError) and "the pipeline failed: AttributeError" in str(result)
@@ -200,6 +205,54 @@ def test_close_answers_everything_queued(pipe, reference):
         np.testing.assert_array_equal(result[0], reference[i][None])
     with pytest.raises(RuntimeError, match="closed"):
         background.submit([Pending({"images": padded(images[0:1])}, answers.to(0))])
+
+
+class ShortRunner(RecordingRunner):
+    """A BatchRunner whose first run returns one result too few (a bug anywhere below the worker)."""
+
+    def run(self, requests):
+        results = super().run(requests)
+        return results[:-1] if len(self.runs) == 1 else results
+
+
+def test_the_worker_outlives_its_own_failures(pipe, reference):
+    """A run that returns too few results, and a timing callback that raises: each request is still answered
+    once (the unanswered with an error), both are reported, and the worker serves the next hand-over."""
+    images = jpegs()
+    errors: list[str] = []
+    background = BackgroundRunner(ShortRunner(pipe, [IMAGES], ["normalized"]), errors.append,
+                                  on_done=lambda *_: 1 / 0, waiting=8)
+    answers = Answers(3)
+    background.submit([Pending({"images": padded(images[0:1])}, answers.to(0)),
+                       Pending({"images": padded(images[1:2])}, answers.to(1))])
+    assert answers.wait_for(2)
+    background.submit([Pending({"images": padded(images[2:3])}, answers.to(2))])
+    assert answers.wait_for()
+    assert background.close()
+    for result in answers.results[:2]:
+        assert isinstance(result, RequestError) and "the server failed to answer: RuntimeError: 1 results for 2" \
+            in str(result)
+    np.testing.assert_array_equal(answers.results[2][0], reference[2][None])
+    assert errors == ["headrace: the background worker failed: RuntimeError: 1 results for 2 requests",
+                      "headrace: the background worker failed: ZeroDivisionError: division by zero"]
+
+
+def test_an_answer_that_fails_is_followed_by_an_error(pipe):
+    """Outputs the server cannot take: the request then gets an error rather than no answer at all."""
+    images = jpegs()
+    errors: list[str] = []
+    got: list = []
+
+    def picky(result):
+        if not isinstance(result, RequestError):
+            raise MemoryError("no room for the output")
+        got.append(result)
+
+    background = BackgroundRunner(RecordingRunner(pipe, [IMAGES], ["normalized"]), errors.append)
+    background.submit([Pending({"images": padded(images[0:1])}, picky)])
+    assert background.close()
+    assert len(got) == 1 and "its response could not be sent: MemoryError: no room for the output" in str(got[0])
+    assert errors == ["headrace: a response could not be sent: MemoryError: no room for the output"]
 
 
 def test_answers_on_response_threads(pipe, reference):
@@ -224,7 +277,7 @@ def test_answers_on_response_threads(pipe, reference):
     assert answers.wait_for(4)  # the next run is answered too
     assert 0 not in answers.order
     release.set()
-    background.close()
+    assert background.close()
     assert sorted(answers.order) == [0, 1, 2, 3, 4]
     for result, (lo, hi) in zip(answers.results, [(0, 1), (1, 3), (3, 4), (4, 6), (6, 7)], strict=True):
         np.testing.assert_array_equal(result[0], np.stack(reference[lo:hi]))
@@ -242,3 +295,28 @@ def test_background_options_from_model_parameters():
         background_options({"respond_in_background": "1", "response_threads": "-1"})
     with pytest.raises(ValueError, match="'background_queue_depth': 'x' is not a whole number of at least 0"):
         background_options({"respond_in_background": "1", "background_queue_depth": "x"})
+
+
+def test_each_run_answers_its_last_request_itself(pipe):
+    """With response threads, a run's last answer is the worker's own (a lone request meets no hand-over), the
+    others go to the threads; close waits for all of them."""
+    images = jpegs()
+    background = BackgroundRunner(RecordingRunner(pipe, [IMAGES], ["normalized"]), [].append, senders=2)
+    threads: dict[int, str] = {}
+    first_run_done = threading.Event()
+
+    def to(slot: int):
+        def answer(result):
+            if slot == 2:
+                first_run_done.set()
+            time.sleep(0.05)  # still sending when close is called
+            threads[slot] = threading.current_thread().name
+        return answer
+
+    background.submit([Pending({"images": padded(images[i:i + 1])}, to(i)) for i in range(3)])
+    assert first_run_done.wait(30)  # so that the next hand-over is a run of its own
+    background.submit([Pending({"images": padded(images[3:4])}, to(3))])
+    assert background.close()
+    assert sorted(threads) == [0, 1, 2, 3]
+    assert threads[2] == threads[3] == "headrace-background"
+    assert threads[0].startswith("headrace-answer") and threads[1].startswith("headrace-answer")

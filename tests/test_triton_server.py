@@ -385,7 +385,6 @@ def _tritonserver_pids(repo: Path) -> list[int]:
     return pids
 
 
-
 def _background_repository(source: Path, target: Path) -> Path:
     """`source`'s preprocess model, with `respond_in_background: true` added to its config."""
     model = target / "preprocess"

@@ -29,40 +29,47 @@ _STOP = object()
 
 
 class BackgroundRunner:
-    """A BatchRunner on a worker thread. `submit` queues the requests of one execute; the worker takes everything
-    queued (so requests that arrived during a run share the next one), runs it and answers each request in order.
-    At most `waiting` hand-overs wait for the worker: `submit` blocks beyond that, so that Triton keeps batching
-    requests while the worker is busy, instead of handing over one execute per request (with 0, `submit` returns
-    once the worker has taken its requests). With `senders` threads,
-    all answers of a run but its last go out on them, side by side (an answer that waits on another process, as a
-    Triton response sender does, then holds up neither the others nor the next run). A failing answer is reported
-    through `on_error` and never stops the worker."""
+    """A BatchRunner on a worker thread. The requests handed over while a run was under way are run together next,
+    and every request is answered exactly once, in order, whatever fails: the worker never stops before `close`."""
 
     def __init__(self, runner: BatchRunner, on_error: Callable[[str], None],
                  on_done: Callable[[int, float, float], None] | None = None, waiting: int = 1, senders: int = 0):
         self.runner = runner
         self.on_error = on_error
         self.on_done = on_done  # (requests, seconds running, seconds answering) after each run
+        # a run's answers but the last go out side by side on `senders` threads: one that waits on another process
+        # (a Triton response sender) holds up neither the others nor the next run
         self._senders = ThreadPoolExecutor(senders, thread_name_prefix="headrace-answer") if senders else None
         self._queue: queue.Queue = queue.Queue(maxsize=max(waiting, 1))
         self._taken = threading.Semaphore(0) if waiting == 0 else None  # released per hand-over the worker takes
+        self._lock = threading.Lock()  # submit against close: nothing is handed over after the stop
+        self._closed = False
         self._thread = threading.Thread(target=self._serve, name="headrace-background", daemon=True)
         self._thread.start()
 
     def submit(self, pending: Sequence[Pending]) -> None:
-        if not self._thread.is_alive():
-            raise RuntimeError("the background runner is closed")
-        self._queue.put(list(pending))
+        """Hand over one execute's requests. Blocks while `waiting` hand-overs wait already (with 0, until the worker
+        takes these), so that Triton keeps batching requests while the worker is busy."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the background runner is closed")
+            self._queue.put(list(pending))
         if self._taken is not None:
             self._taken.acquire()
 
-    def close(self, timeout: float = 60.0) -> None:
-        """Answer everything queued, then stop the worker."""
+    def close(self, timeout: float = 60.0) -> bool:
+        """Answer everything handed over, then stop the worker and the response threads. False where the worker did
+        not stop within `timeout` (a run that hangs): then nothing is shut down under it."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._queue.put(_STOP)  # the worker empties the queue, so this waits at most for one run
+        self._thread.join(timeout)
         if self._thread.is_alive():
-            self._queue.put(_STOP, timeout=timeout)
-            self._thread.join(timeout)
+            return False
         if self._senders is not None:
             self._senders.shutdown(wait=True)
+        return True
 
     def _serve(self) -> None:
         stopping = False
@@ -82,31 +89,56 @@ class BackgroundRunner:
                 self._took()
                 batch += more
             self._run(batch)
+            del batch  # the answered requests' inputs and senders go now, not at the next hand-over
 
     def _took(self) -> None:
         if self._taken is not None:
             self._taken.release()
 
     def _run(self, batch: list[Pending]) -> None:
-        start = time.perf_counter()
+        answered = 0
         try:
-            results: Sequence[Result] = self.runner.run([p.inputs for p in batch])
-        except Exception as exc:  # noqa: BLE001 - BatchRunner answers bad requests itself; this is anything else
-            results = [RequestError(f"the pipeline failed: {type(exc).__name__}: {exc}")] * len(batch)
-        ran = time.perf_counter()
-        for i, (pending, result) in enumerate(zip(batch, results, strict=True)):
-            if self._senders is not None and i < len(batch) - 1:
-                self._senders.submit(self._answer, pending, result)
-            else:
-                self._answer(pending, result)
-        if self.on_done is not None:
-            self.on_done(len(batch), ran - start, time.perf_counter() - ran)
+            start = time.perf_counter()
+            try:
+                results: Sequence[Result] = self.runner.run([p.inputs for p in batch])
+            except Exception as exc:  # noqa: BLE001 - BatchRunner answers bad requests itself; this is anything else
+                self._report(f"headrace: a pipeline run failed: {type(exc).__name__}: {exc}")
+                results = [RequestError(f"the pipeline failed: {type(exc).__name__}: {exc}")] * len(batch)
+            if len(results) != len(batch):
+                raise RuntimeError(f"{len(results)} results for {len(batch)} requests")
+            ran = time.perf_counter()
+            for pending, result in zip(batch, results, strict=True):
+                if self._senders is not None and answered < len(batch) - 1:
+                    self._senders.submit(self._answer, pending, result)
+                else:
+                    self._answer(pending, result)
+                answered += 1
+            if self.on_done is not None:
+                self.on_done(len(batch), ran - start, time.perf_counter() - ran)
+        except Exception as exc:  # noqa: BLE001 - the worker outlives anything; the unanswered get an error
+            self._report(f"headrace: the background worker failed: {type(exc).__name__}: {exc}")
+            for pending in batch[answered:]:
+                self._answer(pending, RequestError(f"the server failed to answer: {type(exc).__name__}: {exc}"))
 
     def _answer(self, pending: Pending, result: Result) -> None:
+        """`pending.answer(result)`; where that fails (outputs the server cannot take), an error once more, so that
+        the request is not left waiting; where that fails too (a cancelled request), a report."""
         try:
             pending.answer(result)
-        except Exception as exc:  # noqa: BLE001 - one unanswerable request (a cancelled one) stops nothing
-            self.on_error(f"headrace: a response could not be sent: {type(exc).__name__}: {exc}")
+            return
+        except Exception as exc:  # noqa: BLE001 - one unanswerable request stops nothing
+            failure = f"{type(exc).__name__}: {exc}"
+        try:
+            pending.answer(RequestError(f"its response could not be sent: {failure}"))
+        except Exception:  # noqa: BLE001 - reported below
+            pass
+        self._report(f"headrace: a response could not be sent: {failure}")
+
+    def _report(self, message: str) -> None:
+        try:
+            self.on_error(message)
+        except Exception:  # noqa: BLE001 - a failing logger must not stop the worker
+            pass
 
 
 __all__ = ["BackgroundRunner", "Pending"]

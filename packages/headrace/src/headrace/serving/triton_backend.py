@@ -13,6 +13,7 @@ arrays (GPU) by `Tensor.from_dlpack`."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -91,6 +92,7 @@ class TritonPythonModel:
         if "num_threads" in params:
             overrides["num_threads"] = int(params["num_threads"])
         overrides["executor_options"] = executor_options(params)
+        background = background_options(params)  # a bad value fails the load before the pipeline is built
         allowed = [m.strip() for m in params.get("allowed_modules", "").split(",") if m.strip()]
         if allowed:  # user code may sit beside the pipeline file, or in the model's folder
             for folder in (version_dir, version_dir.parent):
@@ -110,7 +112,6 @@ class TritonPythonModel:
         self._warm_up(args["model_name"])
         self.timing = ExecuteTiming(int(params.get("log_timing_every", "0") or 0), pb_utils.Logger.log_info,
                                     lambda: {**self.runner.seconds, **self.pipe.gpu_timings})
-        background = background_options(params)
         self.background = None if background is None else BackgroundRunner(
             self.runner, pb_utils.Logger.log_error, lambda n, ran, answered: self.timing.add(n, 0.0, ran, answered),
             **background)
@@ -146,21 +147,26 @@ class TritonPythonModel:
         return responses
 
     def _hand_over(self, requests: list) -> None:
-        """The requests' inputs, copied (a request's own memory goes when execute returns), to the background runner;
-        a request whose inputs cannot be read is answered at once."""
-        final = self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        """The requests' inputs, as arrays of their own (a request's memory may go when execute returns), to the
+        background runner; a request whose inputs cannot be read is answered at once."""
         pending = []
         for request in requests:
             sender = request.get_response_sender()
             try:
-                inputs = {name: np.array(array, copy=True) for name, array in self._read(request).items()}
+                inputs = {name: _owned(array) for name, array in self._read(request).items()}
             except Exception as exc:  # noqa: BLE001 - answered to this request only
-                sender.send(self._response(RequestError(f"its inputs could not be read: {exc}")), flags=final)
+                try:
+                    self._send(sender, RequestError(f"its inputs could not be read: {exc}"))
+                except Exception as failure:  # noqa: BLE001 - the others are still handed over
+                    self.pb.Logger.log_error(f"headrace: a response could not be sent: {failure}")
                 continue
-            pending.append(Pending(inputs, lambda result, sender=sender: sender.send(self._response(result),
-                                                                                     flags=final)))
+            pending.append(Pending(inputs, functools.partial(self._send, sender)))
         if pending:
             self.background.submit(pending)
+
+    def _send(self, sender, result) -> None:
+        """One request's only response, through its response sender."""
+        sender.send(self._response(result), flags=self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def _response(self, result):
         """The response for one request's result: its output tensors, or its error."""
@@ -219,8 +225,9 @@ class TritonPythonModel:
 
     def finalize(self) -> None:
         background = getattr(self, "background", None)
-        if background is not None:
-            background.close()
+        if background is not None and not background.close():
+            self.pb.Logger.log_error("headrace: a background run did not end within 60 s; its pipeline is left open")
+            return
         pipe = getattr(self, "pipe", None)
         if pipe is not None:
             pipe.close()
@@ -257,6 +264,11 @@ class ExecuteTiming:
             self.log(f"headrace: execute over {self.calls} calls, {self.requests / self.calls:.1f} requests each: "
                      f"{', '.join(parts)}")
             self._reset()
+
+
+def _owned(array: np.ndarray) -> np.ndarray:
+    """`array`, or a copy where its memory belongs to something else (a request's tensor)."""
+    return array if array.base is None and array.flags.owndata else np.array(array, copy=True)
 
 
 def _error(pb, message: str):
