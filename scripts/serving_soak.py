@@ -54,15 +54,16 @@ def bad_inputs() -> dict[str, np.ndarray]:
     }
 
 
-def write_model(repo: Path, kind: str, instances: int) -> Path:
-    """model_repository/preprocess as scripts/make_model_repository.py builds it, for `kind`; returns the pipeline
-    file."""
+def write_model(repo: Path, kind: str, instances: int, background: bool = False) -> Path:
+    """model_repository/preprocess as scripts/make_model_repository.py builds it, for `kind` (answered from a worker
+    thread with `background`); returns the pipeline file."""
     target = repo / "preprocess"
     (target / "1").mkdir(parents=True)
     pipe = served_preprocess(device="gpu" if kind == "KIND_GPU" else "cpu")
     pipeline_file = target / "1" / "pipeline.json"
     pipe.serialize(pipeline_file)
-    (target / "config.pbtxt").write_text(triton_config(pipe, "preprocess", 32, kind, instances))
+    (target / "config.pbtxt").write_text(triton_config(
+        pipe, "preprocess", 32, kind, instances, parameters={"respond_in_background": "true"} if background else None))
     return pipeline_file
 
 
@@ -246,12 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-every", type=int, default=1000, help="requests between memory samples")
     parser.add_argument("--max-growth-mib", type=float, default=30.0)
     parser.add_argument("--max-growth-pct", type=float, default=5.0)
+    parser.add_argument("--respond-in-background", action="store_true",
+                        help="the model answers from a worker thread (docs/serving.md)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     on_gpu = args.kind == "KIND_GPU"
 
     with tempfile.TemporaryDirectory(prefix="headrace-soak-") as tmp:
-        pipeline_file = write_model(Path(tmp) / "repo", args.kind, args.instances)
+        pipeline_file = write_model(Path(tmp) / "repo", args.kind, args.instances, args.respond_in_background)
         good = distinct_jpegs(args.images)
         bad = bad_inputs()
         want = references(pipeline_file, good, bad, on_gpu)

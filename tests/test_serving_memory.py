@@ -111,16 +111,21 @@ def _soak():
 
 @pytest.mark.triton
 @pytest.mark.skipif(not have_server(), reason=NO_SERVER)
-def test_mixed_traffic_memory_is_flat(tmp_path: Path):
+@pytest.mark.parametrize("background", [False, True], ids=["in-execute", "in-background"])
+def test_mixed_traffic_memory_is_flat(tmp_path: Path, background: bool):
     """3 rounds of 600 one-image requests at concurrency 16, 10% corrupt: every answer right, and the peak RSS of
     tritonserver and of the model's stub, and the server's shared memory, grow by at most max(30 MiB, 5%) from
-    round 2 to round 3, and so do both RSS together (before the fix: 40-310 MiB; after: under 7)."""
+    round 2 to round 3, and so do both RSS together (before the fix: 40-310 MiB; after: under 7). The same where
+    the model answers from a worker thread (`respond_in_background`)."""
     pytest.importorskip("tritonclient.grpc")
     from headrace.serving import start_server
     from headrace.serving.server import child_pids
 
     soak = _soak()
     shutil.copytree(MODEL_REPOSITORY / "preprocess", tmp_path / "repo" / "preprocess")
+    if background:
+        with (tmp_path / "repo" / "preprocess" / "config.pbtxt").open("a") as config:
+            config.write('parameters {\n  key: "respond_in_background"\n  value: { string_value: "true" }\n}\n')
     good = jpegs()
     bad = list(soak.bad_inputs().values())
     want = soak.references(PREPROCESS_FILE, good, {}, on_gpu=False)
