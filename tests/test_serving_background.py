@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from triton_helpers import PREPROCESS_FILE, jpegs, padded
+from triton_helpers import PREPROCESS_FILE, jpegs, offline_outputs, padded
 
 from headrace.pipeline import Pipeline
 from headrace.serving.background import BackgroundRunner, Pending
@@ -40,10 +40,8 @@ def pipe():
 
 @pytest.fixture(scope="module")
 def reference():
-    pipe = Pipeline.load(PREPROCESS_FILE)
-    out = [pipe.run(images=[j])[0].as_array()[0].copy() for j in jpegs()]
-    pipe.close()
-    return out
+    """Each test image's output, one image per run of the preprocess pipeline."""
+    return offline_outputs()
 
 
 class Answers:
@@ -53,6 +51,7 @@ class Answers:
         self.results: list = [None] * count
         self.order: list[int] = []
         self.came = threading.Condition()
+        self.release = threading.Event()
 
     def to(self, slot: int):
         def answer(result):
@@ -60,6 +59,14 @@ class Answers:
                 self.results[slot] = result
                 self.order.append(slot)
                 self.came.notify_all()
+        return answer
+
+    def holding(self, slot: int):
+        """An answer for `slot` that then holds the worker until `release` is set: requests handed over meanwhile
+        queue up behind the run."""
+        def answer(result):
+            self.to(slot)(result)
+            self.release.wait(10)
         return answer
 
     def wait_for(self, count: int | None = None, timeout: float = 30) -> bool:
@@ -77,19 +84,13 @@ def test_requests_queued_during_a_run_share_the_next(pipe, reference):
     images = jpegs()
     runner, background = _serve(pipe)
     answers = Answers(5)
-    release = threading.Event()
-
-    def first(result):  # holds the worker inside its first run's answers until the others are queued
-        answers.to(0)(result)
-        release.wait(10)
-
-    background.submit([Pending({"images": padded(images[0:1])}, first)])
+    background.submit([Pending({"images": padded(images[0:1])}, answers.holding(0))])
     assert answers.wait_for(1)  # the worker is in its first run
     background.submit([Pending({"images": padded(images[1:3])}, answers.to(1)),
                        Pending({"images": padded(images[3:4])}, answers.to(2))])
     background.submit([Pending({"images": padded(images[4:5])}, answers.to(3))])
     background.submit([Pending({"images": padded(images[5:8])}, answers.to(4))])
-    release.set()
+    answers.release.set()
     assert answers.wait_for()
     background.close()
     assert runner.runs == [1, 4]  # the first alone, the four queued behind it in one run
@@ -104,13 +105,7 @@ def test_a_hand_over_waits_while_one_waits_already(pipe, reference):
     images = jpegs()
     _, background = _serve(pipe, waiting=1)
     answers = Answers(3)
-    release = threading.Event()
-
-    def first(result):
-        answers.to(0)(result)
-        release.wait(10)
-
-    background.submit([Pending({"images": padded(images[0:1])}, first)])
+    background.submit([Pending({"images": padded(images[0:1])}, answers.holding(0))])
     assert answers.wait_for(1)
     background.submit([Pending({"images": padded(images[1:2])}, answers.to(1))])
     third = threading.Thread(target=background.submit, args=([Pending({"images": padded(images[2:3])},
@@ -118,7 +113,7 @@ def test_a_hand_over_waits_while_one_waits_already(pipe, reference):
     third.start()
     third.join(0.5)
     assert third.is_alive()  # blocked: the second hand-over still waits
-    release.set()
+    answers.release.set()
     third.join(10)
     assert not third.is_alive() and answers.wait_for()
     background.close()
@@ -133,13 +128,8 @@ def test_with_no_queue_a_hand_over_waits_until_taken(pipe, reference):
     images = jpegs()
     _, background = _serve(pipe, waiting=0)
     answers = Answers(2)
-    release = threading.Event()
-
-    def first(result):
-        answers.to(0)(result)
-        release.wait(10)
-
-    lone = threading.Thread(target=background.submit, args=([Pending({"images": padded(images[0:1])}, first)],))
+    lone = threading.Thread(target=background.submit,
+                            args=([Pending({"images": padded(images[0:1])}, answers.holding(0))],))
     lone.start()
     lone.join(10)
     assert not lone.is_alive()  # returned once the idle worker took it
@@ -149,7 +139,7 @@ def test_with_no_queue_a_hand_over_waits_until_taken(pipe, reference):
     second.start()
     second.join(0.5)
     assert second.is_alive()  # the worker has not taken it: it is still in its first run
-    release.set()
+    answers.release.set()
     second.join(10)
     assert not second.is_alive() and answers.wait_for()
     background.close()
@@ -164,22 +154,16 @@ def test_a_bad_request_a_failing_answer_and_a_failing_run_stop_nothing(pipe, ref
     _, background = _serve(pipe, errors)
     answers = Answers(5)
 
-    release = threading.Event()
-
-    def first(result):  # holds the worker until the later requests are queued: they share one run
-        answers.to(0)(result)
-        release.wait(10)
-
     def refused(result):
         raise ConnectionError("the client has gone")
 
-    background.submit([Pending({"images": padded(images[0:2])}, first),
+    background.submit([Pending({"images": padded(images[0:2])}, answers.holding(0)),
                        Pending({"images": padded([images[2], corrupt])}, answers.to(1)),
                        Pending({"images": padded(images[3:4])}, refused)])
     assert answers.wait_for(1)
     background.submit([Pending(None, answers.to(2))])  # not a mapping: BatchRunner.run itself raises
     background.submit([Pending({"images": padded(images[4:5])}, answers.to(3))])
-    release.set()
+    answers.release.set()
     assert answers.wait_for(4)
     background.submit([Pending({"images": padded(images[5:6])}, answers.to(4))])
     background.close()
@@ -262,10 +246,8 @@ def test_answers_on_response_threads(pipe, reference):
     runner = RecordingRunner(pipe, [IMAGES], ["normalized"])
     background = BackgroundRunner(runner, [].append, senders=2, waiting=8)
     answers = Answers(5)
-    release = threading.Event()
-
     def stuck(result):  # a response sender waiting on a slow server
-        release.wait(10)
+        answers.release.wait(10)
         answers.to(0)(result)
 
     background.submit([Pending({"images": padded(images[0:1])}, stuck),
@@ -276,7 +258,7 @@ def test_answers_on_response_threads(pipe, reference):
                        Pending({"images": padded(images[6:7])}, answers.to(4))])
     assert answers.wait_for(4)  # the next run is answered too
     assert 0 not in answers.order
-    release.set()
+    answers.release.set()
     assert background.close()
     assert sorted(answers.order) == [0, 1, 2, 3, 4]
     for result, (lo, hi) in zip(answers.results, [(0, 1), (1, 3), (3, 4), (4, 6), (6, 7)], strict=True):

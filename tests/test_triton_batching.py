@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from triton_helpers import PREPROCESS_FILE, jpegs, padded
+from triton_helpers import PREPROCESS_FILE, jpegs, offline_outputs, padded
 
 from headrace.pipeline import Pipeline
 from headrace.serving.batching import BatchRunner, InputSpec, RequestError
@@ -23,10 +23,7 @@ def runner():
 @pytest.fixture(scope="module")
 def reference():
     """Each test image's output, computed one image per run by a separate pipeline."""
-    pipe = Pipeline.load(PREPROCESS_FILE)
-    out = [pipe.run(images=[j])[0].as_array()[0].copy() for j in jpegs()]
-    pipe.close()
-    return out
+    return offline_outputs()
 
 
 def test_merged_requests_are_split_back(runner, reference):

@@ -17,6 +17,7 @@ from triton_helpers import (
     assert_warmed_up,
     have_server,
     jpegs,
+    offline_outputs,
     padded,
 )
 
@@ -49,10 +50,7 @@ def server():
 @pytest.fixture(scope="module")
 def reference():
     """The preprocess pipeline run offline, one image per run, on the same file the server loads."""
-    pipe = Pipeline.load(PREPROCESS_FILE)
-    out = [pipe.run(images=[j])[0].as_array()[0].copy() for j in jpegs()]
-    pipe.close()
-    return out
+    return offline_outputs()
 
 
 def client(server, protocol: str):
@@ -311,28 +309,8 @@ def test_gpu_instance_errors_and_burst(gpu_server):
     server, pipe = gpu_server
     images = jpegs()
     reference = [pipe.run(images=[j])[0].as_cpu().as_array()[0] for j in images]
-    corrupt = np.frombuffer(b"\xff\xd8\xff\xe0 not a JPEG at all " * 8, np.uint8)
-    rng = np.random.default_rng(5)
-    plans = [list(rng.choice(len(images), size=int(rng.integers(1, 4)))) for _ in range(64)]
-    plans[7] = [0, -1]
-    conn = grpc.InferenceServerClient(server.grpc_url)
-
-    def send(plan):
-        batch = padded([images[i] if i >= 0 else corrupt for i in plan])
-        try:
-            return infer(conn, "grpc", batch)
-        except InferenceServerException as exc:
-            return exc
-
-    with ThreadPoolExecutor(16) as pool:
-        results = list(pool.map(send, plans))
-    assert isinstance(results[7], InferenceServerException) and "sample 1 of this request" in str(results[7])
-    for i, (plan, result) in enumerate(zip(plans, results, strict=True)):
-        if i == 7:
-            continue
-        assert not isinstance(result, InferenceServerException), result
-        assert result.shape == (len(plan), 3, 224, 224) and result.dtype == np.float32
-        np.testing.assert_array_equal(result, np.stack([reference[j] for j in plan]), err_msg=f"request {i}")
+    with grpc.InferenceServerClient(server.grpc_url) as conn:
+        _burst_with_a_corrupt_request(conn, images, reference, seed=5)
 
 
 def test_failed_start_is_reported_and_killed(tmp_path: Path):
@@ -415,6 +393,7 @@ def _burst_with_a_corrupt_request(conn, images: list[np.ndarray], reference: lis
     for i, (plan, result) in enumerate(zip(plans, results, strict=True)):
         if i != 7:
             assert not isinstance(result, InferenceServerException), result
+            assert result.shape == (len(plan), 3, 224, 224) and result.dtype == np.float32
             np.testing.assert_array_equal(result, np.stack([reference[j] for j in plan]), err_msg=f"request {i}")
 
 

@@ -72,6 +72,18 @@ def _jpeg(rng: np.random.Generator, height: int, width: int, quality: int = 90) 
     return buf.ravel()
 
 
+def offline_outputs() -> list[np.ndarray]:
+    """Each of `jpegs()`'s outputs through the preprocess pipeline file, one image per run: what the server must
+    answer."""
+    from headrace.pipeline import Pipeline
+
+    pipe = Pipeline.load(PREPROCESS_FILE)
+    try:
+        return [pipe.run(images=[j])[0].as_array()[0].copy() for j in jpegs()]
+    finally:
+        pipe.close()
+
+
 def distinct_jpegs(count: int, seed: int = 0) -> list[np.ndarray]:
     """`count` synthetic q90 JPEGs, each of its own size (height 320-600, width 400-800)."""
     rng = np.random.default_rng(seed)
