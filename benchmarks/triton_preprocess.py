@@ -305,8 +305,8 @@ def write_headrace_model(target: Path, kind: str, instances: int | None, threads
     pipe.serialize(pipeline_file)
     parameters = {"log_timing_every": log_timing_every} if log_timing_every else {}
     if background is not None:
-        threads, _, depth = background.partition(":")
-        parameters.update(respond_in_background="true", response_threads=threads, background_queue_depth=depth or 1)
+        senders, _, depth = background.partition(":")  # not `threads`: that is the pipeline's own
+        parameters.update(respond_in_background="true", response_threads=senders, background_queue_depth=depth or 1)
     (target / "config.pbtxt").write_text(triton_config(pipe, target.name, instance_kind=kind,
                                                        instance_count=instances or 1, num_threads=threads,
                                                        max_queue_delay_us=delay_us, parameters=parameters))
