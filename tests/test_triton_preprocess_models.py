@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("tritonclient.grpc")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from triton_preprocess import background_model, write_headrace_model  # noqa: E402
+from triton_preprocess import background_model, write_headrace_model
 
 
 def _parameters(config: str) -> dict[str, str]:
