@@ -421,8 +421,8 @@ def main(argv: list[str] | None = None) -> None:
           f"through {'gRPC' if args.shared_memory == 'none' else args.shared_memory + ' shared memory'}")
 
     runs: dict[str, dict[int, list]] = {"headrace": {}, "null model": {}}
-    for threads in args.background:
-        runs[f"headrace bg{threads}"] = {}
+    for variant in args.background:
+        runs[f"headrace bg{variant}"] = {}
     if args.dali:
         runs["DALI"] = {}
     if not args.no_pil:
@@ -440,10 +440,10 @@ def main(argv: list[str] | None = None) -> None:
                                              args.dtype)
         write_null_model(repo / "null_preprocess", args.kind, args.instances or 1, args.queue_delay_us, out_type,
                          args.null_work_us, args.null_gpu_kernel, args.null_fresh_outputs)
-        for threads in args.background:
-            write_headrace_model(repo / background_model(threads), args.kind, args.instances, args.threads,
+        for variant in args.background:
+            write_headrace_model(repo / background_model(variant), args.kind, args.instances, args.threads,
                                  args.queue_delay_us, args.hw_decoder_load, args.log_timing_every, args.dtype,
-                                 background=threads)
+                                 background=variant)
         if args.dali:
             write_dali_model(repo / "dali_preprocess", args.kind, args.instances or 1, args.queue_delay_us, out_type,
                              args.threads, args.hw_decoder_load)
@@ -469,9 +469,9 @@ def main(argv: list[str] | None = None) -> None:
                  else _no_server()) as theirs:
             check_output(ours.grpc_url, "preprocess", make_input(images, 0, False), want, exact=True)
             contenders = [("headrace", ours, "preprocess", False), ("null model", ours, "null_preprocess", False)]
-            for threads in args.background:
-                check_output(ours.grpc_url, background_model(threads), make_input(images, 0, False), want, exact=True)
-                contenders.append((f"headrace bg{threads}", ours, background_model(threads), False))
+            for variant in args.background:
+                check_output(ours.grpc_url, background_model(variant), make_input(images, 0, False), want, exact=True)
+                contenders.append((f"headrace bg{variant}", ours, background_model(variant), False))
             if args.dali:
                 dali_diff = check_output(ours.grpc_url, "dali_preprocess", make_input(images, 0, False), want,
                                          exact=False)
@@ -551,12 +551,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  concurrency {c:>2}: DALI p50 {d['p50'] - n['p50']:+.2f} ms over the null model, throughput "
                   f"{d['rate'] / n['rate']:.0%} of it; headrace / DALI throughput x{h['rate'] / d['rate']:.2f}, "
                   f"p50 latency x{h['p50'] / d['p50']:.2f}")
-            for threads in args.background:
-                g = results[f"headrace bg{threads}"][c]
-                print(f"                  headrace bg{threads} / DALI throughput x{g['rate'] / d['rate']:.2f}, p50 "
+            for variant in args.background:
+                g = results[f"headrace bg{variant}"][c]
+                print(f"                  headrace bg{variant} / DALI throughput x{g['rate'] / d['rate']:.2f}, p50 "
                       f"latency x{g['p50'] / d['p50']:.2f}")
-    for threads in args.background:
-        name = f"headrace bg{threads}"
+    for variant in args.background:
+        name = f"headrace bg{variant}"
         print(f"{name}: headrace answered from a worker thread (respond_in_background; response threads[:queue "
               "depth]), against the null model and against headrace answering in execute (same run):")
         for c in args.concurrency:

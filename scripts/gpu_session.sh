@@ -38,9 +38,9 @@
 #             alternating processes, 5 rounds
 #   abidle    the same after 1 ms of idle before each batch (--gap-ms 1; 4 rounds): what a request at concurrency 1
 #             meets
-#   bg        the KIND_GPU Triton tests, then the triton step's check with --background 2 2:4 0:4: headrace's model answered
-#             from a worker thread (respond_in_background) against the same answering in execute and the null model,
-#             same rounds (carry .triton)
+#   bg        the KIND_GPU Triton tests, then the triton step's check with --background 2 2:4 0:4: headrace's model
+#             answered from a worker thread (respond_in_background) against the same answering in execute and the
+#             null model, same rounds (carry .triton)
 #   peer      the triton step's check with --dali: DALI's GPU build serving the same pipeline in the same backend (4
 #             instances each), measured in alternation with headrace and the null model (after setup; carry .triton)
 set -uo pipefail
@@ -110,8 +110,8 @@ step() {
               --pattern "BatchRunner +1 +[0-9.]+ +[0-9.]+ +([0-9]+)" -- \
               benchmarks/probes/serving_profile.py --device gpu --sizes 1 --batches 1000 --gap-ms 1 ;;
     bg)
-      mkdir -p "$out/bg" && OUT="$out/bg" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-pil --background 2 2:4 0:4 \
-        --seconds 3 --rounds 2 --instances 4 --shared-memory system ;;
+      mkdir -p "$out/bg" && OUT="$out/bg" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-pil \
+        --background 2 2:4 0:4 --seconds 3 --rounds 2 --instances 4 --shared-memory system ;;
     peer)
       mkdir -p "$out/peer" && OUT="$out/peer" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-tests --no-pil --dali \
         --seconds 3 --rounds 2 --instances 4 --shared-memory system ;;

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from triton_helpers import MODEL_REPOSITORY, NO_SERVER, PREPROCESS_FILE, have_server, jpegs
+from triton_helpers import MODEL_REPOSITORY, NO_SERVER, PREPROCESS_FILE, have_server, jpegs, respond_in_background
 
 from headrace.pipeline import Pipeline
 from headrace.serving.batching import BatchRunner, InputSpec, RequestError
@@ -124,8 +124,7 @@ def test_mixed_traffic_memory_is_flat(tmp_path: Path, background: bool):
     soak = _soak()
     shutil.copytree(MODEL_REPOSITORY / "preprocess", tmp_path / "repo" / "preprocess")
     if background:
-        with (tmp_path / "repo" / "preprocess" / "config.pbtxt").open("a") as config:
-            config.write('parameters {\n  key: "respond_in_background"\n  value: { string_value: "true" }\n}\n')
+        respond_in_background(tmp_path / "repo" / "preprocess")
     good = jpegs()
     bad = list(soak.bad_inputs().values())
     want = soak.references(PREPROCESS_FILE, good, {}, on_gpu=False)

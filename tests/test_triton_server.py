@@ -19,6 +19,7 @@ from triton_helpers import (
     jpegs,
     offline_outputs,
     padded,
+    respond_in_background,
 )
 
 from headrace.pipeline import Pipeline
@@ -365,11 +366,8 @@ def _tritonserver_pids(repo: Path) -> list[int]:
 
 def _background_repository(source: Path, target: Path) -> Path:
     """`source`'s preprocess model, with `respond_in_background: true` added to its config."""
-    model = target / "preprocess"
-    shutil.copytree(source / "preprocess" / "1", model / "1")
-    config = (source / "preprocess" / "config.pbtxt").read_text()
-    (model / "config.pbtxt").write_text(
-        config + 'parameters {\n  key: "respond_in_background"\n  value: { string_value: "true" }\n}\n')
+    shutil.copytree(source / "preprocess", target / "preprocess")
+    respond_in_background(target / "preprocess")
     return target
 
 

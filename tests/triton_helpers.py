@@ -72,6 +72,12 @@ def _jpeg(rng: np.random.Generator, height: int, width: int, quality: int = 90) 
     return buf.ravel()
 
 
+def respond_in_background(model: Path) -> None:
+    """Have the model in folder `model` answer from a worker thread: `respond_in_background: true` in its config."""
+    with (model / "config.pbtxt").open("a") as config:
+        config.write('parameters {\n  key: "respond_in_background"\n  value: { string_value: "true" }\n}\n')
+
+
 def offline_outputs() -> list[np.ndarray]:
     """Each of `jpegs()`'s outputs through the preprocess pipeline file, one image per run: what the server must
     answer."""

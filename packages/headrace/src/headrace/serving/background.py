@@ -26,6 +26,7 @@ class Pending:
 
 
 _STOP = object()
+STOP_TIMEOUT_S = 60.0  # how long `close` waits for the worker's last run
 
 
 class BackgroundRunner:
@@ -57,7 +58,7 @@ class BackgroundRunner:
         if self._taken is not None:
             self._taken.acquire()
 
-    def close(self, timeout: float = 60.0) -> bool:
+    def close(self, timeout: float = STOP_TIMEOUT_S) -> bool:
         """Answer everything handed over, then stop the worker and the response threads. False where the worker did
         not stop within `timeout` (a run that hangs): then nothing is shut down under it."""
         with self._lock:
@@ -141,4 +142,4 @@ class BackgroundRunner:
             pass
 
 
-__all__ = ["BackgroundRunner", "Pending"]
+__all__ = ["STOP_TIMEOUT_S", "BackgroundRunner", "Pending"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from headrace.engine.options import ExecutorOptions
-from headrace.serving.background import BackgroundRunner, Pending
+from headrace.serving.background import STOP_TIMEOUT_S, BackgroundRunner, Pending
 from headrace.serving.batching import BatchRunner, InputSpec, RequestError
 from headrace.serving.config import DEFAULT_PIPELINE_FILENAME, NUMPY_OF_TRITON, output_names
 
@@ -225,8 +225,9 @@ class TritonPythonModel:
 
     def finalize(self) -> None:
         background = getattr(self, "background", None)
-        if background is not None and not background.close():
-            self.pb.Logger.log_error("headrace: a background run did not end within 60 s; its pipeline is left open")
+        if background is not None and not background.close(STOP_TIMEOUT_S):
+            self.pb.Logger.log_error(f"headrace: a background run did not end within {STOP_TIMEOUT_S:.0f} s; its "
+                                     "pipeline is left open")
             return
         pipe = getattr(self, "pipe", None)
         if pipe is not None:
@@ -268,7 +269,7 @@ class ExecuteTiming:
 
 def _owned(array: np.ndarray) -> np.ndarray:
     """`array`, or a copy where its memory belongs to something else (a request's tensor)."""
-    return array if array.base is None and array.flags.owndata else np.array(array, copy=True)
+    return array if array.flags.owndata else np.array(array, copy=True)
 
 
 def _error(pb, message: str):
