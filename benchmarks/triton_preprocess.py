@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from cpu_use import PARTS, cores_busy, cpu_snapshot  # noqa: E402
 from offline_timing import time_pipeline  # noqa: E402
 from perf_analyzer_load import perf_analyzer_level, write_input_data  # noqa: E402
 from triton_helpers import distinct_jpegs, jpegs, served_preprocess  # noqa: E402
@@ -343,7 +344,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, help="threads per headrace instance (default: the pipeline's)")
     parser.add_argument("--hw-decoder-load", type=float,
                         help="KIND_GPU: share of JPEGs for the hardware decoder (default: the repository's, 1)")
-    parser.add_argument("--queue-delay-us", type=int, default=500, help="dynamic batching delay (default 500)")
+    parser.add_argument("--queue-delay-us", type=int, default=0,
+                        help="dynamic batching delay of every model but the PIL baseline (default 0, as served)")
     parser.add_argument("--client-processes", type=int, default=max(1, (os.cpu_count() or 1) // 4),
                         help="processes the client threads are spread over (default: a quarter of the cores)")
     parser.add_argument("--shared-memory", choices=("none", "system", "cuda"), default="none",
@@ -430,6 +432,7 @@ def main(argv: list[str] | None = None) -> None:
     by_analyzer = {name for name in runs if args.perf_analyzer and name != "PIL baseline"}
     server: dict[str, dict[int, list]] = {name: {} for name in runs}
     windows: dict[str, dict[int, list]] = {name: {} for name in runs}  # measured steady-clock spans, for traces
+    cpu: dict[str, dict[int, list]] = {name: {} for name in runs}  # cores busy per level and round
     offline_runs = []
     diff = dali_diff = None
     with tempfile.TemporaryDirectory() as tmp, \
@@ -488,6 +491,7 @@ def main(argv: list[str] | None = None) -> None:
                         shared = args.shared_memory if name != "PIL baseline" else "none"
                         before = server_stats(url, model)
                         started = time.monotonic_ns()
+                        used_before = cpu_snapshot(serving.pid)
                         if args.perf_analyzer and name != "PIL baseline":
                             run = perf_analyzer_level(args.perf_analyzer, url, model, input_data, c, args.seconds,
                                                       shared, out_bytes, Path(tmp), pa_args)
@@ -496,6 +500,8 @@ def main(argv: list[str] | None = None) -> None:
                                        args.seconds, shared_memory=shared == "system", out_dtype=out_dtype,
                                        per_request=args.images_per_request)
                         stop_if_exited(serving, f"{name} at concurrency {c}")
+                        cpu[name].setdefault(c, []).append(
+                            cores_busy(used_before, cpu_snapshot(serving.pid), (time.monotonic_ns() - started) / 1e9))
                         runs[name].setdefault(c, []).append(run)
                         server[name].setdefault(c, []).append(stats_between(before, server_stats(url, model)))
                         skipped = 0 if name in by_analyzer else int(WARMUP_S * 1e9)
@@ -537,6 +543,7 @@ def main(argv: list[str] | None = None) -> None:
             mean = {key: float(np.mean([p[key] for p in parts])) for key in parts[0]}
             print(f"{name:<14}{c:>5}{mean['batch']:>7.1f}{mean['queue']:>8.2f}{mean['compute_input']:>8.2f}"
                   f"{mean['compute_infer']:>8.2f}{mean['compute_output']:>8.2f}")
+    print_cpu_use(cpu, results)
     if stages:
         print_stages(stages)
     print("\nheadrace against the null model (what preprocessing adds to Triton's own overhead):")
@@ -585,6 +592,19 @@ def stop_if_exited(serving, level: str) -> None:
     if serving.process.poll() is not None:
         raise SystemExit(f"tritonserver exited (code {serving.process.returncode}) during {level}; its log ends:\n"
                          f"{serving.log_tail(30)}")
+
+
+def print_cpu_use(cpu: dict[str, dict[int, list]], results: dict[str, dict[int, dict]]) -> None:
+    """Cores each part kept busy over a level (mean of the rounds, warm-up included) and its CPU ms per image served:
+    whether the host, not the model, sets a level's rate ("machine" is every process, these and the rest)."""
+    print(f"\nCPU use (cores busy over each level; CPU ms per image in brackets; {os.cpu_count()} cores):")
+    print(f"{'model':<14}{'conc':>5}" + "".join(f"{part:>16}" for part in PARTS))
+    for name, levels in cpu.items():
+        for c, rounds in levels.items():
+            rate = results[name][c]["rate"]
+            mean = {part: float(np.mean([r[part] for r in rounds])) for part in PARTS}
+            per_image = {part: f"{mean[part] / rate * 1e3:>5.2f}" if rate else "    -" for part in PARTS}
+            print(f"{name:<14}{c:>5}" + "".join(f"{mean[part]:>7.2f} ({per_image[part]}) " for part in PARTS))
 
 
 def print_stages(stages: dict[str, dict[int, dict]]) -> None:

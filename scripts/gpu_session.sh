@@ -26,8 +26,8 @@
 #             pipeline's process, and against the GPU stage collecting and placing them (place_in_gpu_stage)
 #   serving   probes/serving_profile.py --device gpu --phases: the served pipeline in process against its decoder
 #             alone (the floor under a served request)
-#   triton    scripts/gpu_triton_check.sh .triton/bundle.tar.xz with 4 instances and outputs through system shared
-#             memory, then a 60 s serving_soak.py on KIND_GPU (carry .triton: scripts/make_triton_bundle.sh)
+#   triton    scripts/gpu_triton_check.sh .triton/bundle.tar.xz with 8 instances (as served) and outputs through
+#             system shared memory, then a 60 s serving_soak.py on KIND_GPU (carry .triton: scripts/make_triton_bundle.sh)
 #   lone      probes/serving_profile.py --dali: a served batch of 1 / 5 / 8 in process against DALI's served model's own
 #             work, back to back and after 1 ms idle, the GPU stage's parts, and a cProfile of 1,000 batches of one
 #             (after setup: DALI's GPU build)
@@ -38,10 +38,10 @@
 #             alternating processes, 5 rounds
 #   abidle    the same after 1 ms of idle before each batch (--gap-ms 1; 4 rounds): what a request at concurrency 1
 #             meets
-#   bg        the KIND_GPU Triton tests, then the triton step's check with --background 2 2:4 0:4: headrace's model
+#   bg        the KIND_GPU Triton tests, then the triton step's check with --background 2 0: headrace's model
 #             answered from a worker thread (respond_in_background) against the same answering in execute and the
 #             null model, same rounds (carry .triton)
-#   peer      the triton step's check with --dali: DALI's GPU build serving the same pipeline in the same backend (4
+#   peer      the triton step's check with --dali: DALI's GPU build serving the same pipeline in the same backend (8
 #             instances each), measured in alternation with headrace and the null model (after setup; carry .triton)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -95,7 +95,7 @@ step() {
              "full placed in gpu stage" --images 512 --rounds 6 ;;
     serving) python3 benchmarks/probes/serving_profile.py --device gpu --sizes 1 5 8 32 --batches 300 --phases ;;
     triton)
-      mkdir -p "$out/triton" && OUT="$out/triton" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-pil --seconds 3 --rounds 2 --instances 4 \
+      mkdir -p "$out/triton" && OUT="$out/triton" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-pil --seconds 3 --rounds 2 --instances 8 \
         --shared-memory system --log-timing-every 200
       PYTHONPATH="/tmp/headrace-site:$PYTHONPATH" TRITONSERVER_ROOT=/tmp/headrace-site/pytriton/tritonserver \
         python3 scripts/serving_soak.py --kind KIND_GPU --seconds 60 --concurrency 32 --bad 0.1 --instances 2 ;;
@@ -111,10 +111,10 @@ step() {
               benchmarks/probes/serving_profile.py --device gpu --sizes 1 --batches 1000 --gap-ms 1 ;;
     bg)
       mkdir -p "$out/bg" && OUT="$out/bg" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-pil \
-        --background 2 2:4 0:4 --seconds 3 --rounds 2 --instances 4 --shared-memory system ;;
+        --background 2 0 --seconds 3 --rounds 2 --instances 8 --shared-memory system ;;
     peer)
       mkdir -p "$out/peer" && OUT="$out/peer" bash scripts/gpu_triton_check.sh .triton/bundle.tar.xz --no-tests --no-pil --dali \
-        --seconds 3 --rounds 2 --instances 4 --shared-memory system ;;
+        --seconds 3 --rounds 2 --instances 8 --shared-memory system ;;
     *) echo "unknown step: $1"; return 2 ;;
   esac
 }

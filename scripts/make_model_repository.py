@@ -2,6 +2,7 @@
 tiny classifier's weights and config (Python backend with torch), and the ensemble that chains them.
 
     python scripts/make_model_repository.py [--out model_repository] [--dtype fp32|fp16] [--kind KIND_CPU|KIND_GPU]
+                                            [--instances N] [--queue-delay-us US]
 
 Everything written is deterministic: running it again gives the same files."""
 
@@ -19,6 +20,9 @@ IMAGENET_MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 IMAGENET_STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 NUM_CLASSES = 10
 MAX_BATCH = 32
+# preprocess instances per instance kind: what served the most images per second at concurrency 1, 8 and 32, with
+# no batching delay (docs/serving.md, "Instances and batching delay"; benchmarks/HISTORY.md)
+INSTANCES = {"KIND_CPU": 1, "KIND_GPU": 8}
 
 
 @pipeline_def(batch_size=MAX_BATCH, num_threads=2, device_id=None, seed=0, prefetch_queue_depth=1)
@@ -127,8 +131,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "model_repository")
     parser.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32", help="element type of the images")
     parser.add_argument("--kind", choices=("KIND_CPU", "KIND_GPU"), default="KIND_CPU")
-    parser.add_argument("--instances", type=int, default=1, help="preprocess instances")
+    parser.add_argument("--instances", type=int,
+                        help=f"preprocess instances (default: {INSTANCES['KIND_CPU']} for KIND_CPU, "
+                             f"{INSTANCES['KIND_GPU']} for KIND_GPU)")
+    parser.add_argument("--queue-delay-us", type=int, default=0, help="preprocess's dynamic batching delay (default 0)")
     args = parser.parse_args(argv)
+    instances = INSTANCES[args.kind] if args.instances is None else args.instances
     import torch
 
     TinyClassifier = _load_module(ROOT / "model_repository" / "classifier" / "1" / "model.py").TinyClassifier  # noqa: N806
@@ -140,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     (out / "preprocess" / "1").mkdir(parents=True, exist_ok=True)
     pipe.serialize(out / "preprocess" / "1" / "pipeline.json")
     (out / "preprocess" / "config.pbtxt").write_text(
-        triton_config(pipe, "preprocess", MAX_BATCH, args.kind, args.instances))
+        triton_config(pipe, "preprocess", MAX_BATCH, args.kind, instances, max_queue_delay_us=args.queue_delay_us))
 
     (out / "classifier" / "1").mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)

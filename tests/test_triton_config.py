@@ -24,6 +24,20 @@ def test_committed_repository_is_what_the_script_writes(tmp_path):
         assert (tmp_path / relative).read_text() == (MODEL_REPOSITORY / relative).read_text(), relative
 
 
+def _preprocess_config(out: Path, *options: str) -> str:
+    subprocess.run([sys.executable, str(REPO / "scripts" / "make_model_repository.py"), "--out", str(out), *options],
+                   check=True, capture_output=True)
+    return (out / "preprocess" / "config.pbtxt").read_text()
+
+
+def test_gpu_repository_has_the_instances_and_delay_that_measured_best(tmp_path):
+    """KIND_GPU (the Docker image's default): 8 preprocess instances, no batching delay; options set both."""
+    text = _preprocess_config(tmp_path / "gpu", "--kind", "KIND_GPU")
+    assert "count: 8\n    kind: KIND_GPU" in text and "max_queue_delay_microseconds: 0\n" in text
+    text = _preprocess_config(tmp_path / "set", "--kind", "KIND_GPU", "--instances", "4", "--queue-delay-us", "500")
+    assert "count: 4\n    kind: KIND_GPU" in text and "max_queue_delay_microseconds: 500\n" in text
+
+
 def test_backend_model_py_is_the_one_the_launcher_installs():
     """One source: backend/model.py links to the package's model.py, whose text the launcher installs."""
     import headrace.serving

@@ -22,12 +22,21 @@ DEVICES = ("cpu", "gpu")
 
 def positive_int(text: str) -> int:
     """An argparse type: an integer of at least 1."""
+    return _whole_number(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer of at least 0."""
+    return _whole_number(text, 0)
+
+
+def _whole_number(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected a number of at least {least}, got {value}")
     return value
 
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from headrace.cli.common import CliError, add_command, say
-from headrace.cli.loading import positive_int, read_pipeline_file
+from headrace.cli.loading import non_negative_int, positive_int, read_pipeline_file
 
 INSTANCE_KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU"}
 
@@ -21,6 +21,9 @@ def add_parser(subparsers) -> None:
                         help="where the model instances run (default cpu)")
     parser.add_argument("--instance-count", type=positive_int, default=1,
                         help="model instances Triton runs side by side (default 1)")
+    parser.add_argument("--max-queue-delay-us", type=non_negative_int, default=0, metavar="US",
+                        help="how long Triton may hold a request to batch it with later ones (default 0, which "
+                             "measured best for CPU and GPU instances: docs/serving.md)")
     parser.add_argument("--allow-module", action="append", default=[], metavar="MODULE", dest="allowed_modules",
                         help="trust this module for the user code the file names (repeatable); the served model "
                              "gets the same list as its allowed_modules parameter")
@@ -52,6 +55,7 @@ def main(args: argparse.Namespace) -> int:
     model_name = args.model_name or args.file.stem
     text = triton_config(pipeline_file=str(args.file), model_name=model_name, max_batch_size=args.max_batch_size,
                          instance_kind=INSTANCE_KINDS[args.instance_kind], instance_count=args.instance_count,
+                         max_queue_delay_us=args.max_queue_delay_us,
                          allowed_modules=args.allowed_modules,
                          parameters={"respond_in_background": "true"} if args.respond_in_background else None)
     if args.out is None:

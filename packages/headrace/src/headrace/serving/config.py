@@ -107,7 +107,7 @@ def _quote(text: str) -> str:
 def triton_config(pipeline_file: str | os.PathLike | Pipeline, model_name: str, max_batch_size: int | None = None,
                   instance_kind: str = "KIND_CPU", instance_count: int = 1, *,
                   output_names: Sequence[str] | None = None, output_dims: Mapping[str, Sequence[int]] | None = None,
-                  output_dtypes: Mapping[str, object] | None = None, max_queue_delay_us: int = 500,
+                  output_dtypes: Mapping[str, object] | None = None, max_queue_delay_us: int = 0,
                   preferred_batch_sizes: Sequence[int] = (),
                   gpus: Sequence[int] | None = None, pipeline_filename: str = DEFAULT_PIPELINE_FILENAME,
                   num_threads: int | None = None, backend: str = BACKEND_NAME,
