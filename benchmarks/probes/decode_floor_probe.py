@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,21 +17,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from serving_profile import per_batch_ms  # noqa: E402
 from triton_helpers import jpegs  # noqa: E402
-
-
-def p50_ms(call, batches: int, gap_s: float) -> float:
-    """Median of `call()` in ms over `batches` calls after 10 warm-up calls, with `gap_s` of sleep before each."""
-    for _ in range(10):
-        call()
-    times = []
-    for _ in range(batches):
-        if gap_s:
-            time.sleep(gap_s)
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times) * 1e3)
 
 
 def host_decoders(images: list[np.ndarray]) -> dict:
@@ -99,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     decoders = {**host_decoders(images), **nvimgcodec_decoders(images)}
     print(f"one 427x640 JPEG ({len(images[0])} / {len(images[1])} B), decoded alone, p50 of {args.batches}:")
     for label, call in decoders.items():
-        figures = ", ".join(f"{p50_ms(call, args.batches, gap / 1e3):.3f} ms"
+        figures = ", ".join(f"{per_batch_ms(call, args.batches, gap / 1e3)[0]:.3f} ms"
                             + (f" after {gap:g} ms idle" if gap else " back to back") for gap in args.gap_ms)
         print(f"  {label:<44}{figures}")
 
