@@ -46,7 +46,7 @@ from triton_trace import STAGES, read_traces, stage_medians, trace_options  # no
 from headrace import types  # noqa: E402
 from headrace.pipeline import Pipeline  # noqa: E402
 from headrace.serving import start_server, triton_config  # noqa: E402
-from headrace.serving.config import triton_type  # noqa: E402
+from headrace.serving.config import MEASURED_INSTANCE_COUNTS, triton_type  # noqa: E402
 from headrace.serving.server import stub_paths, with_import_paths  # noqa: E402
 
 BASELINE_CONFIG = '''name: "pil_preprocess"
@@ -268,7 +268,7 @@ def python_model_config(name: str, kind: str, instances: int, delay_us: int, out
                                       parameters=entries)
 
 
-def write_null_model(target: Path, kind: str, instances: int = 1, delay_us: int = 500, out_type: str = "TYPE_FP32",
+def write_null_model(target: Path, kind: str, instances: int = 1, delay_us: int = 0, out_type: str = "TYPE_FP32",
                      work_us: float = 0.0, gpu_kernel: bool = False, fresh_outputs: bool = False) -> None:
     """benchmarks/triton_null as the model `null_preprocess` in the folder `target`, with its config."""
     (target / "1").mkdir(parents=True)
@@ -340,7 +340,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtype", choices=tuple(OUTPUT_TYPES), default="fp32",
                         help="element type of the normalized images, for headrace, the null model and the DALI peer "
                              "(default fp32)")
-    parser.add_argument("--instances", type=int, help="headrace instances (default 1)")
+    parser.add_argument("--instances", type=int,
+                        help="instances of every model but the PIL baseline (default: as served, "
+                             f"{MEASURED_INSTANCE_COUNTS['KIND_CPU']} for KIND_CPU and "
+                             f"{MEASURED_INSTANCE_COUNTS['KIND_GPU']} for KIND_GPU)")
     parser.add_argument("--threads", type=int, help="threads per headrace instance (default: the pipeline's)")
     parser.add_argument("--hw-decoder-load", type=float,
                         help="KIND_GPU: share of JPEGs for the hardware decoder (default: the repository's, 1)")
@@ -384,6 +387,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--log-timing-every", type=int, default=0,
                         help="have headrace's backend log where execute spends its time every N calls, and print it")
     args = parser.parse_args(argv)
+    if args.instances is None:
+        args.instances = MEASURED_INSTANCE_COUNTS[args.kind]
     if args.server_args is None:
         args.server_args = GPU_SERVER_ARGS if args.kind == "KIND_GPU" else ""
     if args.shared_memory == "cuda" and not args.perf_analyzer:
@@ -406,7 +411,7 @@ def main(argv: list[str] | None = None) -> None:
     out_type, out_bytes = triton_type(out_dtype), output_bytes(out_dtype)
     pa_args = tuple(shlex.split(args.perf_analyzer_args))
     hw = f", hw_decoder_load {args.hw_decoder_load if args.hw_decoder_load is not None else 'default'}" if gpu else ""
-    print(f"headrace preprocess: {args.kind}, {args.instances or 1} instance(s), {args.threads or 'pipeline default'}"
+    print(f"headrace preprocess: {args.kind}, {args.instances} instance(s), {args.threads or 'pipeline default'}"
           f" thread(s), {args.dtype} outputs, queue delay {args.queue_delay_us} us{hw}; "
           f"server options: {args.server_args or 'none'}; "
           f"null model: same kind{f', spinning {args.null_work_us:g} us per execute' if args.null_work_us else ''}"
@@ -441,14 +446,14 @@ def main(argv: list[str] | None = None) -> None:
         pipeline_file = write_headrace_model(repo / "preprocess", args.kind, args.instances, args.threads,
                                              args.queue_delay_us, args.hw_decoder_load, args.log_timing_every,
                                              args.dtype)
-        write_null_model(repo / "null_preprocess", args.kind, args.instances or 1, args.queue_delay_us, out_type,
+        write_null_model(repo / "null_preprocess", args.kind, args.instances, args.queue_delay_us, out_type,
                          args.null_work_us, args.null_gpu_kernel, args.null_fresh_outputs)
         for variant in args.background:
             write_headrace_model(repo / background_model(variant), args.kind, args.instances, args.threads,
                                  args.queue_delay_us, args.hw_decoder_load, args.log_timing_every, args.dtype,
                                  background=variant)
         if args.dali:
-            write_dali_model(repo / "dali_preprocess", args.kind, args.instances or 1, args.queue_delay_us, out_type,
+            write_dali_model(repo / "dali_preprocess", args.kind, args.instances, args.queue_delay_us, out_type,
                              args.threads, args.hw_decoder_load)
         input_data = write_input_data(Path(tmp) / "input_data.json", images) if args.perf_analyzer else None
         pipe = Pipeline.load(pipeline_file, device_id=device_id)

@@ -27,7 +27,8 @@
 #   serving   probes/serving_profile.py --device gpu --phases: the served pipeline in process against its decoder
 #             alone (the floor under a served request)
 #   triton    scripts/gpu_triton_check.sh .triton/bundle.tar.xz with 8 instances (as served) and outputs through
-#             system shared memory, then a 60 s serving_soak.py on KIND_GPU (carry .triton: scripts/make_triton_bundle.sh)
+#             system shared memory, then a 60 s serving_soak.py on KIND_GPU (carry .triton:
+#             scripts/make_triton_bundle.sh)
 #   lone      probes/serving_profile.py --dali: a served batch of 1 / 5 / 8 in process against DALI's served model's own
 #             work, back to back and after 1 ms idle, the GPU stage's parts, and a cProfile of 1,000 batches of one
 #             (after setup: DALI's GPU build)

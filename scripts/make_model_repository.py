@@ -13,16 +13,15 @@ import shutil
 from pathlib import Path
 
 from headrace import fn, pipeline_def, types
+from headrace.cli.loading import non_negative_int, positive_int
 from headrace.serving import triton_config
+from headrace.serving.config import MEASURED_INSTANCE_COUNTS
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGENET_MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 IMAGENET_STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 NUM_CLASSES = 10
 MAX_BATCH = 32
-# preprocess instances per instance kind: what served the most images per second at concurrency 1, 8 and 32, with
-# no batching delay (docs/serving.md, "Instances and batching delay"; benchmarks/HISTORY.md)
-INSTANCES = {"KIND_CPU": 1, "KIND_GPU": 8}
 
 
 @pipeline_def(batch_size=MAX_BATCH, num_threads=2, device_id=None, seed=0, prefetch_queue_depth=1)
@@ -131,12 +130,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "model_repository")
     parser.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32", help="element type of the images")
     parser.add_argument("--kind", choices=("KIND_CPU", "KIND_GPU"), default="KIND_CPU")
-    parser.add_argument("--instances", type=int,
-                        help=f"preprocess instances (default: {INSTANCES['KIND_CPU']} for KIND_CPU, "
-                             f"{INSTANCES['KIND_GPU']} for KIND_GPU)")
-    parser.add_argument("--queue-delay-us", type=int, default=0, help="preprocess's dynamic batching delay (default 0)")
+    parser.add_argument("--instances", type=positive_int,
+                        help="preprocess instances (default: what measured best, "
+                             f"{MEASURED_INSTANCE_COUNTS['KIND_CPU']} for KIND_CPU, "
+                             f"{MEASURED_INSTANCE_COUNTS['KIND_GPU']} for KIND_GPU)")
+    parser.add_argument("--queue-delay-us", type=non_negative_int, default=0,
+                        help="preprocess's dynamic batching delay (default 0)")
     args = parser.parse_args(argv)
-    instances = INSTANCES[args.kind] if args.instances is None else args.instances
+    instances = MEASURED_INSTANCE_COUNTS[args.kind] if args.instances is None else args.instances
     import torch
 
     TinyClassifier = _load_module(ROOT / "model_repository" / "classifier" / "1" / "model.py").TinyClassifier  # noqa: N806

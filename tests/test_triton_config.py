@@ -25,6 +25,7 @@ def test_committed_repository_is_what_the_script_writes(tmp_path):
 
 
 def _preprocess_config(out: Path, *options: str) -> str:
+    """The preprocess config.pbtxt that scripts/make_model_repository.py writes into `out` with `options`."""
     subprocess.run([sys.executable, str(REPO / "scripts" / "make_model_repository.py"), "--out", str(out), *options],
                    check=True, capture_output=True)
     return (out / "preprocess" / "config.pbtxt").read_text()
@@ -36,6 +37,11 @@ def test_gpu_repository_has_the_instances_and_delay_that_measured_best(tmp_path)
     assert "count: 8\n    kind: KIND_GPU" in text and "max_queue_delay_microseconds: 0\n" in text
     text = _preprocess_config(tmp_path / "set", "--kind", "KIND_GPU", "--instances", "4", "--queue-delay-us", "500")
     assert "count: 4\n    kind: KIND_GPU" in text and "max_queue_delay_microseconds: 500\n" in text
+
+
+def test_a_negative_batching_delay_is_refused():
+    with pytest.raises(SchemaError, match="max_queue_delay_us must be at least 0, got -1"):
+        triton_config(PREPROCESS_FILE, "pre", max_queue_delay_us=-1)
 
 
 def test_backend_model_py_is_the_one_the_launcher_installs():

@@ -9,6 +9,7 @@ than the fastest of these over a model that does no work.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 
@@ -23,8 +24,6 @@ from triton_helpers import jpegs  # noqa: E402
 
 def host_decoders(images: list[np.ndarray]) -> dict:
     """libjpeg-turbo through OpenCV and through Pillow (where installed): one image to RGB pixels in host memory."""
-    import io
-
     decoders = {}
     turn = iter(range(1 << 62))
     try:
@@ -49,16 +48,17 @@ def nvimgcodec_decoders(images: list[np.ndarray]) -> dict:
 
     try:
         import cupy
-        wait = cupy.cuda.runtime.deviceSynchronize
-    except Exception:  # noqa: BLE001 - no GPU: only the CPU backend can run
-        cupy, wait = None, (lambda: None)
+        gpu = cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no CuPy or no CUDA driver: no GPU
+        gpu = False
+    wait = cupy.cuda.runtime.deviceSynchronize if gpu else (lambda: None)
     kinds = {"hardware decoder": nvimgcodec.BackendKind.HW_GPU_ONLY, "CUDA": nvimgcodec.BackendKind.GPU_ONLY,
              "hybrid (host Huffman, CUDA)": nvimgcodec.BackendKind.HYBRID_CPU_GPU,
              "CPU": nvimgcodec.BackendKind.CPU_ONLY}
     decoders = {}
     turn = iter(range(1 << 62))
     for label, kind in kinds.items():
-        if cupy is None and kind != nvimgcodec.BackendKind.CPU_ONLY:
+        if not gpu and kind != nvimgcodec.BackendKind.CPU_ONLY:
             continue
         try:
             decoder = nvimgcodec.Decoder(backends=[nvimgcodec.Backend(kind)])
@@ -78,7 +78,7 @@ def nvimgcodec_decoders(images: list[np.ndarray]) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batches", type=int, default=500)
+    parser.add_argument("--batches", type=int, default=500, help="timed calls per decoder, one image each")
     parser.add_argument("--gap-ms", type=float, nargs="*", default=[0.0, 1.0])
     args = parser.parse_args(argv)
     images = [jpegs(5, seed=0)[4], jpegs(5, seed=1)[4]]  # triton_preprocess.py's two 427x640 images

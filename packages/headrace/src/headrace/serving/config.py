@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 BACKEND_NAME = "headrace"
 DEFAULT_PIPELINE_FILENAME = "pipeline.json"
 INSTANCE_KINDS = ("KIND_CPU", "KIND_GPU")
+# instances per kind that served the image preprocess pipeline fastest with no batching delay (docs/serving.md,
+# "Instances and batching delay"): the example repository and the Docker image use them; triton_config's default is 1
+MEASURED_INSTANCE_COUNTS = {"KIND_CPU": 1, "KIND_GPU": 8}
 _TRITON_TYPES = {np.dtype(k): v for k, v in {
     np.bool_: "TYPE_BOOL", np.uint8: "TYPE_UINT8", np.uint16: "TYPE_UINT16", np.uint32: "TYPE_UINT32",
     np.uint64: "TYPE_UINT64", np.int8: "TYPE_INT8", np.int16: "TYPE_INT16", np.int32: "TYPE_INT32",
@@ -129,6 +132,8 @@ def triton_config(pipeline_file: str | os.PathLike | Pipeline, model_name: str, 
         raise SchemaError(f"instance_kind must be one of {INSTANCE_KINDS}, got {instance_kind!r}")
     if instance_count < 1:
         raise SchemaError(f"instance_count must be at least 1, got {instance_count}")
+    if max_queue_delay_us < 0:
+        raise SchemaError(f"max_queue_delay_us must be at least 0, got {max_queue_delay_us}")
     inputs = served_inputs(pipe)
     outputs = served_outputs(pipe, output_names, output_dims, output_dtypes)
 
