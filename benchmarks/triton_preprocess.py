@@ -47,7 +47,7 @@ from headrace import types  # noqa: E402
 from headrace.pipeline import Pipeline  # noqa: E402
 from headrace.serving import start_server, triton_config  # noqa: E402
 from headrace.serving.config import MEASURED_INSTANCE_COUNTS, triton_type  # noqa: E402
-from headrace.serving.server import stub_paths, with_import_paths  # noqa: E402
+from headrace.serving.server import MEMORY_POOL_ARGS, stub_paths, with_import_paths  # noqa: E402
 
 BASELINE_CONFIG = '''name: "pil_preprocess"
 backend: "python"
@@ -95,7 +95,7 @@ IMAGE_SHAPE = [3, 224, 224]  # one normalized image
 OUTPUT_TYPES = {"fp32": np.float32, "fp16": np.float16}
 # GPU instances: Triton's CUDA and pinned memory pools at 512 MB instead of 64 / 256 MB, as the README advises (the
 # Python backend hands GPU outputs to the server through the CUDA pool)
-GPU_SERVER_ARGS = "--cuda-memory-pool-byte-size=0:536870912 --pinned-memory-pool-byte-size=536870912"
+GPU_SERVER_ARGS = " ".join(MEMORY_POOL_ARGS)
 WARMUP_S = 1.5  # the Python load loop's unmeasured start of each level
 REQUEST_TIMEOUT_S = 30.0  # a request unanswered this long is an error (a hung server ends the level, not the run)
 

@@ -503,6 +503,15 @@ def test_serve_answers_a_health_check_and_stops_on_sigint(tmp_path):
             server.wait(timeout=10)
 
 
+@pytest.mark.skipif(not HAS_SERVING_SERVER, reason="headrace.serving.server is not installed")
+def test_serve_adds_the_memory_pools_a_triton_arg_does_not_set():
+    from headrace.serving.server import MEMORY_POOL_ARGS, with_memory_pools
+
+    assert with_memory_pools(()) == MEMORY_POOL_ARGS
+    own = "--pinned-memory-pool-byte-size=1024"
+    assert with_memory_pools(("--log-verbose=1", own)) == ("--log-verbose=1", own, MEMORY_POOL_ARGS[0])
+
+
 @needs_server
 def test_serve_passes_triton_args_and_names_a_rejected_one(capsys, tmp_path):
     """--triton-arg reaches tritonserver's command line: an option it does not know stops it, and the one-line

@@ -42,12 +42,12 @@ def cmd_arguments() -> list[str]:
 @pytest.mark.triton
 @pytest.mark.skipif(not have_server(), reason=NO_SERVER)
 def test_the_server_starts_with_the_cmd_options(tmp_path):
-    from headrace.serving.server import start_server
+    from headrace.serving.server import MEMORY_POOL_ARGS, start_server
 
     command = cmd_arguments()
     assert command[0] == "tritonserver" and command[1] == "--model-repository=/models"
     options = command[2:]
-    assert any(o.startswith("--cuda-memory-pool-byte-size=") for o in options)
+    assert tuple(options) == MEMORY_POOL_ARGS  # the pools `headrace serve` starts with too
     with start_server(tmp_path, timeout=60, extra_args=tuple(options)) as server:
         assert server.is_ready()
         log = server.log()

@@ -23,8 +23,12 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--grpc-port", type=int, help="gRPC port (default: a free one)")
     parser.add_argument("--metrics-port", type=int, help="metrics port (default: a free one)")
     parser.add_argument("--triton-arg", action="append", default=[], metavar="--OPTION=VALUE",
-                        help="one more tritonserver option, as --triton-arg=--OPTION=VALUE (repeatable); on a GPU, "
-                             "e.g. --triton-arg=--cuda-memory-pool-byte-size=0:536870912")
+                        help="one more tritonserver option, as --triton-arg=--OPTION=VALUE (repeatable), e.g. "
+                             "--triton-arg=--log-verbose=1")
+    parser.add_argument("--memory-pools", action=argparse.BooleanOptionalAction, default=True,
+                        help="start tritonserver with the Docker image's memory pools (512 MB of CUDA memory on GPU "
+                             "0, 512 MB pinned; skipped without a GPU) where --triton-arg does not set them (default "
+                             "on)")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds to wait for the server to become ready (default 60)")
 
@@ -64,8 +68,11 @@ def main(args: argparse.Namespace) -> int:
         if port is not None:
             check_port_free(port, name)
     start_server = serving_function("server", "start_server")
+    extra_args = tuple(args.triton_arg)
+    if args.memory_pools:
+        extra_args = serving_function("server", "with_memory_pools")(extra_args)
     try:
-        handle = start_server(str(args.repository), timeout=args.timeout, extra_args=tuple(args.triton_arg), **ports)
+        handle = start_server(str(args.repository), timeout=args.timeout, extra_args=extra_args, **ports)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # whatever stopped the server from starting, said in one line

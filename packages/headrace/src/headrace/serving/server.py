@@ -30,6 +30,10 @@ EXIT_TIMEOUT_S = 5
 (`--exit-timeout-secs`, Triton's default 30) before it exits anyway: an idle keep-alive client holds a stop that
 long. `stop()` waits longer than that, then removes the shared-memory regions of the Python backends, which a
 server that exited this way (or was killed) leaves behind."""
+MEMORY_POOL_ARGS = ("--cuda-memory-pool-byte-size=0:536870912", "--pinned-memory-pool-byte-size=536870912")
+"""The server memory pools `headrace serve` and the Docker image start with: Python-backend models hand GPU outputs
+to the server through the CUDA pool (64 MB per GPU by default; 8 instances' batches of 32 images hold 154 MB). A
+machine without a GPU skips them (docs/serving.md)."""
 _REGION_MARK = "_backend_shm_region_"  # Triton's Python backends name their shared memory triton_<backend>..._<uuid>
 
 
@@ -253,6 +257,12 @@ def server_environment(files: ServerFiles, python: str | None = None) -> dict[st
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in libdirs if p)
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
+
+
+def with_memory_pools(extra_args: tuple[str, ...]) -> tuple[str, ...]:
+    """`extra_args` (tritonserver options) with those of MEMORY_POOL_ARGS that they do not set themselves."""
+    named = {arg.split("=", 1)[0] for arg in extra_args}
+    return (*extra_args, *(pool for pool in MEMORY_POOL_ARGS if pool.split("=", 1)[0] not in named))
 
 
 def start_server(model_repository: str | os.PathLike, http_port: int | None = None, grpc_port: int | None = None,
