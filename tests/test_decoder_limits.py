@@ -214,10 +214,7 @@ def test_mixed_pipeline_refuses_the_bomb(decoder, c_api):
 @pytest.fixture(scope="module", params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 def served(request, tmp_path_factory):
     """The served preprocess model (model_repository/, or regenerated for a GPU instance) and its file loaded here."""
-    import subprocess
-    import sys
-
-    from triton_helpers import MODEL_REPOSITORY, NO_SERVER, PREPROCESS_FILE, have_server
+    from triton_helpers import MODEL_REPOSITORY, NO_SERVER, PREPROCESS_FILE, have_server, write_model_repository
 
     from headrace.serving.server import start_server
 
@@ -227,9 +224,7 @@ def served(request, tmp_path_factory):
     pytest.importorskip("tritonclient.grpc")
     repo, device_id = MODEL_REPOSITORY, None
     if request.param == "gpu":
-        repo, device_id = tmp_path_factory.mktemp("gpu-repo"), 0
-        subprocess.run([sys.executable, str(MODEL_REPOSITORY.parent / "scripts" / "make_model_repository.py"),
-                        "--out", str(repo), "--kind", "KIND_GPU"], check=True, capture_output=True)
+        repo, device_id = write_model_repository(tmp_path_factory.mktemp("gpu-repo"), "--kind", "KIND_GPU"), 0
     pipe = Pipeline.load(repo / "preprocess" / "1" / "pipeline.json" if device_id == 0 else PREPROCESS_FILE,
                          device_id=device_id)
     with start_server(repo, timeout=180) as handle:

@@ -3,12 +3,11 @@ group; the committed model repository is what the generator writes; pipelines th
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, REPO
+from triton_helpers import MODEL_REPOSITORY, PREPROCESS_FILE, REPO, write_model_repository
 
 from headrace import fn, pipeline_def, types
 from headrace.errors import SchemaError
@@ -17,8 +16,7 @@ from headrace.serving.server import BACKEND_MODEL_PY, backend_model_py, stub_pat
 
 
 def test_committed_repository_is_what_the_script_writes(tmp_path):
-    subprocess.run([sys.executable, str(REPO / "scripts" / "make_model_repository.py"), "--out", str(tmp_path)],
-                   check=True, capture_output=True)
+    write_model_repository(tmp_path)
     for relative in ("preprocess/config.pbtxt", "preprocess/1/pipeline.json", "classifier/config.pbtxt",
                      "classify/config.pbtxt", "classifier/labels.txt", "classifier/1/model.py"):
         assert (tmp_path / relative).read_text() == (MODEL_REPOSITORY / relative).read_text(), relative
@@ -26,9 +24,7 @@ def test_committed_repository_is_what_the_script_writes(tmp_path):
 
 def _preprocess_config(out: Path, *options: str) -> str:
     """The preprocess config.pbtxt that scripts/make_model_repository.py writes into `out` with `options`."""
-    subprocess.run([sys.executable, str(REPO / "scripts" / "make_model_repository.py"), "--out", str(out), *options],
-                   check=True, capture_output=True)
-    return (out / "preprocess" / "config.pbtxt").read_text()
+    return (write_model_repository(out, *options) / "preprocess" / "config.pbtxt").read_text()
 
 
 def test_gpu_repository_has_the_instances_and_delay_that_measured_best(tmp_path):

@@ -20,6 +20,7 @@ from triton_helpers import (
     offline_outputs,
     padded,
     respond_in_background,
+    write_model_repository,
 )
 
 from headrace.pipeline import Pipeline
@@ -251,11 +252,7 @@ def _counts(conn) -> tuple[int, int]:
 
 def _gpu_repository(target: Path) -> Path:
     """scripts/make_model_repository.py's repository for GPU instances, in `target`."""
-    import subprocess
-    import sys
-
-    subprocess.run([sys.executable, str(MODEL_REPOSITORY.parent / "scripts" / "make_model_repository.py"), "--out",
-                    str(target), "--kind", "KIND_GPU"], check=True, capture_output=True)
+    write_model_repository(target, "--kind", "KIND_GPU")
     assert "kind: KIND_GPU" in (target / "preprocess" / "config.pbtxt").read_text()
     return target
 

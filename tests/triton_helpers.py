@@ -72,6 +72,17 @@ def _jpeg(rng: np.random.Generator, height: int, width: int, quality: int = 90) 
     return buf.ravel()
 
 
+def write_model_repository(out: Path, *options: str) -> Path:
+    """scripts/make_model_repository.py's repository, written into `out` with `options` (e.g. "--kind",
+    "KIND_GPU"), in a process of its own as a user runs it."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, str(REPO / "scripts" / "make_model_repository.py"), "--out", str(out), *options],
+                   check=True, capture_output=True)
+    return out
+
+
 def respond_in_background(model: Path) -> None:
     """Have the model in folder `model` answer from a worker thread: `respond_in_background: true` in its config."""
     with (model / "config.pbtxt").open("a") as config:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from triton_helpers import jpegs  # noqa: E402
 def host_decoders(images: list[np.ndarray]) -> dict:
     """libjpeg-turbo through OpenCV and through Pillow (where installed): one image to RGB pixels in host memory."""
     decoders = {}
-    turn = iter(range(1 << 62))
+    turn = itertools.count()
     try:
         import cv2
         decoders["OpenCV imdecode (libjpeg-turbo)"] = lambda: cv2.imdecode(images[next(turn) % 2], cv2.IMREAD_COLOR)
@@ -56,7 +57,7 @@ def nvimgcodec_decoders(images: list[np.ndarray]) -> dict:
              "hybrid (host Huffman, CUDA)": nvimgcodec.BackendKind.HYBRID_CPU_GPU,
              "CPU": nvimgcodec.BackendKind.CPU_ONLY}
     decoders = {}
-    turn = iter(range(1 << 62))
+    turn = itertools.count()
     for label, kind in kinds.items():
         if not gpu and kind != nvimgcodec.BackendKind.CPU_ONLY:
             continue

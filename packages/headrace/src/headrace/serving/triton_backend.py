@@ -51,11 +51,10 @@ def background_options(parameters: dict[str, str]) -> dict[str, int] | None:
     if switch not in ("true", "on", "1"):
         return None
     options = {}
-    for name, key, default, least in (("response_threads", "senders", 2, 0),
-                                      ("background_queue_depth", "waiting", 1, 0)):
+    for name, key, default in (("response_threads", "senders", 2), ("background_queue_depth", "waiting", 1)):
         text = parameters.get(name, "").strip() or str(default)
-        if not text.isdigit() or int(text) < least:
-            raise ValueError(f"model parameter '{name}': {text!r} is not a whole number of at least {least}")
+        if not text.isdigit():
+            raise ValueError(f"model parameter '{name}': {text!r} is not a whole number of at least 0")
         options[key] = int(text)
     return options
 
